@@ -1,0 +1,295 @@
+"""Outcome.diff -> a readable view: known keys get a dedicated rendering, the rest a key/value table.
+
+`diff_view` never raises: every section builder accepts any shape and falls back to the
+generic table for what it does not recognise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.report.charts import Chart, acceptance_chart, noise_band
+from harness.report.fmt import (
+    as_number,
+    common_prefix_len,
+    fmt_float,
+    fmt_value,
+    humanize,
+    is_long,
+    split_common,
+    tail,
+    to_json_text,
+    truncate,
+)
+
+# Pairs rendered as "old -> new" with the diverging part highlighted.
+CHANGE_PAIRS = (("old", "new"), ("old_text", "new_text"), ("expected", "observed"), ("expected", "actual"))
+
+# Known scalar keys, in display order, with their labels.
+METRIC_LABELS = {
+    "max_abs_err": "max abs error",
+    "max_rel_err": "max rel error",
+    "atol": "atol",
+    "rtol": "rtol",
+    "p_value": "p-value",
+    "alpha": "alpha",
+    "statistic": "test statistic",
+    "tv": "TV distance",
+    "tv_upper": "TV upper bound",
+    "ratio": "latency ratio",
+    "baseline_ratio": "baseline ratio",
+    "noise_band": "noise band",
+    "w": "ensemble weight w",
+    "tv_exact": "TV exact",
+    "tv_measured": "TV measured",
+    "tv_ci": "TV interval",
+    "acceptance_exact": "acceptance exact",
+    "acceptance_measured": "acceptance measured",
+    "acceptance_ci": "acceptance interval",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    label: str
+    old: str
+    new: str
+    prefix: str  # common leading part (shown muted)
+    old_rest: str  # where old diverges (highlighted)
+    new_rest: str
+
+
+@dataclass(frozen=True)
+class Divergence:
+    step: str
+    old_token: str
+    new_token: str
+    margin: str
+    prefix: str
+    old_rest: str
+    new_rest: str
+    extras: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DeepRow:
+    change: str
+    path: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    value: str
+    note: str = ""  # relation to its limit, e.g. "< alpha 0.01: significant"
+    flag: str = ""  # "" | "bad" | "ok": colours the note
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: str
+    block: bool  # long or multi-line: render in a wrapped <pre>
+
+
+@dataclass
+class DiffView:
+    changes: list[Change] = field(default_factory=list)
+    divergence: Divergence | None = None
+    deepdiff: list[DeepRow] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    steps: Chart | None = None
+    generic: list[KeyValue] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.changes or self.divergence or self.deepdiff or self.metrics or self.added or self.removed
+            or self.steps or self.generic
+        )
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def change(label: str, old: Any, new: Any) -> Change:
+    """Old vs new; strings and lists get their common prefix split off for highlighting."""
+    old_text, new_text = fmt_value(old), fmt_value(new)
+    if isinstance(old, str) and isinstance(new, str):
+        prefix, old_rest, new_rest = split_common(old, new)
+        return Change(label, old_text, new_text, tail(prefix), old_rest, new_rest)
+    if isinstance(old, list) and isinstance(new, list):
+        n = common_prefix_len(old, new)
+        if n:
+            prefix = ", ".join(fmt_value(v) for v in old[:n]) + ", "
+            old_rest = ", ".join(fmt_value(v) for v in old[n:])
+            new_rest = ", ".join(fmt_value(v) for v in new[n:])
+            return Change(label, old_text, new_text, "[" + tail(prefix), old_rest + "]", new_rest + "]")
+    return Change(label, old_text, new_text, "", old_text, new_text)
+
+
+def divergence(data: Mapping[str, Any]) -> Divergence:
+    """First divergence of two token streams: the step, both tokens, the margin there, and both
+    decoded texts split at their common prefix. `old_text`/`new_text` may be full texts or the
+    continuations after `common_prefix_text`; both are handled."""
+    old_text, new_text = str(data.get("old_text", "")), str(data.get("new_text", ""))
+    given = data.get("common_prefix_text")
+    if isinstance(given, str) and given:
+        old_rest = old_text[len(given):] if old_text.startswith(given) else old_text
+        new_rest = new_text[len(given):] if new_text.startswith(given) else new_text
+        prefix = given
+    else:
+        prefix, old_rest, new_rest = split_common(old_text, new_text)
+    known = {"step", "old_token", "new_token", "margin", "old_text", "new_text", "common_prefix_text"}
+    extras = tuple((humanize(k), fmt_value(v)) for k, v in data.items() if k not in known)
+    margin = data.get("margin")
+    return Divergence(
+        step=fmt_value(data.get("step", "?")),
+        old_token=fmt_value(data.get("old_token", "?")),
+        new_token=fmt_value(data.get("new_token", "?")),
+        margin=fmt_value(margin) if margin is not None else "not recorded",
+        prefix=tail(prefix),
+        old_rest=old_rest,
+        new_rest=new_rest,
+        extras=extras,
+    )
+
+
+def deepdiff_rows(data: Mapping[str, Any]) -> list[DeepRow]:
+    """Rows of a deepdiff-style dict: {change type: {path: {old_value, new_value}} | [paths] | ...}."""
+    rows = []
+    for change_type, body in data.items():
+        kind = humanize(change_type)
+        removed = "removed" in str(change_type)
+        if isinstance(body, Mapping):
+            for path, value in body.items():
+                if isinstance(value, Mapping) and ("old_value" in value or "new_value" in value):
+                    old, new = fmt_value(value.get("old_value")), fmt_value(value.get("new_value"))
+                    if "old_type" in value or "new_type" in value:
+                        old = f"{old} ({fmt_value(value.get('old_type'))})"
+                        new = f"{new} ({fmt_value(value.get('new_type'))})"
+                    rows.append(DeepRow(kind, str(path), old, new))
+                elif removed:
+                    rows.append(DeepRow(kind, str(path), fmt_value(value), ""))
+                else:
+                    rows.append(DeepRow(kind, str(path), "", fmt_value(value)))
+        elif isinstance(body, (list, tuple, set, frozenset)):
+            for path in body:
+                rows.append(DeepRow(kind, fmt_value(path), "(present)" if removed else "", "" if removed else "(present)"))
+        else:
+            rows.append(DeepRow(kind, "", "", fmt_value(body)))
+    return rows
+
+
+def _relation(value: float, limit: float, below: str, above: str) -> tuple[str, str]:
+    return (below, "bad") if value < limit else (above, "ok")
+
+
+def metrics(diff: Mapping[str, Any]) -> tuple[list[Metric], set[str]]:
+    """Known scalar keys as labelled rows; p-value vs alpha and ratio vs noise band get a verdict.
+    Returns the rows and the keys consumed."""
+    rows: list[Metric] = []
+    used: set[str] = set()
+    p, alpha = as_number(diff.get("p_value")), as_number(diff.get("alpha"))
+    for key, label in METRIC_LABELS.items():
+        if key not in diff:
+            continue
+        note, flag = "", ""
+        if key == "p_value" and p is not None and alpha is not None:
+            rel = "<" if p < alpha else "\u2265"
+            word, flag = _relation(p, alpha, "significant difference", "not significant")
+            note = f"{rel} alpha {fmt_float(alpha)}: {word}"
+        if key == "ratio":
+            note, flag = _band_note(diff)
+        value = diff[key]
+        text = fmt_value(value)
+        if isinstance(value, (list, tuple)) and len(value) == 2 and all(as_number(v) is not None for v in value):
+            text = f"[{fmt_value(value[0])}, {fmt_value(value[1])}]"
+        rows.append(Metric(label, text, note, flag))
+        used.add(key)
+    return rows, used
+
+
+def _band_note(diff: Mapping[str, Any]) -> tuple[str, str]:
+    ratio, baseline = as_number(diff.get("ratio")), as_number(diff.get("baseline_ratio"))
+    band = noise_band(diff.get("noise_band"), baseline)
+    if ratio is None:
+        return "", ""
+    parts = []
+    if baseline:
+        parts.append(f"{ratio / baseline:.2f}\u00d7 baseline")
+    flag = ""
+    if band:
+        inside = band[0] <= ratio <= band[1]
+        parts.append("within noise band" if inside else "outside noise band")
+        flag = "ok" if inside else "bad"
+    return ", ".join(parts), flag
+
+
+def names(value: Any) -> list[str]:
+    """Capability names from a list, a mapping (its keys) or a single value."""
+    if isinstance(value, Mapping):
+        return [str(k) for k in value]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [fmt_value(v) for v in value]
+    return [fmt_value(value)]
+
+
+def key_value(key: Any, value: Any) -> KeyValue:
+    if isinstance(value, (Mapping, list)) and value:
+        text = fmt_value(value)
+        if len(text) > 80:
+            text = truncate(to_json_text(value, indent=2))
+        return KeyValue(str(key), text, is_long(text))
+    text = fmt_value(value)
+    return KeyValue(str(key), text, is_long(text))
+
+
+# --------------------------------------------------------------------------- the whole diff
+
+
+def diff_view(diff: Any) -> DiffView:
+    """Every key of the diff ends up in exactly one section."""
+    view = DiffView()
+    if not isinstance(diff, Mapping):
+        if diff not in (None, {}, [], ""):
+            view.generic.append(key_value("diff", diff))
+        return view
+    used: set[str] = set()
+    for old_key, new_key in CHANGE_PAIRS:
+        if old_key in diff and new_key in diff and not used & {old_key, new_key}:
+            label = "value" if old_key == "old" else f"{humanize(old_key)} \u2192 {humanize(new_key)}"
+            view.changes.append(change(label, diff[old_key], diff[new_key]))
+            used |= {old_key, new_key}
+    first = diff.get("first_divergence")
+    if isinstance(first, Mapping):
+        view.divergence = divergence(first)
+        used.add("first_divergence")
+    deep = diff.get("deepdiff")
+    if isinstance(deep, str):
+        try:
+            deep = json.loads(deep)
+        except ValueError:
+            pass
+    if isinstance(deep, Mapping):
+        view.deepdiff = deepdiff_rows(deep)
+        used.add("deepdiff")
+    view.metrics, metric_keys = metrics(diff)
+    used |= metric_keys
+    for key, target in (("added", view.added), ("removed", view.removed)):
+        if key in diff:
+            target.extend(names(diff[key]))
+            used.add(key)
+    steps = acceptance_chart(diff.get("accepted_per_step"), diff.get("drafted_per_step"))
+    if steps is not None:
+        view.steps = steps
+        used |= {"accepted_per_step", "drafted_per_step"}
+    view.generic = [key_value(k, v) for k, v in diff.items() if k not in used]
+    return view

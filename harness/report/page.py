@@ -1,0 +1,211 @@
+"""Results -> the view model of the page -> one self-contained HTML file.
+
+All text from records reaches the template as plain `str` and is escaped there (Jinja2
+autoescape on for every template). The only markup passed through unescaped is our own CSS.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
+from harness.report.diffview import DiffView, diff_view
+from harness.report.fmt import flatten, fmt_value, is_long
+from harness.schema import Outcome, Results, Status
+
+HERE = Path(__file__).parent
+STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.NEW, Status.SKIPPED, Status.PASS)
+KNOWN_CATEGORIES = frozenset(
+    {"tie-flip", "tolerated-drift", "bias", "feature-added", "feature-removed", "real-change"}
+)
+VERDICT_TEXT = {
+    "regression": "At least one field regressed: CI fails. Start with the regressions listed below.",
+    "changed": "Differences within the policy of an intended change: review them, then regenerate "
+    "the golden records on purpose.",
+    "pass": "No regression and nothing to regenerate.",
+}
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    key: str
+    baseline: str
+    current: str
+    differs: bool
+
+
+@dataclass(frozen=True)
+class OutcomeView:
+    anchor: str
+    suite: str
+    case: str
+    field: str
+    kind: str
+    status: str
+    category: str
+    category_class: str
+    against: str
+    detail: str
+    diff: DiffView
+
+    @property
+    def open(self) -> bool:
+        """Diffs start expanded unless the field passed (a per-step chart is always shown)."""
+        return self.status != Status.PASS.value or self.diff.steps is not None
+
+
+@dataclass(frozen=True)
+class CaseView:
+    case: str
+    outcomes: tuple[OutcomeView, ...]
+
+
+@dataclass(frozen=True)
+class SuiteView:
+    name: str
+    anchor: str
+    counts: tuple[tuple[str, int], ...]
+    cases: tuple[CaseView, ...]
+
+
+@dataclass(frozen=True)
+class ChartGroup:
+    title: str
+    charts: tuple[Chart, ...]
+
+
+def status_text(outcome: Outcome) -> str:
+    return str(getattr(outcome.status, "value", outcome.status))
+
+
+def category_class(category: str) -> str:
+    return f"cat-{category}" if category in KNOWN_CATEGORIES else "cat-other"
+
+
+def env_rows(baseline: Any, current: Any) -> list[EnvRow]:
+    """Keys of both fingerprints (flattened) in one table; a key missing on one side differs."""
+    old, new = flatten(baseline), flatten(current)
+    keys = list(dict.fromkeys([*old, *new]))
+    absent = "\u2014"
+    return [
+        EnvRow(
+            key=key,
+            baseline=fmt_value(old[key]) if key in old else absent,
+            current=fmt_value(new[key]) if key in new else absent,
+            differs=baseline is not None and (key not in old or key not in new or old[key] != new[key]),
+        )
+        for key in keys
+    ]
+
+
+def outcome_view(index: int, outcome: Outcome) -> OutcomeView:
+    category = str(outcome.category or "")
+    return OutcomeView(
+        anchor=f"o{index}",
+        suite=str(outcome.suite),
+        case=str(outcome.case),
+        field=str(outcome.field),
+        kind=str(outcome.kind),
+        status=status_text(outcome),
+        category=category,
+        category_class=category_class(category),
+        against=str(outcome.against),
+        detail=str(outcome.detail or ""),
+        diff=diff_view(outcome.diff),
+    )
+
+
+def count_statuses(views: list[OutcomeView]) -> tuple[tuple[str, int], ...]:
+    return tuple((s.value, sum(v.status == s.value for v in views)) for s in STATUS_ORDER)
+
+
+def suite_views(views: list[OutcomeView]) -> list[SuiteView]:
+    """Suites and cases in order of first appearance."""
+    grouped: dict[str, dict[str, list[OutcomeView]]] = {}
+    for view in views:
+        grouped.setdefault(view.suite, {}).setdefault(view.case, []).append(view)
+    suites = []
+    for i, (name, cases) in enumerate(grouped.items()):
+        members = [v for vs in cases.values() for v in vs]
+        suites.append(
+            SuiteView(
+                name=name,
+                anchor=f"s{i}",
+                counts=tuple((s, n) for s, n in count_statuses(members) if n),
+                cases=tuple(CaseView(case, tuple(vs)) for case, vs in cases.items()),
+            )
+        )
+    return suites
+
+
+def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
+    per_metric = {metric: bias_points(outcomes, metric) for metric in BIAS_METRICS}
+    names = list(dict.fromkeys(name for series in per_metric.values() for name in series))
+    groups = []
+    for name in names:
+        charts = [bias_chart(name, per_metric[m].get(name, []), m) for m in BIAS_METRICS]
+        groups.append(ChartGroup(f"Bias curve: {name}", tuple(c for c in charts if c is not None)))
+    return groups
+
+
+def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
+    rows = []
+    for key, value in flatten(meta).items():
+        text = fmt_value(value)
+        rows.append((key, text, is_long(text)))
+    return rows
+
+
+def context(results: Results) -> dict[str, Any]:
+    views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
+    envs = env_rows(results.baseline_env, results.env)
+    verdict = results.verdict
+    latency = latency_chart(latency_rows(results.outcomes))
+    return {
+        "verdict": verdict,
+        "verdict_text": VERDICT_TEXT.get(verdict, ""),
+        "total": len(views),
+        "counts": count_statuses(views),
+        "env_rows": envs,
+        "env_changes": [r for r in envs if r.differs][:6],
+        "has_baseline": results.baseline_env is not None,
+        "meta_rows": meta_rows(results.meta),
+        "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value)],
+        "suites": suite_views(views),
+        "bias_groups": bias_groups(results.outcomes),
+        "latency": latency,
+    }
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE),
+        autoescape=True,  # every template, whatever its extension
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_html(results: Results) -> str:
+    css = (HERE / "report.css").read_text(encoding="utf-8")
+    return environment().get_template("report.html").render(css=css, **context(results))
+
+
+def render(results: Results, out_dir: str | Path) -> Path:
+    """Write `out_dir/index.html` (directories created, file replaced atomically); return its path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "index.html"
+    tmp = out_dir / ".index.html.tmp"
+    # errors="replace": lone surrogates from a record must not make the whole report fail
+    tmp.write_text(render_html(results), encoding="utf-8", errors="replace")
+    os.replace(tmp, target)
+    return target
