@@ -1,0 +1,133 @@
+"""A synthetic `Results` that exercises every part of the report: every status, every field
+kind, every known diff key, all three charts, and hostile strings in every text slot.
+
+Used by the report's own tests (HTML, browser, JUnit) and handy for looking at the page:
+    python -c "from pathlib import Path; from harness.report import render; \
+from harness.report.sample import sample_results; print(render(sample_results(), Path('reports/sample')))"
+"""
+
+from __future__ import annotations
+
+from harness.schema import Outcome, Results, Status
+
+# Closes an attribute, opens a script and an event handler: must show up as text, never run.
+HOSTILE = "\"'><script>document.title='PWNED'</script><img src=x onerror=\"document.body.dataset.pwned=1\">"
+
+BIAS_POINTS = (  # w, tv_exact, tv_measured, tv_ci, acceptance_exact, acceptance_measured, acceptance_ci, status
+    (0.0, 0.31, 0.30, [0.27, 0.33], 0.55, 0.57, [0.52, 0.61], Status.PASS),
+    (0.25, 0.23, 0.24, [0.21, 0.27], 0.63, 0.62, [0.58, 0.66], Status.PASS),
+    (0.5, 0.15, 0.16, [0.13, 0.19], 0.72, 0.70, [0.66, 0.74], Status.CHANGED),
+    (0.75, 0.08, 0.09, [0.06, 0.12], 0.77, 0.78, [0.74, 0.82], Status.PASS),
+    (1.0, 0.0, 0.08, [0.05, 0.11], 0.81, 0.80, [0.76, 0.84], Status.REGRESSION),
+)
+LATENCY = (  # path, ratio, baseline_ratio, noise_band, status
+    ("tiny-llama/assisted", 1.02, 1.0, 0.1, Status.PASS),
+    ("tiny-llama/prompt_lookup", 1.6, 1.2, [1.1, 1.3], Status.REGRESSION),
+    ("tiny-llama/mtp", 0.8, 0.85, 0.08, Status.PASS),
+)
+ACCEPTED_PER_STEP = [4, 3, 0, 4, 2, 1, 4, 4, 3, 2, 0, 1, 4, 2]
+DRAFTED_PER_STEP = [4] * len(ACCEPTED_PER_STEP)
+
+
+def token_outcomes() -> list[Outcome]:
+    return [
+        Outcome(
+            "greedy", "tiny-llama/assisted/dynamic/p0", "tokens", "tokens", Status.REGRESSION,
+            "tokens differ at step 7 (margin 2.31, far above the bf16 tie epsilon)", "real-change",
+            {
+                "first_divergence": {
+                    "step": 7, "old_token": 412, "new_token": 88, "margin": 2.31,
+                    "old_text": "One day Anna went to the market. She bought a red apple",
+                    "new_text": "One day Anna went to the market. She saw a blue book",
+                    "common_prefix_text": "One day Anna went to the market. She ",
+                },
+                "old": [1, 5, 9, 412, 3],
+                "new": [1, 5, 9, 88, 7],
+            },
+        ),
+        Outcome(
+            "greedy", "tiny-llama/mtp/static/p1", "tokens", "tokens", Status.CHANGED,
+            "tie flip at step 3 (margin below the bf16 tie epsilon)", "tie-flip",
+            {
+                "first_divergence": {
+                    "step": 3, "old_token": 5, "new_token": 6, "margin": 0.0004, "tie_epsilon": 0.0078,
+                    "old_text": "In the evening the wind was cold", "new_text": "In the evening the sky was grey",
+                }
+            },
+        ),
+        Outcome("greedy", "tiny-llama/plain/dynamic/p9", "tokens", "tokens", Status.NEW, "no baseline record yet"),
+        Outcome(
+            "greedy", "tiny-llama/mtp/static/p9", "tokens", "tokens", Status.SKIPPED,
+            "use_mtp is not supported by this transformers",
+        ),
+    ]
+
+
+def other_outcomes() -> list[Outcome]:
+    return [
+        Outcome(
+            "greedy", "tiny-llama/assisted/dynamic/p0", "logits", "tensor", Status.PASS, "max abs err 3e-6",
+            "tolerated-drift", {"max_abs_err": 3e-6, "max_rel_err": 1e-5, "rtol": 1.3e-6, "atol": 1e-5},
+            against="reference",
+        ),
+        Outcome(
+            "cache", "tiny-gemma/plain/static/p0", "layer_classes", "exact", Status.REGRESSION,
+            "cache layer classes changed", "real-change",
+            {
+                "deepdiff": {
+                    "values_changed": {"root[2]": {"old_value": "SlidingWindowLayer", "new_value": "DynamicLayer"}},
+                    "iterable_item_added": {"root[4]": "ChunkedLayer"},
+                }
+            },
+        ),
+        Outcome(
+            "capabilities", "probe", "use_mtp", "capability", Status.CHANGED, "use_mtp is supported now",
+            "feature-added", {"added": ["use_mtp", "mtp_heads"], "removed": ["legacy_cache"], "old": False, "new": True},
+        ),
+        Outcome(
+            "acceptance", "tiny-llama/assisted/sampling", "accepted", "rate", Status.PASS, "k/n 34/56 vs 36/56",
+            "", {"accepted_per_step": ACCEPTED_PER_STEP, "drafted_per_step": DRAFTED_PER_STEP,
+                 "p_value": 0.3, "alpha": 0.01, "holm_rank": 3},
+        ),
+    ]
+
+
+def chart_outcomes() -> list[Outcome]:
+    bias = [
+        Outcome(
+            "ensemble", f"tiny-llama/ensemble/w{w}", "tv", "distribution", status,
+            "TV above the exact bias" if status is Status.REGRESSION else "", "bias",
+            {"w": w, "tv_exact": tv_e, "tv_measured": tv_m, "tv_ci": tv_ci,
+             "acceptance_exact": a_e, "acceptance_measured": a_m, "acceptance_ci": a_ci},
+        )
+        for w, tv_e, tv_m, tv_ci, a_e, a_m, a_ci, status in BIAS_POINTS
+    ]
+    latency = [
+        Outcome(
+            "latency", path, "latency", "latency", status, "slower than the noise band" if status is Status.REGRESSION
+            else "", "", {"ratio": ratio, "baseline_ratio": base, "noise_band": band},
+        )
+        for path, ratio, base, band, status in LATENCY
+    ]
+    return bias + latency
+
+
+def hostile_outcome() -> Outcome:
+    return Outcome(
+        HOSTILE, HOSTILE, HOSTILE, "exact", Status.REGRESSION, HOSTILE, HOSTILE,
+        {HOSTILE: HOSTILE, "first_divergence": {"step": 2, "old_text": HOSTILE + " old", "new_text": HOSTILE + " new"},
+         "deepdiff": {"values_changed": {HOSTILE: {"old_value": HOSTILE, "new_value": 1}}},
+         # reaches the chart titles, tooltips and row labels too
+         "w": 0.5, "tv_exact": 0.1, "ratio": 1.1},
+    )
+
+
+def sample_results() -> Results:
+    return Results(
+        env={"transformers": "5.14.0", "torch": "2.6.0", "device": "cuda:0 NVIDIA H200", "dtype": "bfloat16",
+             "threads": 4, "hostile": HOSTILE},
+        baseline_env={"transformers": "5.13.0", "torch": "2.6.0", "device": "cpu", "dtype": "float32",
+                      "threads": 4, "only_in_baseline": "x"},
+        outcomes=token_outcomes() + other_outcomes() + chart_outcomes() + [hostile_outcome()],
+        meta={"command": "harness check suites/", "duration_s": 83.2, "alpha": 0.01, HOSTILE: HOSTILE},
+    )
