@@ -246,7 +246,7 @@ def bias_chart(title: str, points: Sequence[BiasPoint], metric: str) -> Chart | 
     if len(exact) >= 2:
         shapes.append(polyline(((xscale(p.w), yscale(p.exact or 0.0)) for p in exact), "exact-line"))
     marks = [
-        Mark("exact", _bias_title(p, metric, "exact"), (circle(xscale(p.w), yscale(p.exact or 0.0), 2.5, "exact-dot"),))
+        Mark("exact", _bias_title(p, metric, "exact"), (circle(xscale(p.w), yscale(p.exact or 0.0), 3, "exact-dot"),))
         for p in exact
     ]
     for p in points:

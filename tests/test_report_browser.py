@@ -1,0 +1,193 @@
+"""The report in a real headless Chromium: rendered DOM, layout visibility, console, screenshot.
+
+Skips when Debian's chromium is absent (install: apt-get install -y --no-install-recommends chromium).
+Three browser runs, each a few seconds:
+  1. the report as written: --dump-dom, --screenshot, console messages on stderr;
+  2. a test-only copy with a probe script appended, which measures layout (is the verdict on
+     the first screen, are diff tables and chart points visible, does the filter hide passing
+     rows) and writes the answers into a DOM attribute that --dump-dom returns;
+  3. a page with a deliberate script error, proving the console check can fail.
+Name resolution is mapped to nothing, so any network fetch would fail (and the DOM check
+already rejects external URLs).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.report import render
+from harness.report.sample import ACCEPTED_PER_STEP, BIAS_POINTS, HOSTILE, LATENCY, sample_results
+from harness.schema import Results, Status
+
+CHROMIUM = Path(os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium"))
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} not found: the browser check needs Debian's chromium "
+    "(apt-get install -y --no-install-recommends chromium)",
+)
+WIDTH, HEIGHT = 1280, 2000
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+)
+# Page console output on stderr: [pid:tid:time:INFO:CONSOLE:12] "message", source: file:///... (12)
+CONSOLE_LINE = re.compile(r":CONSOLE\b")
+
+PROBE = """<script>
+(function () {
+  function visible(el) {
+    if (!el) return false;
+    var r = el.getBoundingClientRect(), cs = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && cs.visibility !== "hidden" && cs.display !== "none";
+  }
+  function inside(el) {
+    var svg = el.ownerSVGElement, a = el.getBoundingClientRect(), b = svg.getBoundingClientRect();
+    return a.left >= b.left - 1 && a.right <= b.right + 1 && a.top >= b.top - 1 && a.bottom <= b.bottom + 1;
+  }
+  var all = function (sel) { return Array.prototype.slice.call(document.querySelectorAll(sel)); };
+  var verdict = document.getElementById("verdict");
+  var out = {
+    verdictVisible: visible(verdict),
+    verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null,
+    diffParts: all("tbody.outcome:not(.st-pass) .diff > *").map(visible),
+    points: all("[data-point]").length,
+    pointsVisible: all("[data-point]").filter(visible).length,
+    pointsInside: all("[data-point]").filter(inside).length,
+    horizontalOverflow: document.documentElement.scrollWidth > window.innerWidth,
+  };
+  var box = document.getElementById("hide-pass");
+  box.checked = true;
+  out.passVisibleWhenHidden = all("tbody.outcome.st-pass").filter(visible).length;
+  out.othersVisibleWhenHidden = all("tbody.outcome:not(.st-pass)").filter(visible).length;
+  box.checked = false;
+  out.passVisible = all("tbody.outcome.st-pass").filter(visible).length;
+  document.documentElement.setAttribute("data-probe", JSON.stringify(out));
+})();
+</script>"""
+
+
+@dataclass(frozen=True)
+class BrowserRun:
+    dom: str
+    stderr: str
+
+    @property
+    def console(self) -> list[str]:
+        """Console lines the page produced (the report has no script, so any is unexpected)."""
+        return [line for line in self.stderr.splitlines() if CONSOLE_LINE.search(line) or "Uncaught" in line]
+
+
+def chromium(url: str, workdir: Path, *extra: str) -> BrowserRun:
+    command = [str(CHROMIUM), *FLAGS, f"--user-data-dir={workdir / 'profile'}", *extra, url]
+    proc = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=60, cwd=workdir)
+    assert proc.returncode == 0, f"chromium failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return BrowserRun(proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def results() -> Results:
+    return sample_results()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("browser")
+
+
+@pytest.fixture(scope="module")
+def report(results: Results, workdir: Path) -> Path:
+    return render(results, workdir / "report")
+
+
+@pytest.fixture(scope="module")
+def page(report: Path, workdir: Path) -> BrowserRun:
+    shot = workdir / "report.png"
+    run = chromium(report.as_uri(), workdir, "--dump-dom", f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}")
+    print(f"screenshot: {shot}")
+    return run
+
+
+@pytest.fixture(scope="module")
+def probe(report: Path, workdir: Path) -> dict[str, Any]:
+    probed = workdir / "report" / "probe.html"
+    probed.write_text(report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    run = chromium(probed.as_uri(), workdir, "--dump-dom", f"--window-size={WIDTH},{HEIGHT}")
+    assert run.console == [], run.console
+    match = re.search(r'data-probe="([^"]*)"', run.dom)
+    assert match, "the probe script did not run"
+    return json.loads(html.unescape(match.group(1)))
+
+
+def count(dom: str, attribute: str) -> int:
+    return len(re.findall(re.escape(attribute), dom))
+
+
+def test_rendered_dom_has_verdict_diffs_and_chart_points(page: BrowserRun, results: Results) -> None:
+    assert re.search(r'<h1 id="verdict" data-verdict="regression">', page.dom)
+    assert count(page.dom, '<tbody class="outcome') == len(results.outcomes)
+    assert "<del>bought a red apple</del>" in page.dom and "<ins>saw a blue book</ins>" in page.dom
+    assert count(page.dom, 'class="deepdiff"') == 2
+    assert count(page.dom, 'data-point="measured"') == 2 * len(BIAS_POINTS)
+    assert count(page.dom, 'data-point="exact"') == 2 * len(BIAS_POINTS) + 1  # + the hostile series
+    assert count(page.dom, 'data-point="latency"') == len(LATENCY) + 1
+    assert count(page.dom, 'data-point="step"') == len(ACCEPTED_PER_STEP)
+
+
+def test_hostile_strings_did_not_run(page: BrowserRun) -> None:
+    assert "PWNED" not in re.search(r"<title>(.*?)</title>", page.dom, re.S).group(1)  # type: ignore[union-attr]
+    assert "data-pwned" not in page.dom
+    assert html.escape(HOSTILE, quote=False) in page.dom  # shown as text
+
+
+def test_no_console_output(page: BrowserRun) -> None:
+    assert page.console == []
+
+
+def test_console_check_catches_errors(workdir: Path) -> None:
+    broken = workdir / "broken.html"
+    broken.write_text("<!DOCTYPE html><p>x</p><script>console.error('boom'); missingFunction();</script>")
+    console = chromium(broken.as_uri(), workdir, "--dump-dom").console
+    assert any("Uncaught ReferenceError" in line for line in console), console
+    assert any('"boom"' in line for line in console), console
+
+
+def test_layout(probe: dict[str, Any]) -> None:
+    assert probe["verdictVisible"] and probe["verdictBottom"] < 400  # the first thing a reader sees
+    assert probe["diffParts"] and all(probe["diffParts"])  # non-passing diffs are expanded
+    assert probe["points"] == probe["pointsVisible"] == probe["pointsInside"] > 0  # plotted inside the charts
+    assert probe["horizontalOverflow"] is False
+
+
+def test_hide_passing_filter_works_without_script(probe: dict[str, Any], results: Results) -> None:
+    passing = sum(o.status is Status.PASS for o in results.outcomes)
+    assert probe["passVisible"] == passing
+    assert probe["passVisibleWhenHidden"] == 0
+    assert probe["othersVisibleWhenHidden"] == len(results.outcomes) - passing
+
+
+def test_screenshot(page: BrowserRun, workdir: Path) -> None:
+    shot = workdir / "report.png"
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (WIDTH, HEIGHT)
+    # a blank white 1280x2000 page compresses to ~8 KB; the report's first screen is far busier
+    assert len(data) > 50_000, f"{shot} looks blank ({len(data)} bytes)"
