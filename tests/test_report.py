@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.report import ResultsFileError, load_results, render, render_html
-from harness.report.charts import nice_domain, noise_band
+from harness.report.charts import nice_domain, noise_band, relative_latency
 from harness.report.diffview import diff_view
 from harness.report.fmt import flatten, fmt_value, split_common
 from harness.report.sample import (
@@ -237,6 +237,29 @@ def test_deepdiff_table(page, results: Results) -> None:
     ]
 
 
+def test_divergences_table(page, results: Results) -> None:
+    index = next(i for i, o in enumerate(results.outcomes) if "divergences" in o.diff)
+    table = dom(page).one("tbody", id=f"o{index}").one("table", cls="divergences")
+    rows = [[td.text for td in tr.find_all("td")] for tr in table.find_all("tr")[1:]]
+    assert rows == [
+        ["0", "9", "31, 2", "30, 2", "0.001 (old 0.002, new 0.001)", "0.0078", "yes", "dtype bf16"],
+        ["1", "5", "17, 4", "23, 4", "0.9 (old 1.1, new 0.9)", "0.0078", "no", "dtype bf16"],
+    ]
+    assert [tr.classes for tr in table.find_all("tr")[1:]] == [{"tie"}, {"real"}]
+    assert '["device", "dtype"]' in dom(page).one("tbody", id=f"o{index}").one("table", cls="generic").text
+
+
+def test_mapping_old_new_as_key_table(page, results: Results) -> None:
+    index = next(i for i, o in enumerate(results.outcomes) if isinstance(o.diff.get("old"), dict))
+    table = dom(page).one("tbody", id=f"o{index}").one("table", cls="pairs")
+    rows = [(tr.classes, tr.one("th").text, [td.text for td in tr.find_all("td")]) for tr in table.find_all("tr")[1:]]
+    assert rows == [
+        ({"differs"}, "k", ["36", "34"]),
+        ({"same"}, "n", ["56", "56"]),
+        ({"differs"}, "rate", ["0.643", "0.607"]),
+    ]
+
+
 def test_capability_added_removed(page, results: Results) -> None:
     index = next(i for i, o in enumerate(results.outcomes) if o.kind == "capability")
     chips = dom(page).one("tbody", id=f"o{index}").find_all("span", cls="chip")
@@ -252,7 +275,11 @@ def test_tolerances_and_statistics_visible(page, results: Results) -> None:
     assert metrics == {"max abs error": "3e-06", "max rel error": "1e-05", "atol": "1e-05", "rtol": "1.3e-06"}
     latency = next(i for i, o in enumerate(results.outcomes) if o.status is Status.REGRESSION and o.kind == "latency")
     note = dom(page).one("tbody", id=f"o{latency}").one("td", cls="bad").text
-    assert "outside noise band" in note and "1.33" in note
+    assert note == "1.33\u00d7 baseline, outside band 0.92\u20131.08\u00d7"
+    relative = [i for i, o in enumerate(results.outcomes) if "p_slower" in o.diff][0]
+    notes = [td.text for td in dom(page).one("tbody", id=f"o{relative}").find_all("td", cls="note")]
+    assert "1.25\u00d7 baseline, outside band 0.91\u20131.10\u00d7" in notes
+    assert "< alpha 0.01: significant" in notes and "\u2265 alpha 0.01: not significant" in notes
 
 
 def test_unknown_keys_go_to_generic_table(page, results: Results) -> None:
@@ -351,8 +378,32 @@ def test_latency_chart_points_match_data(page, results: Results) -> None:
     chart = dom(page).one("div", cls="latency")
     with_ratio = [o for o in results.outcomes if "ratio" in o.diff]
     assert count_points(chart, "latency") == len(with_ratio) == len(LATENCY) + 1
-    assert len(chart.find_all("rect", cls="band")) == len(LATENCY)
-    assert len(chart.find_all("line", cls="baseline")) == len(LATENCY)
+    assert len(chart.find_all("rect", cls="band")) == len(LATENCY)  # the hostile row has no band
+    assert len(chart.find_all("line", cls="baseline")) == 1  # everything is relative to its baseline
+    tips = [g.one("title").text for g in chart.find_all("g", data_point="latency")]
+    assert tips[1].startswith("tiny-llama/prompt_lookup :: latency: 1.333\u00d7 baseline, band 0.9167\u20131.083\u00d7")
+    assert tips[3].startswith("tiny-llama/static-cache :: latency: 1.25\u00d7 baseline, band 0.9091\u20131.1\u00d7")
+
+
+@pytest.mark.parametrize(
+    ("diff", "expected"),
+    [
+        ({"ratio": 1.6, "baseline_ratio": 1.2, "noise_band": [1.1, 1.3]}, (4 / 3, (1.1 / 1.2, 1.3 / 1.2))),
+        ({"ratio": 0.9, "baseline_ratio": 1.0, "noise_band": 0.1}, (0.9, (0.9, 1.1))),
+        ({"ratio": 1.25, "tolerance": 0.25}, (1.25, (0.8, 1.25))),
+        ({"ratio": 1.25, "noise_band": 0.1, "tolerance": 0.25}, (1.25, (0.9, 1.1))),
+        ({"ratio": 1.25}, (1.25, None)),
+        ({"ratio": 1.25, "baseline_ratio": 0}, None),
+        ({"ratio": "slow"}, None),
+    ],
+)
+def test_relative_latency_conventions(diff: dict, expected: tuple | None) -> None:
+    found = relative_latency(diff)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and found[0] == pytest.approx(expected[0])
+        assert found[1] == (pytest.approx(expected[1]) if expected[1] else None)
 
 
 def test_acceptance_per_step_points_match_data(page) -> None:

@@ -16,16 +16,21 @@ Known keys get a dedicated rendering; every other key lands in a generic key/val
 any JSON shape is safe to emit.
 
 - "old"/"new" (also "old_text"/"new_text", "expected"/"observed"): both sides, the common
-  prefix muted and the diverging rest highlighted (strings and lists).
+  prefix muted and the diverging rest highlighted (strings and lists); two mappings (e.g. a
+  rate's {"k", "n", "rate"}) become a key / old / new table.
 - "first_divergence": {"step", "old_token", "new_token", "margin", "old_text", "new_text",
   "common_prefix_text"}: texts may be full decodes or the continuations after
   "common_prefix_text"; without it the common prefix is computed. Other keys are listed.
+- "divergences": a list of per-row divergences as compare.compare_tokens emits them
+  ({"row", "step", "old", "new" (next tokens), "margin", "margin_old", "margin_new", "tie_eps",
+  "tie_flip", ...}) -> a table; an entry with "old_text"/"new_text" is also shown as texts.
 - "deepdiff": a deepdiff-style dict ({"values_changed": {"root[2]": {"old_value", "new_value"}},
   "dictionary_item_added": [...], ...}) or its JSON string -> a change/path/old/new table.
 - "added"/"removed" (capabilities): a list, mapping or single value -> +/- chips.
-- scalars "max_abs_err", "max_rel_err", "atol", "rtol", "p_value", "alpha", "statistic", "tv",
-  "tv_upper", "ratio", "baseline_ratio", "noise_band", and the bias keys below -> a labelled
-  table; p_value is judged against alpha, ratio against the noise band.
+- scalars "max_abs_err", "max_rel_err", "atol", "rtol", "p_value", "p_slower", "p_faster",
+  "alpha", "statistic", "tv", "tv_upper", "ratio", "baseline_ratio", "noise_band", "tolerance",
+  "median_old", "median_new" and the bias keys below -> a labelled table; p-values are judged
+  against alpha, the latency ratio against its band.
 
 Chart conventions (what a suite should put in `Outcome.diff`)
 -------------------------------------------------------------
@@ -43,10 +48,14 @@ Charts appear only when some outcome carries their keys; every data point is an 
    ..., ...}, ...] with the same per-point keys. Two panels per series (TV vs w, acceptance vs
    w): exact values as a dashed line with small markers (data-point="exact"), measured values
    as dots with interval bars (data-point="measured").
-2. Latency per path: "ratio" (this run's time / in-run calibration), "baseline_ratio" (the
-   same for the baseline record), "noise_band": either [lo, hi] in ratio units or a number =
-   relative half-width around baseline_ratio (0.1 -> baseline_ratio * [0.9, 1.1]).
-   One row per outcome with a "ratio" (data-point="latency").
+2. Latency per path, plotted relative to the baseline (1 = unchanged), one row per outcome
+   with a numeric "ratio" (data-point="latency"). Either
+     a. "ratio" = this run's time / in-run calibration and "baseline_ratio" = the same for the
+        baseline record; "noise_band" = [lo, hi] in those units, or a number = relative
+        half-width around baseline_ratio (0.1 -> baseline_ratio * [0.9, 1.1]); or
+     b. no "baseline_ratio": "ratio" is already this run / baseline (what
+        compare.compare_latency emits); the band is "noise_band" around 1, else
+        [1 / (1 + t), 1 + t] from "tolerance" t (the shift test's slower / faster limits).
 3. Acceptance per step: "accepted_per_step": [int, ...] tokens accepted at each verification
    step, "drafted_per_step" (optional): [int, ...] tokens drafted at each step. Drawn inside
    that outcome's diff, one bar per step (data-point="step").

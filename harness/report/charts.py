@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.report.fmt import as_interval, as_number, fmt_float
+from harness.report.fmt import as_interval, as_number, fmt_float, fmt_value
 from harness.schema import Outcome
 
 # --------------------------------------------------------------------------- primitives
@@ -275,9 +275,9 @@ def bias_chart(title: str, points: Sequence[BiasPoint], metric: str) -> Chart | 
 @dataclass(frozen=True)
 class LatencyRow:
     label: str
-    ratio: float
-    baseline: float | None
-    band: tuple[float, float] | None
+    relative: float  # this run / baseline: 1 = unchanged, above 1 = slower
+    band: tuple[float, float] | None  # in the same relative units
+    values: str  # the raw diff values, for the tooltip
     status: str
 
 
@@ -293,20 +293,42 @@ def noise_band(value: Any, baseline: float | None) -> tuple[float, float] | None
     return (baseline * (1 - abs(half)), baseline * (1 + abs(half)))
 
 
+def relative_latency(diff: Mapping[str, Any]) -> tuple[float, tuple[float, float] | None] | None:
+    """(this run / baseline, band in the same units) from a latency diff, or None.
+
+    With "baseline_ratio", "ratio" and it are both times / in-run calibration: the point is their
+    quotient and "noise_band" (absolute or relative, see `noise_band`) is divided by it too.
+    Without it, "ratio" is already this run / baseline (as compare.compare_latency emits); the
+    band is "noise_band" around 1, else [1 / (1 + t), 1 + t] from "tolerance" t.
+    """
+    ratio, baseline = as_number(diff.get("ratio")), as_number(diff.get("baseline_ratio"))
+    if ratio is None or (baseline is not None and baseline <= 0):
+        return None
+    if baseline is not None:
+        band = noise_band(diff.get("noise_band"), baseline)
+        return ratio / baseline, (band[0] / baseline, band[1] / baseline) if band else None
+    band = noise_band(diff.get("noise_band"), 1.0)
+    tolerance = as_number(diff.get("tolerance"))
+    if band is None and tolerance is not None and tolerance > -1:
+        band = (1 / (1 + tolerance), 1 + tolerance)
+    return ratio, band
+
+
 def latency_rows(outcomes: Iterable[Outcome]) -> list[LatencyRow]:
     rows = []
     for outcome in outcomes:
         diff = outcome.diff if isinstance(outcome.diff, Mapping) else {}
-        ratio = as_number(diff.get("ratio"))
-        if ratio is None:
+        found = relative_latency(diff)
+        if found is None:
             continue
-        baseline = as_number(diff.get("baseline_ratio"))
+        keys = ("ratio", "baseline_ratio", "noise_band", "tolerance")
+        values = ", ".join(f"{k} {fmt_value(diff[k])}" for k in keys if k in diff)
         rows.append(
             LatencyRow(
                 label=f"{outcome.case} :: {outcome.field}",
-                ratio=ratio,
-                baseline=baseline,
-                band=noise_band(diff.get("noise_band"), baseline),
+                relative=found[0],
+                band=found[1],
+                values=values,
                 status=str(getattr(outcome.status, "value", outcome.status)),
             )
         )
@@ -318,16 +340,15 @@ def _short(label: str, max_chars: int = 44) -> str:
 
 
 def _latency_title(row: LatencyRow) -> str:
-    parts = [f"{row.label}: ratio {fmt_float(row.ratio)}"]
-    if row.baseline is not None:
-        parts.append(f"baseline {fmt_float(row.baseline)}")
+    parts = [f"{row.label}: {fmt_float(row.relative)}\u00d7 baseline"]
     if row.band:
-        parts.append(f"noise band {fmt_float(row.band[0])}\u2013{fmt_float(row.band[1])}")
-    return f"{', '.join(parts)} ({row.status})"
+        parts.append(f"band {fmt_float(row.band[0])}\u2013{fmt_float(row.band[1])}\u00d7")
+    return f"{', '.join(parts)} ({row.values}; {row.status})"
 
 
 def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
-    """One row per path: noise band (shaded), baseline ratio (tick), this run's ratio (dot)."""
+    """One row per path, relative to its baseline (the line at 1): noise or tolerance band
+    (shaded) and this run (dot, coloured by status)."""
     if not rows:
         return None
     label_px = 7.0 * max(len(_short(r.label)) for r in rows) + 16
@@ -335,11 +356,10 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
     width = int(label_px + 480)
     height = 14 + row_h * len(rows) + 46
     box = Box(left=label_px, top=14, right=width - 20, bottom=14 + row_h * len(rows))
-    values = [r.ratio for r in rows] + [r.baseline for r in rows if r.baseline is not None]
-    values += [v for r in rows for v in (r.band or ())]
+    values = [1.0] + [r.relative for r in rows] + [v for r in rows for v in (r.band or ())]
     lo, hi, ticks = nice_domain(values)
     xscale = Scale(lo, hi, box.left, box.right)
-    shapes = x_axis(box, xscale, ticks, "time / in-run calibration (lower is faster)")
+    shapes = x_axis(box, xscale, ticks, "time relative to baseline (1 = unchanged, lower is faster)")
     shapes += [line(xscale(t), box.top, xscale(t), box.bottom, "grid") for t in ticks]
     marks = []
     for i, row in enumerate(rows):
@@ -347,20 +367,23 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
         shapes.append(text(box.left - 8, cy + 4, _short(row.label), "row-label", "end"))
         if row.band:
             shapes.append(rect(xscale(row.band[0]), cy - 8, xscale(row.band[1]) - xscale(row.band[0]), 16, "band"))
-        if row.baseline is not None:
-            shapes.append(line(xscale(row.baseline), cy - 10, xscale(row.baseline), cy + 10, "baseline"))
-        parts: list[Shape] = []
-        if row.baseline is not None:
-            parts.append(line(xscale(row.baseline), cy, xscale(row.ratio), cy, "delta"))
-        parts.append(circle(xscale(row.ratio), cy, 5, f"measured st-{row.status}"))
-        marks.append(Mark("latency", _latency_title(row), tuple(parts)))
+        parts = (
+            line(xscale(1.0), cy, xscale(row.relative), cy, "delta"),
+            circle(xscale(row.relative), cy, 5, f"measured st-{row.status}"),
+        )
+        marks.append(Mark("latency", _latency_title(row), parts))
+    shapes.append(line(xscale(1.0), box.top, xscale(1.0), box.bottom, "baseline"))
     return Chart(
         title="Latency per path vs baseline",
         width=width,
         height=height,
         shapes=tuple(shapes),
         marks=tuple(marks),
-        legend=(("sw-band", "baseline noise band"), ("sw-baseline", "baseline ratio"), ("sw-measured", "this run (colour = status)")),
+        legend=(
+            ("sw-baseline", "baseline (1\u00d7)"),
+            ("sw-band", "noise / tolerance band"),
+            ("sw-measured", "this run (colour = status)"),
+        ),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.report.charts import Chart, acceptance_chart, noise_band
+from harness.report.charts import Chart, acceptance_chart, relative_latency
 from harness.report.fmt import (
     as_number,
     common_prefix_len,
@@ -35,6 +35,8 @@ METRIC_LABELS = {
     "atol": "atol",
     "rtol": "rtol",
     "p_value": "p-value",
+    "p_slower": "p-value (slower)",
+    "p_faster": "p-value (faster)",
     "alpha": "alpha",
     "statistic": "test statistic",
     "tv": "TV distance",
@@ -42,6 +44,9 @@ METRIC_LABELS = {
     "ratio": "latency ratio",
     "baseline_ratio": "baseline ratio",
     "noise_band": "noise band",
+    "tolerance": "tolerance",
+    "median_old": "median old",
+    "median_new": "median new",
     "w": "ensemble weight w",
     "tv_exact": "TV exact",
     "tv_measured": "TV measured",
@@ -60,6 +65,21 @@ class Change:
     prefix: str  # common leading part (shown muted)
     old_rest: str  # where old diverges (highlighted)
     new_rest: str
+    rows: tuple[DeepRow, ...] = ()  # old and new are both mappings: one row per key instead
+
+
+@dataclass(frozen=True)
+class DivergenceRow:
+    """One entry of a "divergences" list (compare.compare_tokens: one per batch row)."""
+
+    row: str
+    step: str
+    old: str
+    new: str
+    margin: str
+    tie_eps: str
+    tie_flip: str
+    other: str
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,7 @@ class KeyValue:
 class DiffView:
     changes: list[Change] = field(default_factory=list)
     divergence: Divergence | None = None
+    divergences: list[DivergenceRow] = field(default_factory=list)
     deepdiff: list[DeepRow] = field(default_factory=list)
     metrics: list[Metric] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
@@ -111,7 +132,7 @@ class DiffView:
     @property
     def empty(self) -> bool:
         return not (
-            self.changes or self.divergence or self.deepdiff or self.metrics or self.added or self.removed
+            self.changes or self.divergence or self.divergences or self.deepdiff or self.metrics or self.added or self.removed
             or self.steps or self.generic
         )
 
@@ -122,6 +143,18 @@ class DiffView:
 def change(label: str, old: Any, new: Any) -> Change:
     """Old vs new; strings and lists get their common prefix split off for highlighting."""
     old_text, new_text = fmt_value(old), fmt_value(new)
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        keys = list(dict.fromkeys([*old, *new]))
+        rows = tuple(
+            DeepRow(
+                "changed" if old.get(k) != new.get(k) else "",
+                str(k),
+                fmt_value(old[k]) if k in old else "\u2014",
+                fmt_value(new[k]) if k in new else "\u2014",
+            )
+            for k in keys
+        )
+        return Change(label, old_text, new_text, "", old_text, new_text, rows)
     if isinstance(old, str) and isinstance(new, str):
         prefix, old_rest, new_rest = split_common(old, new)
         return Change(label, old_text, new_text, tail(prefix), old_rest, new_rest)
@@ -162,6 +195,40 @@ def divergence(data: Mapping[str, Any]) -> Divergence:
     )
 
 
+def _tokens(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(fmt_value(v) for v in value)
+    return fmt_value(value)
+
+
+def divergence_rows(entries: list[Any]) -> list[DivergenceRow]:
+    """Table rows for a list of per-row divergences: {"row", "step", "old", "new" (the next
+    tokens from the step), "margin", "margin_old", "margin_new", "tie_eps", "tie_flip", ...}."""
+    known = {"row", "step", "old", "new", "margin", "margin_old", "margin_new", "tie_eps", "tie_flip",
+             "old_text", "new_text", "common_prefix_text"}
+    rows = []
+    for entry in entries:
+        margin = fmt_value(entry.get("margin")) if entry.get("margin") is not None else "not recorded"
+        sides = [f"{side} {fmt_value(entry[k])}" for side, k in (("old", "margin_old"), ("new", "margin_new"))
+                 if entry.get(k) is not None]
+        if sides:
+            margin += f" ({', '.join(sides)})"
+        flip = entry.get("tie_flip")
+        rows.append(
+            DivergenceRow(
+                row=fmt_value(entry.get("row", "")),
+                step=fmt_value(entry.get("step", "?")),
+                old=_tokens(entry.get("old", "")),
+                new=_tokens(entry.get("new", "")),
+                margin=margin,
+                tie_eps=fmt_value(entry["tie_eps"]) if "tie_eps" in entry else "",
+                tie_flip="yes" if flip is True else "no" if flip is False else fmt_value(flip) if flip else "",
+                other="; ".join(f"{k} {fmt_value(v)}" for k, v in entry.items() if k not in known),
+            )
+        )
+    return rows
+
+
 def deepdiff_rows(data: Mapping[str, Any]) -> list[DeepRow]:
     """Rows of a deepdiff-style dict: {change type: {path: {old_value, new_value}} | [paths] | ...}."""
     rows = []
@@ -197,14 +264,15 @@ def metrics(diff: Mapping[str, Any]) -> tuple[list[Metric], set[str]]:
     Returns the rows and the keys consumed."""
     rows: list[Metric] = []
     used: set[str] = set()
-    p, alpha = as_number(diff.get("p_value")), as_number(diff.get("alpha"))
+    alpha = as_number(diff.get("alpha"))
     for key, label in METRIC_LABELS.items():
         if key not in diff:
             continue
         note, flag = "", ""
-        if key == "p_value" and p is not None and alpha is not None:
+        p = as_number(diff[key])
+        if key in ("p_value", "p_slower", "p_faster") and p is not None and alpha is not None:
             rel = "<" if p < alpha else "\u2265"
-            word, flag = _relation(p, alpha, "significant difference", "not significant")
+            word, flag = _relation(p, alpha, "significant", "not significant")
             note = f"{rel} alpha {fmt_float(alpha)}: {word}"
         if key == "ratio":
             note, flag = _band_note(diff)
@@ -218,19 +286,18 @@ def metrics(diff: Mapping[str, Any]) -> tuple[list[Metric], set[str]]:
 
 
 def _band_note(diff: Mapping[str, Any]) -> tuple[str, str]:
-    ratio, baseline = as_number(diff.get("ratio")), as_number(diff.get("baseline_ratio"))
-    band = noise_band(diff.get("noise_band"), baseline)
-    if ratio is None:
+    """"1.33x baseline, outside band" for a latency diff (see charts.relative_latency)."""
+    found = relative_latency(diff)
+    if found is None:
         return "", ""
-    parts = []
-    if baseline:
-        parts.append(f"{ratio / baseline:.2f}\u00d7 baseline")
-    flag = ""
-    if band:
-        inside = band[0] <= ratio <= band[1]
-        parts.append("within noise band" if inside else "outside noise band")
-        flag = "ok" if inside else "bad"
-    return ", ".join(parts), flag
+    relative, band = found
+    note = f"{relative:.2f}\u00d7 baseline"
+    if band is None:
+        return note, ""
+    inside = band[0] <= relative <= band[1]
+    return f"{note}, {'within' if inside else 'outside'} band {band[0]:.2f}\u2013{band[1]:.2f}\u00d7", (
+        "ok" if inside else "bad"
+    )
 
 
 def names(value: Any) -> list[str]:
@@ -272,6 +339,13 @@ def diff_view(diff: Any) -> DiffView:
     if isinstance(first, Mapping):
         view.divergence = divergence(first)
         used.add("first_divergence")
+    entries = diff.get("divergences")
+    if isinstance(entries, list) and entries and all(isinstance(e, Mapping) for e in entries):
+        view.divergences = divergence_rows(entries)
+        with_text = [e for e in entries if "old_text" in e or "new_text" in e]
+        if view.divergence is None and with_text:
+            view.divergence = divergence(with_text[0])
+        used.add("divergences")
     deep = diff.get("deepdiff")
     if isinstance(deep, str):
         try:

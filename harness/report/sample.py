@@ -20,10 +20,13 @@ BIAS_POINTS = (  # w, tv_exact, tv_measured, tv_ci, acceptance_exact, acceptance
     (0.75, 0.08, 0.09, [0.06, 0.12], 0.77, 0.78, [0.74, 0.82], Status.PASS),
     (1.0, 0.0, 0.08, [0.05, 0.11], 0.81, 0.80, [0.76, 0.84], Status.REGRESSION),
 )
-LATENCY = (  # path, ratio, baseline_ratio, noise_band, status
-    ("tiny-llama/assisted", 1.02, 1.0, 0.1, Status.PASS),
-    ("tiny-llama/prompt_lookup", 1.6, 1.2, [1.1, 1.3], Status.REGRESSION),
-    ("tiny-llama/mtp", 0.8, 0.85, 0.08, Status.PASS),
+LATENCY = (  # path, diff, status: calibration units with a baseline_ratio, or relative with a tolerance
+    ("tiny-llama/assisted", {"ratio": 1.02, "baseline_ratio": 1.0, "noise_band": 0.1}, Status.PASS),
+    ("tiny-llama/prompt_lookup", {"ratio": 1.6, "baseline_ratio": 1.2, "noise_band": [1.1, 1.3]}, Status.REGRESSION),
+    ("tiny-llama/mtp", {"ratio": 0.8, "baseline_ratio": 0.85, "noise_band": 0.08}, Status.PASS),
+    ("tiny-llama/static-cache", {"ratio": 1.25, "tolerance": 0.1, "p_slower": 0.0004, "p_faster": 0.99,
+                                 "alpha": 0.01, "median_old": 0.8, "median_new": 1.0, "n_old": 30, "n_new": 30},
+     Status.REGRESSION),
 )
 ACCEPTED_PER_STEP = [4, 3, 0, 4, 2, 1, 4, 4, 3, 2, 0, 1, 4, 2]
 DRAFTED_PER_STEP = [4] * len(ACCEPTED_PER_STEP)
@@ -53,6 +56,20 @@ def token_outcomes() -> list[Outcome]:
                     "step": 3, "old_token": 5, "new_token": 6, "margin": 0.0004, "tie_epsilon": 0.0078,
                     "old_text": "In the evening the wind was cold", "new_text": "In the evening the sky was grey",
                 }
+            },
+        ),
+        Outcome(
+            "greedy", "tiny-llama/plain/dynamic/batch", "tokens", "tokens", Status.REGRESSION,
+            "tokens differ from row 1 step 5: old [17, 4] vs new [23, 4] (margin 0.9 >= tie eps 0.0078 for bf16)",
+            "real-change",
+            {
+                "divergences": [
+                    {"row": 0, "step": 9, "old": [31, 2], "new": [30, 2], "margin_new": 0.001, "margin_old": 0.002,
+                     "margin": 0.001, "tie_eps": 0.0078, "dtype": "bf16", "tie_flip": True},
+                    {"row": 1, "step": 5, "old": [17, 4], "new": [23, 4], "margin_new": 0.9, "margin_old": 1.1,
+                     "margin": 0.9, "tie_eps": 0.0078, "dtype": "bf16", "tie_flip": False},
+                ],
+                "numerics_differ": ["device", "dtype"],
             },
         ),
         Outcome("greedy", "tiny-llama/plain/dynamic/p9", "tokens", "tokens", Status.NEW, "no baseline record yet"),
@@ -87,6 +104,7 @@ def other_outcomes() -> list[Outcome]:
         Outcome(
             "acceptance", "tiny-llama/assisted/sampling", "accepted", "rate", Status.PASS, "k/n 34/56 vs 36/56",
             "", {"accepted_per_step": ACCEPTED_PER_STEP, "drafted_per_step": DRAFTED_PER_STEP,
+                 "old": {"k": 36, "n": 56, "rate": 0.643}, "new": {"k": 34, "n": 56, "rate": 0.607},
                  "p_value": 0.3, "alpha": 0.01, "holm_rank": 3},
         ),
     ]
@@ -104,10 +122,11 @@ def chart_outcomes() -> list[Outcome]:
     ]
     latency = [
         Outcome(
-            "latency", path, "latency", "latency", status, "slower than the noise band" if status is Status.REGRESSION
-            else "", "", {"ratio": ratio, "baseline_ratio": base, "noise_band": band},
+            "latency", path, "latency", "latency", status,
+            "slower than the band" if status is Status.REGRESSION else "", "slowdown" if status is Status.REGRESSION
+            else "", diff,
         )
-        for path, ratio, base, band, status in LATENCY
+        for path, diff, status in LATENCY
     ]
     return bias + latency
 
