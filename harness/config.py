@@ -1,0 +1,175 @@
+"""`[tool.harness]` in pyproject.toml -> a frozen `HarnessConfig`.
+
+Every key is optional; the defaults below apply when it is absent. An unknown key or a value of
+the wrong type raises `ConfigError` naming pyproject.toml and the key, never a silent default.
+
+```toml
+[tool.harness]
+golden_dir = "golden/records"    # where records live: <golden_dir>/<env-key>/<suite>/<case>.json
+models_dir = "golden/models"     # committed fixture checkpoints
+reports_dir = "reports"          # results.json and the HTML report
+alpha = 0.01                     # family-wise false-alarm rate of one whole run
+baseline = ""                    # env key to compare against ("" = the current env's own records)
+models = []                      # fixture model names the suites run (empty = all)
+extra_model_dirs = []            # more checkpoint directories (e.g. private models)
+
+[tool.harness.thresholds]        # see `Thresholds`
+tie_eps_bf16 = 0.25
+```
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - python 3.10
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A bad `[tool.harness]` entry; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The tolerances of the comparison policies (compare.py); all configurable.
+
+    tie_eps_<dtype>: a greedy step whose top-2 logit margin is below this is a near-tie: across
+        different numerics (hardware, dtype, threads, torch) the argmax may flip there. Measured on a
+        2-layer fixture-sized transformer (logits up to ~12): the margin error across thread counts in
+        fp32 is ~5e-6, fp16 ~0.04, bf16 ~0.09 (bf16 also rounds logits to 2^-5 near 8). Defaults
+        leave a 2.5x-200x safety factor.
+    tensor_cross_env_ulps: k in the cross-numerics tensor tolerance
+        ``|a - b| <= atol + rtol*|b| + k * u(dtype) * max|b|`` (u = unit roundoff: 2^-24 fp32,
+        2^-11 fp16, 2^-8 bf16). Low-precision forward errors scale with the tensor's magnitude, not
+        each element's; measured errors are ~8 u * max|b|, so 32 leaves a 4x factor.
+    latency_tolerance: a slowdown below this fraction (0.25 = 25 %) is never a regression; above it
+        only when significant (one-sided Mann-Whitney at the run's alpha).
+    tv_max: the total-variation distance a distribution check must be able to rule out; a check
+        whose TV upper confidence bound exceeds it is reported as "underpowered".
+    """
+
+    tie_eps_fp32: float = 1e-3
+    tie_eps_fp16: float = 0.1
+    tie_eps_bf16: float = 0.25
+    tie_eps_fp64: float = 1e-9
+    tensor_cross_env_ulps: float = 32.0
+    latency_tolerance: float = 0.25
+    tv_max: float = 0.05
+
+    def tie_eps(self, dtype: str) -> float:
+        """The tie epsilon of a canonical dtype name ('fp32', 'bf16', ...)."""
+        value = getattr(self, f"tie_eps_{dtype}", None)
+        if value is None:
+            raise ValueError(f"no tie epsilon for dtype {dtype!r}")
+        return float(value)
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """Resolved repository settings: paths are absolute (relative ones are under rootdir)."""
+
+    rootdir: Path
+    golden_dir: Path
+    models_dir: Path
+    reports_dir: Path
+    alpha: float = 0.01
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    baseline: str = ""
+    models: tuple[str, ...] = ()
+    extra_model_dirs: tuple[Path, ...] = ()
+
+
+_PATH_KEYS = {"golden_dir": "golden/records", "models_dir": "golden/models", "reports_dir": "reports"}
+_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs")
+
+
+def _fail(path: Path, key: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: [tool.harness] {key}: {message}")
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _string(path: Path, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail(path, key, f"expected a string, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _fail(path, key, f"expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _number(path: Path, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, key, f"expected a number, got {_type_name(value)} {value!r}")
+    return float(value)
+
+
+def _thresholds(path: Path, value: Any) -> Thresholds:
+    if not isinstance(value, dict):
+        raise _fail(path, "thresholds", f"expected a table, got {_type_name(value)} {value!r}")
+    known = {f.name for f in fields(Thresholds)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise _fail(path, f"thresholds.{unknown[0]}", f"unknown key; known keys: {', '.join(sorted(known))}")
+    parsed = {}
+    for name, raw in value.items():
+        number = _number(path, f"thresholds.{name}", raw)
+        if number < 0:
+            raise _fail(path, f"thresholds.{name}", f"must be >= 0, got {raw!r}")
+        parsed[name] = number
+    return Thresholds(**parsed)
+
+
+def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = None) -> HarnessConfig:
+    """Validate a `[tool.harness]` table (already parsed) and resolve paths against rootdir."""
+    rootdir = Path(rootdir).resolve()
+    path = source or rootdir / "pyproject.toml"
+    unknown = sorted(set(table) - set(_KNOWN))
+    if unknown:
+        raise _fail(path, unknown[0], f"unknown key; known keys: {', '.join(_KNOWN)}")
+
+    paths = {key: rootdir / _string(path, key, table.get(key, default)) for key, default in _PATH_KEYS.items()}
+    alpha = _number(path, "alpha", table.get("alpha", 0.01))
+    if not 0.0 < alpha < 1.0:
+        raise _fail(path, "alpha", f"must be in (0, 1), got {table.get('alpha')!r}")
+    baseline = _string(path, "baseline", table.get("baseline", ""))
+    models = _string_list(path, "models", table.get("models", []))
+    extra = tuple(rootdir / p for p in _string_list(path, "extra_model_dirs", table.get("extra_model_dirs", [])))
+    thresholds = _thresholds(path, table.get("thresholds", {}))
+    return HarnessConfig(
+        rootdir=rootdir,
+        alpha=alpha,
+        thresholds=thresholds,
+        baseline=baseline,
+        models=models,
+        extra_model_dirs=extra,
+        **paths,
+    )
+
+
+def load_config(rootdir: Path) -> HarnessConfig:
+    """Read `[tool.harness]` from rootdir/pyproject.toml (defaults when the file or table is absent)."""
+    rootdir = Path(rootdir).resolve()
+    path = rootdir / "pyproject.toml"
+    table: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            with path.open("rb") as handle:
+                data = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        table = data.get("tool", {}).get("harness", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [tool.harness] must be a table")
+    return parse_config(rootdir, table, path)

@@ -1,0 +1,173 @@
+"""Environment fingerprint and the readable env key that names a directory of golden records.
+
+A record is only meaningful together with the environment it was taken in. The fingerprint
+holds everything that can change what `generate()` returns or how fast it runs:
+
+- versions: python, torch, transformers, tokenizers, safetensors (read from package metadata,
+  so nothing heavy is imported just to ask),
+- device: ``{"type": "cpu", "name": <CPU model>, "arch": <machine>}`` or
+  ``{"type": "cuda", "name": <GPU name>, "capability": "9.0", "arch": <host machine>}``,
+- numerics: dtype, thread count, attention implementation, deterministic-algorithms flag,
+  float32 matmul precision.
+
+The env key is the short, readable part of it, e.g. ``tf5.24.0-torch2.13.0-cpu-x86_64-fp32``
+(``...-cuda-sm90-bf16`` on a GPU). It is a safe directory name (``[A-Za-z0-9._-]`` only). The
+full fingerprint is stored inside every record, so two envs that share a key (e.g. a different
+thread count) are still told apart when comparing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from importlib import metadata
+from typing import Any
+
+# Canonical dtype names, and the spellings accepted for them.
+DTYPES = {
+    "fp32": ("fp32", "float32", "float", "torch.float32"),
+    "fp16": ("fp16", "float16", "half", "torch.float16"),
+    "bf16": ("bf16", "bfloat16", "torch.bfloat16"),
+    "fp64": ("fp64", "float64", "double", "torch.float64"),
+}
+
+VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors")
+
+# Fingerprint entries that change floating-point results (not only speed). Two envs that differ
+# in any of them may legitimately flip a near-tie or drift within a tolerance.
+NUMERICS_KEYS = ("device", "dtype", "threads", "torch", "attn_implementation", "matmul_precision")
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def canonical_dtype(dtype: Any) -> str:
+    """'float32', torch.float32, 'fp32' -> 'fp32'. Raises ValueError naming the accepted names."""
+    text = str(dtype).strip().lower()
+    for name, spellings in DTYPES.items():
+        if text in spellings:
+            return name
+    accepted = ", ".join(DTYPES)
+    raise ValueError(f"unknown dtype {dtype!r}; expected one of {accepted}")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _cpu_name() -> str:
+    """The CPU model as the OS reports it ('AMD EPYC 9454', 'Apple M2', ...)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _device_info(device: str) -> dict[str, Any]:
+    import torch
+
+    kind = device.split(":", 1)[0]
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device 'cuda' requested but torch.cuda.is_available() is False")
+        index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        return {
+            "type": "cuda",
+            "name": torch.cuda.get_device_name(index),
+            "capability": f"{major}.{minor}",
+            "arch": platform.machine(),
+        }
+    if kind == "cpu":
+        return {"type": "cpu", "name": _cpu_name(), "arch": platform.machine()}
+    if kind == "mps":
+        return {"type": "mps", "name": _cpu_name(), "arch": platform.machine()}
+    raise ValueError(f"unknown device {device!r}; expected cpu, cuda[:N] or mps")
+
+
+def fingerprint(
+    dtype: str = "fp32",
+    attn_implementation: str = "sdpa",
+    device: str = "cpu",
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """The environment the observations are taken in, as plain JSON data.
+
+    `threads` defaults to ``torch.get_num_threads()`` (what the run really uses); the
+    deterministic flag is read from torch as it is now.
+    """
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        **{name: _version(name) for name in VERSIONED_PACKAGES},
+        "platform": sys.platform,
+        "device": _device_info(device),
+        "dtype": canonical_dtype(dtype),
+        "threads": int(threads) if threads is not None else torch.get_num_threads(),
+        "attn_implementation": str(attn_implementation),
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def _short_version(version: str) -> str:
+    """'2.13.0+cpu' -> '2.13.0' (the local build tag is in the fingerprint, not the key)."""
+    return version.split("+", 1)[0]
+
+
+def _device_tag(device: dict[str, Any]) -> str:
+    if device.get("type") == "cuda":
+        return "cuda-sm" + str(device.get("capability", "")).replace(".", "")
+    return f"{device.get('type', 'unknown')}-{device.get('arch', 'unknown')}"
+
+
+def env_key(fp: dict[str, Any]) -> str:
+    """`tf<transformers>-torch<torch>-<device>-<dtype>`, e.g. ``tf5.24.0-torch2.13.0-cpu-x86_64-fp32``.
+
+    Only ``[A-Za-z0-9._-]`` survive, so the key is a safe directory name on every OS.
+    """
+    parts = [
+        "tf" + _short_version(str(fp.get("transformers", "absent"))),
+        "torch" + _short_version(str(fp.get("torch", "absent"))),
+        _device_tag(fp.get("device", {})),
+        str(fp.get("dtype", "fp32")),
+    ]
+    key = _SAFE.sub("_", "-".join(parts)).strip("._-")
+    if not key or key in {".", ".."}:
+        raise ValueError(f"cannot build an env key from fingerprint {fp!r}")
+    return key
+
+
+def is_safe_key(key: str) -> bool:
+    """True when `key` can name a directory: non-empty, only [A-Za-z0-9._-], not '.'/'..'."""
+    return bool(key) and not _SAFE.search(key) and key not in {".", ".."} and os.sep not in key
+
+
+def hardware_class(fp: dict[str, Any]) -> str:
+    """What latency numbers are comparable across: the device model, plus threads on a CPU.
+
+    Two fingerprints with different hardware classes never have their latencies compared.
+    """
+    device = fp.get("device", {})
+    if device.get("type") == "cuda":
+        return f"cuda/{device.get('name')}/sm{str(device.get('capability', '')).replace('.', '')}"
+    return f"{device.get('type')}/{device.get('arch')}/{device.get('name')}/threads={fp.get('threads')}"
+
+
+def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """The `NUMERICS_KEYS` on which two fingerprints differ (empty list: same numerics).
+
+    A missing fingerprint counts as different in everything (nothing is known about it).
+    """
+    if not a or not b:
+        return list(NUMERICS_KEYS)
+    return [key for key in NUMERICS_KEYS if a.get(key) != b.get(key)]
