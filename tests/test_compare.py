@@ -1,0 +1,318 @@
+"""harness/compare.py: every field kind's policy, on both sides of its threshold."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from harness.compare import (
+    STATISTICAL_KINDS,
+    TOLERANCES,
+    Comparison,
+    Policy,
+    compare_field,
+    first_divergence,
+)
+from harness.config import Thresholds
+from harness.env import fingerprint
+from harness.schema import KINDS, Field, Outcome, Status
+
+FP32 = fingerprint(dtype="fp32", threads=2)
+FP32_1T = {**FP32, "threads": 1}
+BF16 = {**FP32, "dtype": "bf16"}
+OTHER_CPU = {**FP32, "device": {**FP32["device"], "name": "Some Other CPU"}}
+
+SAME = Policy(alpha=0.01, observed_env=FP32, baseline_env=FP32)
+BF16_VS_FP32 = Policy(alpha=0.01, observed_env=BF16, baseline_env=FP32)
+THREADS = Policy(alpha=0.01, observed_env=FP32_1T, baseline_env=FP32)
+
+
+def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f") -> Comparison:
+    return compare_field(name, Field(kind, new, new_extras or {}), Field(kind, old, old_extras or {}), policy)
+
+
+def test_every_kind_has_a_comparator():
+    for kind in KINDS:
+        value = {"rate": {"k": 1, "n": 2}, "latency": {"samples": [1.0, 1.1]}, "distribution": [3, 4]}.get(kind, [1])
+        result = compare_field("x", Field(kind, value), Field(kind, value), SAME)
+        assert result.status is Status.PASS, (kind, result)
+    assert set(STATISTICAL_KINDS) <= set(KINDS)
+
+
+def test_no_baseline_is_new_and_kind_change_is_changed():
+    assert compare_field("f", Field("exact", 1), None, SAME).status is Status.NEW
+    changed = compare_field("f", Field("tokens", [1]), Field("exact", [1]), SAME)
+    assert (changed.status, changed.category) == (Status.CHANGED, "kind-changed")
+
+
+def test_malformed_value_is_a_regression_not_a_crash():
+    result = cmp("rate", {"k": 3}, {"k": 1, "n": 2})
+    assert (result.status, result.category) == (Status.REGRESSION, "invalid-value")
+    assert "rate must be" in result.detail
+
+
+def test_comparison_becomes_an_outcome():
+    outcome = cmp("exact", [1, 2], [1, 3]).outcome("greedy", "case-1", against="reference")
+    assert isinstance(outcome, Outcome) and outcome.against == "reference"
+    assert Outcome.from_json(json.loads(json.dumps(outcome.to_json()))) == outcome
+
+
+# ----------------------------------------------------------------------------------------------
+# exact
+
+
+def test_exact_uses_deepdiff_without_tolerance():
+    assert cmp("exact", {"layers": ["full", "sliding"]}, {"layers": ["full", "sliding"]}).status is Status.PASS
+    result = cmp("exact", {"layers": ["full", "chunked"]}, {"layers": ["full", "sliding"]})
+    assert (result.status, result.category) == (Status.REGRESSION, "real-change")
+    assert "sliding" in result.detail and "chunked" in result.detail  # old vs new
+    assert result.diff["deepdiff"]["values_changed"]["root['layers'][1]"] == {
+        "new_value": "chunked", "old_value": "sliding"}
+    assert cmp("exact", 1.0, 1).status is Status.REGRESSION  # type matters
+    assert cmp("exact", 0.30000001, 0.3).status is Status.REGRESSION  # no tolerance
+
+
+# ----------------------------------------------------------------------------------------------
+# tokens
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+
+
+def test_tokens_identical_pass():
+    assert cmp("tokens", [5, 6, 7], [5, 6, 7], BF16_VS_FP32).status is Status.PASS
+
+
+@pytest.mark.parametrize(
+    ("policy", "margin", "status", "category"),
+    [
+        # bf16 vs fp32: tie eps 0.25
+        (BF16_VS_FP32, 0.10, Status.PASS, "tie-flip"),
+        (BF16_VS_FP32, 0.24, Status.PASS, "tie-flip"),
+        (BF16_VS_FP32, 0.26, Status.REGRESSION, "real-change"),
+        (BF16_VS_FP32, 3.00, Status.REGRESSION, "real-change"),
+        # thread count only, fp32: tie eps 1e-3
+        (THREADS, 5e-4, Status.PASS, "tie-flip"),
+        (THREADS, 2e-3, Status.REGRESSION, "real-change"),
+        # same numerics: a deterministic run must reproduce, whatever the margin
+        (SAME, 1e-9, Status.REGRESSION, "real-change"),
+    ],
+)
+def test_tokens_tie_flip_threshold(policy, margin, status, category):
+    margins = [2.0, 2.0, margin, 1.0]
+    result = cmp("tokens", [1, 2, 9, 4], [1, 2, 3, 4], policy, {"margins": margins}, {"margins": margins})
+    assert (result.status, result.category) == (status, category)
+    assert result.diff["divergences"][0]["step"] == 2
+    assert "old [3, 4] vs new [9, 4]" in result.detail
+
+
+def test_tokens_either_sides_margin_counts():
+    new_margins, old_margins = [2.0, 0.05, 1.0], [2.0, 1.5, 1.0]  # only the bf16 side is near a tie
+    result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": new_margins}, {"margins": old_margins})
+    assert (result.status, result.category) == (Status.PASS, "tie-flip")
+    result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": old_margins}, {"margins": new_margins})
+    assert result.category == "tie-flip"
+
+
+def test_tokens_without_margins_cannot_be_a_tie_flip():
+    result = cmp("tokens", [1, 7], [1, 2], BF16_VS_FP32)
+    assert result.status is Status.REGRESSION and "no margins" in result.detail
+
+
+def test_tokens_reference_comparison_counts_as_different_numerics():
+    policy = Policy(observed_env=FP32, baseline_env=FP32, implementations_differ=True)
+    margins = {"margins": [1.0, 1e-4]}
+    assert cmp("tokens", [1, 7], [1, 2], policy, margins, margins).category == "tie-flip"
+    assert policy.numerics_differences() == ["implementation"]
+
+
+def test_tokens_rows_and_lengths():
+    margins = {"margins": [[1.0, 1.0, 1.0], [1.0, 0.01, 1.0]]}
+    tie = cmp("tokens", [[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]], BF16_VS_FP32, margins, margins)
+    assert (tie.status, tie.category) == (Status.PASS, "tie-flip") and "row 1 step 1" in tie.detail
+    real = cmp("tokens", [[1, 8, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]], BF16_VS_FP32, margins, margins)
+    assert real.status is Status.REGRESSION and "row 0 step 1" in real.detail  # the real one is reported
+    assert cmp("tokens", [[1], [2]], [[1]], SAME).status is Status.REGRESSION
+    shorter = cmp("tokens", [1, 2], [1, 2, 3], BF16_VS_FP32, {"margins": [1, 1, 0.01]}, {"margins": [1, 1, 0.01]})
+    assert shorter.category == "tie-flip"  # stopped one step early at a near-tie (e.g. EOS vs token)
+
+
+# ----------------------------------------------------------------------------------------------
+# tensor
+
+
+def test_tolerance_table_is_torch_testing_defaults():
+    from torch.testing._comparison import default_tolerances
+
+    for name, dtype in [("fp64", torch.float64), ("fp32", torch.float32), ("fp16", torch.float16),
+                        ("bf16", torch.bfloat16)]:
+        assert TOLERANCES[name] == default_tolerances(dtype), name
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_tensor_same_env_threshold_matches_torch(dtype):
+    """Errors at 0.9x and 1.1x of atol + rtol*|old| land on the same side as torch.testing."""
+    rtol, atol = TOLERANCES[dtype]
+    old = np.array([[1.0, -2.0], [0.5, 3.0]])
+    allowed = atol + rtol * np.abs(old)
+    env = {**FP32, "dtype": dtype}
+    policy = Policy(observed_env=env, baseline_env=env)
+    for factor, status in [(0.9, Status.PASS), (1.1, Status.REGRESSION)]:
+        new = old + factor * allowed * np.array([[0, 0], [0, 1]])
+        result = cmp("tensor", new.tolist(), old.tolist(), policy)
+        assert result.status is status, (dtype, factor, result.detail)
+        torch_ok = True
+        try:
+            torch.testing.assert_close(torch.tensor(new), torch.tensor(old), rtol=rtol, atol=atol)
+        except AssertionError:
+            torch_ok = False
+        assert torch_ok is (status is Status.PASS)
+    assert result.diff["max_abs_err"] == pytest.approx(1.1 * allowed[1, 1])
+    assert result.diff["worst_index"] == [1, 1]
+    assert "old 3 vs new" in result.detail
+
+
+def test_tensor_cross_numerics_tolerance_scales_with_magnitude():
+    """bf16 vs fp32 logits: 1 % of the largest magnitude is bf16 drift (pass); 30 % is a change."""
+    old = np.linspace(-10, 10, 50)
+    drift = old + 0.01 * 10 * np.sin(np.arange(50))
+    result = cmp("tensor", drift.tolist(), old.tolist(), BF16_VS_FP32, {"dtype": "bf16"}, {"dtype": "fp32"})
+    assert (result.status, result.category) == (Status.PASS, "within-tolerance")
+    assert result.diff["dtype"] == "bf16" and result.diff["cross_env_extra"] == pytest.approx(32 * 2**-8 * 10)
+    changed = old.copy()
+    changed[7] += 3.0
+    result = cmp("tensor", changed.tolist(), old.tolist(), BF16_VS_FP32, {"dtype": "bf16"}, {"dtype": "fp32"})
+    assert result.status is Status.REGRESSION and "1/50 elements" in result.detail
+    # the same 1 % drift in one environment is far beyond fp32's tolerance
+    assert cmp("tensor", drift.tolist(), old.tolist(), SAME).status is Status.REGRESSION
+
+
+def test_tensor_shape_and_nan():
+    assert cmp("tensor", [1.0, 2.0], [1.0, 2.0, 3.0]).status is Status.REGRESSION
+    assert cmp("tensor", [float("nan"), 1.0], [float("nan"), 1.0]).status is Status.PASS
+    assert cmp("tensor", [float("nan"), 1.0], [0.0, 1.0]).status is Status.REGRESSION
+    assert cmp("tensor", [1.0, 2.0], [1.0, 2.0]).detail == "identical"
+
+
+# ----------------------------------------------------------------------------------------------
+# rate
+
+
+def test_rate_both_sides_of_alpha():
+    assert cmp("rate", {"k": 52, "n": 100}, {"k": 50, "n": 100}).status is Status.PASS
+    down = cmp("rate", {"k": 300, "n": 1000}, {"k": 600, "n": 1000})
+    assert (down.status, down.category) == (Status.REGRESSION, "rate-down")
+    assert "old 600/1000" in down.detail and "new 300/1000" in down.detail
+    up = cmp("rate", {"k": 700, "n": 1000}, {"k": 600, "n": 1000})
+    assert (up.status, up.category) == (Status.REGRESSION, "rate-up")
+    # p ~ 0.03: a regression at alpha 0.05, not at alpha 0.01
+    borderline = ({"k": 115, "n": 200}, {"k": 93, "n": 200})
+    p = cmp("rate", *borderline).p_value
+    assert 0.01 < p < 0.05
+    assert cmp("rate", *borderline, SAME.with_alpha(0.05)).status is Status.REGRESSION
+    assert cmp("rate", *borderline, SAME.with_alpha(0.01)).status is Status.PASS
+
+
+# ----------------------------------------------------------------------------------------------
+# distribution
+
+
+EXPECTED = [0.5, 0.3, 0.15, 0.05, 0.0]
+
+
+def dist(counts, expected=EXPECTED, policy=SAME, baseline=None):
+    return compare_field("emitted", Field("distribution", counts, {"expected": expected}),
+                         Field("distribution", baseline or counts, {"expected": expected}), policy)
+
+
+def test_distribution_fits_and_misfits():
+    ok = dist([2010, 1190, 610, 190, 0])
+    assert ok.status is Status.PASS and ok.category == ""
+    assert ok.diff["tv_upper"] <= Thresholds().tv_max and ok.diff["p_value"] > 0.01
+    bad = dist([2200, 1100, 520, 180, 0])
+    assert (bad.status, bad.category) == (Status.REGRESSION, "distribution-mismatch")
+    assert bad.p_value < 0.01 and bad.diff["tv"] == pytest.approx(0.05)
+
+
+def test_distribution_zero_probability_draw_is_a_regression():
+    result = dist([2000, 1200, 600, 199, 1])
+    assert result.status is Status.REGRESSION and "zero-probability" in result.detail
+
+
+def test_distribution_small_sample_is_underpowered_not_passed_silently():
+    result = dist([21, 11, 6, 2, 0])
+    assert (result.status, result.category) == (Status.PASS, "underpowered")
+    assert result.diff["samples_needed"] > 40 and "need n >=" in result.detail
+
+
+def test_distribution_dict_counts_and_two_sample_without_expected():
+    keyed = compare_field("d", Field("distribution", {"7": 500, "9": 500}, {"expected": {"7": 0.5, "9": 0.5}}),
+                          Field("distribution", {"7": 1, "9": 1}), SAME)
+    assert keyed.status is Status.PASS
+    same = cmp("distribution", [480, 320, 200], [500, 300, 200])
+    moved = cmp("distribution", [300, 300, 400], [500, 300, 200])
+    assert same.status is Status.PASS and same.diff["test"] == "g-test-two-sample"
+    assert (moved.status, moved.category) == (Status.REGRESSION, "distribution-shift")
+
+
+# ----------------------------------------------------------------------------------------------
+# latency
+
+
+def lat(samples, calibration=1.0):
+    return {"samples": list(samples), "calibration": calibration}
+
+
+BASE = lat(np.random.default_rng(1).lognormal(0, 0.03, 30))
+
+
+def test_latency_both_sides_of_the_tolerance():
+    rng = np.random.default_rng(2)
+    assert cmp("latency", lat(1.05 * rng.lognormal(0, 0.03, 30)), BASE).status is Status.PASS
+    slow = cmp("latency", lat(1.6 * rng.lognormal(0, 0.03, 30)), BASE)
+    assert (slow.status, slow.category) == (Status.REGRESSION, "slowdown") and slow.diff["ratio"] > 1.5
+    fast = cmp("latency", lat(0.5 * rng.lognormal(0, 0.03, 30)), BASE)
+    assert (fast.status, fast.category) == (Status.CHANGED, "speedup")
+    # 1.6x but only 3 very noisy samples: not significant, not a regression
+    assert cmp("latency", lat(1.6 * rng.lognormal(0, 0.5, 3)), lat(rng.lognormal(0, 0.5, 3))).status is Status.PASS
+
+
+def test_latency_is_normalised_by_calibration():
+    rng = np.random.default_rng(3)
+    busy_machine = lat(2.0 * rng.lognormal(0, 0.03, 30), calibration=[2.0, 2.01, 1.99])
+    assert cmp("latency", busy_machine, BASE).status is Status.PASS
+
+
+def test_latency_only_compared_on_the_same_hardware_class():
+    for env in (OTHER_CPU, FP32_1T, BF16):
+        result = cmp("latency", BASE, BASE, Policy(observed_env=env, baseline_env=FP32))
+        assert (result.status, result.category) == (Status.SKIPPED, "not-comparable")
+        assert "same hardware class" in result.detail
+    assert cmp("latency", BASE, BASE, Policy()).status is Status.SKIPPED
+
+
+# ----------------------------------------------------------------------------------------------
+# capability
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "status", "category"),
+    [
+        (True, True, Status.PASS, ""),
+        (True, False, Status.CHANGED, "feature-added"),
+        (False, True, Status.CHANGED, "feature-removed"),
+        ({"mtp": True, "ensemble": False}, {"mtp": True, "ensemble": True}, Status.CHANGED, "feature-removed"),
+        (["mtp", "prompt_lookup"], ["mtp"], Status.CHANGED, "feature-added"),
+        (["b", "a"], ["a", "b"], Status.PASS, ""),
+        ("v2", "v1", Status.CHANGED, "capability-changed"),
+    ],
+)
+def test_capability_changes_are_never_regressions(new, old, status, category):
+    result = cmp("capability", new, old)
+    assert (result.status, result.category) == (status, category)

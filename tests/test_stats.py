@@ -1,0 +1,255 @@
+"""harness/stats.py: multiple testing, proportions, G-test, TV bounds, power, latency shifts.
+
+Every statistical test here is measured, not assumed: null runs give its false-alarm rate,
+alternative runs its power. A measured rate is an estimate from N runs, so "at or below alpha"
+is asserted as: the measured count of false alarms is consistent with a true rate <= alpha
+(one-sided binomial test, its own false-alarm rate 1e-3; for N = 1000 and alpha = 0.05 this
+fails once the measured rate exceeds ~0.073, and catches a true rate of 0.09 with probability
+> 0.99). Seeds are fixed, so the numbers are reproducible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from harness import stats
+
+CHECK_LEVEL = 1e-3  # false-alarm rate of the rate checks themselves
+
+
+def assert_rate_at_most(alarms: int, runs: int, alpha: float) -> float:
+    """The measured false-alarm rate, after checking it is consistent with a true rate <= alpha."""
+    p_value = sps.binom.sf(alarms - 1, runs, alpha)  # P(X >= alarms | rate = alpha)
+    rate = alarms / runs
+    assert p_value >= CHECK_LEVEL, f"false-alarm rate {rate:.4f} over {runs} null runs exceeds alpha {alpha}"
+    return rate
+
+
+# ----------------------------------------------------------------------------------------------
+# multiple testing
+
+
+def test_holm_textbook_example():
+    pvalues = [0.01, 0.04, 0.03, 0.005]
+    # sorted 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 -> max(0.06, 0.04) = 0.06
+    assert stats.holm_adjust(pvalues) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm(pvalues, 0.05) == [True, False, False, True]
+    assert stats.holm(pvalues, 0.06) == [True, True, True, True]
+    assert stats.holm([], 0.05) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.floats(0.001, 0.2))
+def test_holm_matches_the_step_down_definition(pvalues, alpha):
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    m = len(pvalues)
+    expected = [False] * m
+    for rank, index in enumerate(order):
+        if pvalues[index] > alpha / (m - rank):
+            break
+        expected[index] = True
+    assert stats.holm(pvalues, alpha) == expected
+
+
+def test_holm_rejects_bad_pvalues():
+    with pytest.raises(ValueError, match="p-values"):
+        stats.holm([0.5, 1.5], 0.05)
+
+
+def test_holm_family_wise_rate_measured():
+    """2000 null families of 20 p-values, independent and equicorrelated (rho = 0.5):
+    P(any rejection) <= alpha = 0.05. Independent: the exact rate is 1 - (1 - alpha/m)^m = 0.0488;
+    positive dependence makes Holm conservative (measured well below alpha)."""
+    rng = np.random.default_rng(11)
+    runs, m, alpha = 2000, 20, 0.05
+    independent = rng.uniform(size=(runs, m))
+    shared = rng.normal(size=(runs, 1))
+    correlated = sps.norm.sf(np.sqrt(0.5) * shared + np.sqrt(0.5) * rng.normal(size=(runs, m)))
+    assert 1 - (1 - alpha / m) ** m <= alpha
+    assert_rate_at_most(sum(any(stats.holm(row, alpha)) for row in independent), runs, alpha)
+    rate = assert_rate_at_most(sum(any(stats.holm(row, alpha)) for row in correlated), runs, alpha)
+    assert rate <= alpha
+
+
+def test_run_level_false_alarm_rate_bonferroni_across_tests_holm_within():
+    """The plugin's scheme: m tests, each Holm over its own k checks at alpha/m. 2000 null runs of
+    m = 10 tests x k = 3 checks: P(any regression in the run) <= alpha = 0.05 (exactly
+    1 - (1 - alpha/(m k))^(m k) = 0.0488 for independent p-values)."""
+    rng = np.random.default_rng(12)
+    runs, m, k, alpha = 2000, 10, 3, 0.05
+    per_test = stats.per_test_alpha(alpha, m)
+    assert per_test == pytest.approx(0.005)
+    pvalues = rng.uniform(size=(runs, m, k))
+    alarms = sum(any(any(stats.holm(test, per_test)) for test in run) for run in pvalues)
+    assert_rate_at_most(alarms, runs, alpha)
+    with pytest.raises(ValueError):
+        stats.per_test_alpha(1.5, 3)
+
+
+# ----------------------------------------------------------------------------------------------
+# two proportions
+
+
+def test_two_proportion_false_alarm_rate_1000_null_runs():
+    """Fisher exact, n = 150 per side, p = 0.3: measured rate <= alpha = 0.05 (exact test)."""
+    rng = np.random.default_rng(21)
+    runs, n, alpha = 1000, 150, 0.05
+    k1, k2 = rng.binomial(n, 0.3, runs), rng.binomial(n, 0.3, runs)
+    alarms = sum(stats.two_proportion_test(int(a), n, int(b), n).p_value < alpha for a, b in zip(k1, k2, strict=True))
+    rate = assert_rate_at_most(alarms, runs, alpha)
+    assert rate <= alpha
+
+
+def test_two_proportion_power_and_statistic():
+    """0.30 vs 0.42 at n = 400 per side: power ~0.93 at alpha 0.05 (measured >= 0.85 over 300 runs)."""
+    rng = np.random.default_rng(22)
+    runs, n = 300, 400
+    k1, k2 = rng.binomial(n, 0.42, runs), rng.binomial(n, 0.30, runs)
+    power = np.mean([stats.two_proportion_test(int(a), n, int(b), n).p_value < 0.05 for a, b in zip(k1, k2, strict=True)])
+    assert power >= 0.85
+    test = stats.two_proportion_test(60, 100, 40, 100)
+    assert test.difference == pytest.approx(0.2)
+    assert test.z == pytest.approx(0.2 / np.sqrt(0.25 * 0.02))
+    assert test.p_value == pytest.approx(sps.fisher_exact([[60, 40], [40, 60]]).pvalue)
+    with pytest.raises(ValueError, match="observed rate"):
+        stats.two_proportion_test(5, 4, 1, 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# G-test and TV
+
+
+@pytest.mark.parametrize("n", [20, 60, 400])
+def test_g_test_false_alarm_rate_measured(n):
+    """5000 null samples of n draws over 6 values (expected counts down to 0.4): the Monte Carlo
+    G-test stays at alpha for alpha in {0.05, 0.01} where the chi-square approximation does not
+    (measured 5-45 % above alpha at these n)."""
+    rng = np.random.default_rng(30 + n)
+    p = np.array([0.4, 0.3, 0.2, 0.05, 0.03, 0.02])
+    runs = 5000
+    pvalues = stats.g_test_pvalues(rng.multinomial(n, p, runs), p, resamples=4999, rng=rng)
+    for alpha in (0.05, 0.01):
+        assert_rate_at_most(int((pvalues < alpha).sum()), runs, alpha)
+
+
+def test_g_test_detects_a_shift_and_impossible_values():
+    p = np.array([0.5, 0.3, 0.2])
+    rng = np.random.default_rng(31)
+    fitting = stats.g_test(rng.multinomial(2000, p), p, resamples=999)
+    shifted = stats.g_test(rng.multinomial(2000, [0.42, 0.33, 0.25]), p, resamples=999)
+    assert fitting.p_value > 0.01 and shifted.p_value < 0.01
+    impossible = stats.g_test([10, 5, 1], [0.6, 0.4, 0.0])
+    assert impossible.p_value == 0.0 and impossible.impossible == 1
+    assert stats.g_test([0, 0, 0], p).p_value == 1.0
+    with pytest.raises(ValueError):
+        stats.g_test([1, 2], p)
+
+
+def test_g_statistic_is_scipys_log_likelihood_ratio():
+    counts = np.array([30.0, 50.0, 20.0])
+    expected = np.array([0.3, 0.5, 0.2]) * 100
+    by_hand = 2 * np.sum(counts * np.log(counts / expected))
+    assert float(stats.g_statistic(counts, expected)) == pytest.approx(by_hand, abs=1e-12)
+    counts = np.array([35.0, 40.0, 25.0])
+    assert stats.g_test(counts, [0.3, 0.5, 0.2]).statistic == pytest.approx(2 * np.sum(counts * np.log(counts / expected)))
+
+
+def test_g_test_two_sample():
+    rng = np.random.default_rng(32)
+    same = stats.g_test_two_sample(rng.multinomial(500, [0.5, 0.3, 0.2]), rng.multinomial(500, [0.5, 0.3, 0.2]), resamples=999)
+    moved = stats.g_test_two_sample(rng.multinomial(500, [0.5, 0.3, 0.2]), rng.multinomial(500, [0.3, 0.3, 0.4]), resamples=999)
+    assert same.p_value > 0.01 and moved.p_value < 0.01
+    assert stats.g_test_two_sample([5, 0], [0, 0]).p_value == 1.0
+
+
+def test_tv_distance():
+    assert stats.tv_distance([0.5, 0.5], [1.0, 0.0]) == pytest.approx(0.5)
+    assert stats.tv_distance([2, 2], [1, 1]) == 0.0
+    with pytest.raises(ValueError):
+        stats.tv_distance([1, 0], [1, 0, 0])
+
+
+def test_tv_upper_bound_coverage_measured():
+    """1000 runs of n = 500 draws from q at TV 0.1 from p: the (1 - delta) upper bound covers the
+    true TV in >= 1 - delta of runs (delta = 0.05; the bound is conservative: misses ~0)."""
+    rng = np.random.default_rng(41)
+    p = np.array([0.25, 0.25, 0.25, 0.25])
+    q = np.array([0.35, 0.25, 0.15, 0.25])
+    true_tv = stats.tv_distance(q, p)
+    assert true_tv == pytest.approx(0.1)
+    delta, runs = 0.05, 1000
+    misses = sum(stats.tv_upper_bound(c, p, delta) < true_tv for c in rng.multinomial(500, q, runs))
+    assert assert_rate_at_most(misses, runs, delta) <= delta
+    # the bound shrinks like 1/sqrt(n)
+    assert stats.l1_deviation_bound(4000, 4, delta) == pytest.approx(stats.l1_deviation_bound(1000, 4, delta) / 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# power and sample size
+
+
+def _least_favourable(k: int, tv: float) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform p over even k, q = p * (1 +- 2 tv): TV(q, p) = tv, chi2(q||p) = 4 tv^2."""
+    p = np.full(k, 1.0 / k)
+    signs = np.array([1.0, -1.0] * (k // 2))
+    return p, p * (1 + 2 * tv * signs)
+
+
+@pytest.mark.parametrize(("tv", "k", "alpha"), [(0.1, 4, 0.05), (0.05, 6, 0.01)])
+def test_samples_needed_reaches_the_stated_power(tv, k, alpha):
+    """At n = samples_needed the G-test's measured power against the least favourable alternative
+    is >= 0.8 (within 3 SE over 4000 runs); at n/2 it is clearly below."""
+    power_target = 0.8
+    n = stats.samples_needed(tv, power_target, alpha, k)
+    p, q = _least_favourable(k, tv)
+    assert stats.tv_distance(p, q) == pytest.approx(tv)
+    rng = np.random.default_rng(51)
+    runs = 4000
+    critical = sps.chi2.ppf(1 - alpha, k - 1)
+
+    def power(size: int) -> float:
+        g = stats.g_statistic(rng.multinomial(size, q, runs).astype(float), size * p)
+        return float(np.mean(g > critical))
+
+    se = np.sqrt(power_target * (1 - power_target) / runs)
+    assert power(n) >= power_target - 3 * se
+    assert power(n // 2) < power_target - 5 * se
+    assert stats.gtest_power(n, tv, alpha, k) >= power_target > stats.gtest_power(n - 1, tv, alpha, k)
+
+
+def test_samples_needed_formula_and_input_checks():
+    # closed form check: df = 1, power 0.5 -> lambda* where ncx2 median = chi2 critical value
+    n = stats.samples_needed(0.1, 0.5, 0.05, 2)
+    lam = 4 * n * 0.01
+    assert sps.ncx2.sf(sps.chi2.ppf(0.95, 1), 1, lam) >= 0.5
+    assert stats.samples_needed(0.2, 0.8, 0.01, 4) < stats.samples_needed(0.1, 0.8, 0.01, 4)
+    for bad in [(0.0, 0.8, 0.01, 2), (0.1, 1.0, 0.01, 2), (0.1, 0.8, 0.0, 2)]:
+        with pytest.raises(ValueError):
+            stats.samples_needed(*bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# latency
+
+
+def test_latency_false_alarm_rate_at_the_tolerance_boundary():
+    """20000 null runs (20 samples a side, 10 % lognormal noise) where the new code is exactly
+    (1 + tolerance) slower: the slowdown test's measured rate stays at alpha = 0.01; with no real
+    slowdown it never fires, and a 1.6x slowdown is caught in > 95 % of runs."""
+    rng = np.random.default_rng(61)
+    runs, size, tol, alpha = 20000, 20, 0.25, 0.01
+    base = rng.lognormal(0.0, 0.1, (runs, size))
+    at_boundary = stats.latency_shift_test(rng.lognormal(np.log(1 + tol), 0.1, (runs, size)), base, tol)
+    assert_rate_at_most(int((at_boundary.p_slower < alpha).sum()), runs, alpha)
+    same = stats.latency_shift_test(rng.lognormal(0.0, 0.1, (runs, size)), base, tol)
+    assert int((same.p_slower < alpha).sum()) == 0
+    assert assert_rate_at_most(int((same.p_faster < alpha).sum()), runs, alpha) <= alpha
+    slower = stats.latency_shift_test(rng.lognormal(np.log(1.6), 0.1, (runs, size)), base, tol)
+    assert np.mean(slower.p_slower < alpha) > 0.95
+    single = stats.latency_shift_test([1.0, 1.1, 0.9], [1.0, 1.05, 0.95], tol)
+    assert isinstance(single.ratio, float) and single.ratio == pytest.approx(1.0)
+
