@@ -1,0 +1,230 @@
+"""harness/golden.py: record format, validation, merging, atomic and concurrent writes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness.golden import (
+    FLOAT_DIGITS,
+    GoldenStore,
+    Record,
+    RecordError,
+    dumps,
+    normalize_field,
+    round_float,
+    to_plain,
+)
+from harness.schema import SCHEMA_VERSION, Field
+
+KEY = "tf5.24.0-torch2.13.0-cpu-x86_64-fp32"
+ENV = {"dtype": "fp32", "threads": 2}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fields(**values) -> dict[str, Field]:
+    return {name: Field("exact", value) for name, value in values.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# format
+
+
+def test_round_float_keeps_stated_precision():
+    assert FLOAT_DIGITS == 8
+    assert round_float(3.14159265358979) == 3.1415927
+    assert round_float(-0.0) == 0.0 and str(round_float(-0.0)) == "0.0"
+    assert round_float(1.23456789e-20) == 1.2345679e-20
+    assert np.isnan(round_float(float("nan"))) and round_float(float("inf")) == float("inf")
+    # relative error <= 5e-9, far inside fp32's rtol of 1.3e-6
+    x = np.random.default_rng(0).normal(size=1000) * 10.0 ** np.random.default_rng(1).integers(-8, 8, 1000)
+    rounded = np.array([round_float(float(v)) for v in x])
+    assert np.max(np.abs(rounded - x) / np.abs(x)) <= 5e-8
+
+
+def test_to_plain_converts_tensors_arrays_and_tuples():
+    assert to_plain(torch.tensor([1.5, 2.0], dtype=torch.bfloat16)) == [1.5, 2.0]
+    assert to_plain(torch.tensor([[1, 2]])) == [[1, 2]]
+    assert to_plain(np.float32(0.1)) == 0.1
+    assert to_plain((1, np.int64(2), {"a": (True, None)})) == [1, 2, {"a": [True, None]}]
+    assert to_plain({1: "x"}) == {"1": "x"}
+    with pytest.raises(TypeError, match="cannot store a value of type object"):
+        to_plain(object())
+
+
+def test_record_text_is_canonical(tmp_path):
+    store = GoldenStore(tmp_path)
+    store.update(KEY, "greedy", "c1", ENV, {"z": Field("tensor", [0.1234567891234, 2.0]), "a": Field("exact", (1, 2))})
+    path = store.path(KEY, "greedy", "c1")
+    text = path.read_text()
+    data = json.loads(text)
+    assert text == dumps(data) and text.endswith("}\n")
+    assert list(data) == sorted(data) and list(data["fields"]) == ["a", "z"]
+    assert data["schema"] == SCHEMA_VERSION and data["suite"] == "greedy" and data["case"] == "c1"
+    assert data["fields"]["z"]["value"] == [0.12345679, 2.0]
+    # writing the same observation again changes nothing, byte for byte
+    store.update(KEY, "greedy", "c1", ENV, {"z": Field("tensor", [0.1234567891234, 2.0])}, overwrite=True)
+    assert path.read_text() == text
+
+
+def test_normalized_field_compares_equal_to_its_stored_form(tmp_path):
+    store = GoldenStore(tmp_path)
+    observed = Field("tokens", (1, 2), {"margins": np.array([0.123456789, 1.0])})
+    store.update(KEY, "s", "c", ENV, {"tokens": observed})
+    assert store.read(KEY, "s", "c").fields["tokens"] == normalize_field(observed)
+
+
+def test_paths_and_env_keys(tmp_path):
+    store = GoldenStore(tmp_path)
+    assert store.env_keys() == []
+    assert store.path(KEY, "greedy", "tiny/plain case") == tmp_path / KEY / "greedy" / "tiny_plain_case.json"
+    store.update(KEY, "greedy", "c", ENV, fields(x=1))
+    store.update("other-key", "greedy", "c", ENV, fields(x=1))
+    (tmp_path / "empty-key").mkdir()
+    (tmp_path / KEY / "greedy" / ".c.json.123.tmp").write_text("{half")  # a killed writer's leftovers
+    assert store.env_keys() == sorted([KEY, "other-key"])
+    assert [p.name for p in store.record_paths(KEY)] == ["c.json"]
+    assert [r.case for r in store.records(KEY)] == ["c"]
+    assert store.env_of(KEY) == ENV and store.env_of("missing") is None
+
+
+# ----------------------------------------------------------------------------------------------
+# validation: an unusable record is an error naming the file, and is never overwritten
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"schema": 1, "suite": "s", "case": "c", "env": {}, "fields": {', "corrupt JSON"),
+        ("", "corrupt JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"schema": 99, "suite": "s", "case": "c", "env": {}, "fields": {}}', "unknown schema version 99"),
+        ('{"suite": "s", "case": "c", "env": {}, "fields": {}}', "unknown schema version None"),
+        ('{"schema": 1, "suite": "s", "case": "other", "env": {}, "fields": {}}', "record is for case 'other'"),
+        ('{"schema": 1, "suite": "t", "case": "c", "env": {}, "fields": {}}', "record is for suite 't'"),
+        ('{"schema": 1, "suite": "s", "case": "c", "env": {}}', "missing key 'fields'"),
+        ('{"schema": 1, "suite": "s", "case": "c", "env": {}, "fields": {"f": {"kind": "fuzzy", "value": 1}}}',
+         "unknown kind 'fuzzy'"),
+        ('{"schema": 1, "suite": "s", "case": "c", "env": {}, "fields": {"f": {"value": 1}}}', "needs 'kind'"),
+    ],
+)
+def test_unusable_record_is_an_error_naming_the_file(tmp_path, text, reason):
+    store = GoldenStore(tmp_path)
+    path = store.path(KEY, "s", "c")
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(RecordError) as info:
+        store.read(KEY, "s", "c")
+    assert str(info.value).startswith(str(path)) and reason in str(info.value)
+    assert info.value.path == path
+    # a normal update refuses to touch it ...
+    with pytest.raises(RecordError):
+        store.update(KEY, "s", "c", ENV, fields(x=1))
+    assert path.read_text() == text
+    # ... a regen replaces it and says so
+    report = store.update(KEY, "s", "c", ENV, fields(x=1), overwrite=True, replace_unreadable=True)
+    assert reason in report.replaced_unreadable and report.written
+    assert store.read(KEY, "s", "c").fields == fields(x=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# merging
+
+
+def test_update_merges_fields_and_only_regen_overwrites(tmp_path):
+    store = GoldenStore(tmp_path)
+    first = store.update(KEY, "s", "c", ENV, fields(a=1, b=2))
+    assert [(c.field, c.change) for c in first.changes] == [("a", "new"), ("b", "new")] and first.written
+    second = store.update(KEY, "s", "c", {"dtype": "fp32", "threads": 1}, fields(a=5, c=3))
+    assert [(c.field, c.change) for c in second.changes] == [("a", "unchanged"), ("c", "new")]
+    record = store.read(KEY, "s", "c")
+    assert {n: f.value for n, f in record.fields.items()} == {"a": 1, "b": 2, "c": 3}
+    assert record.env == ENV  # adding a field keeps the record's environment
+    regen = store.update(KEY, "s", "c", {"dtype": "fp32", "threads": 1}, fields(a=5, b=2), overwrite=True)
+    assert [(c.field, c.change) for c in regen.changes] == [("a", "changed"), ("b", "unchanged")]
+    assert regen.changed_fields() == ["a"]
+    record = store.read(KEY, "s", "c")
+    assert {n: f.value for n, f in record.fields.items()} == {"a": 5, "b": 2, "c": 3}
+    assert record.env["threads"] == 1
+    unchanged = store.update(KEY, "s", "c", ENV, fields(a=5), overwrite=True)
+    assert not unchanged.written
+
+
+def test_write_whole_record(tmp_path):
+    store = GoldenStore(tmp_path)
+    record = Record(suite="s", case="c", env=ENV, fields=fields(x=[1, 2]))
+    path = store.write(KEY, record)
+    assert Record.from_json(json.loads(path.read_text()), path) == record
+    assert not [p for p in path.parent.iterdir() if p.name != "c.json"]  # no temp files left
+
+
+def _add_fields(args):
+    root, worker, count = args
+    store = GoldenStore(root)
+    for i in range(count):
+        store.update(KEY, "s", "shared", ENV, {f"w{worker}_{i}": Field("exact", [worker, i] * 50)})
+    return worker
+
+
+def test_concurrent_writers_never_lose_a_field(tmp_path):
+    """3 processes add 25 fields each to one record at the same time: all 75 survive (without
+    the lock, read-merge-write races drop fields)."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(3) as pool:
+        assert sorted(pool.map(_add_fields, [(str(tmp_path), w, 25) for w in range(3)])) == [0, 1, 2]
+    record = GoldenStore(tmp_path).read(KEY, "s", "shared")
+    assert set(record.fields) == {f"w{w}_{i}" for w in range(3) for i in range(25)}
+
+
+# ----------------------------------------------------------------------------------------------
+# killed mid-regen
+
+REGEN_SCRIPT = """
+import sys
+from harness.golden import GoldenStore
+from harness.schema import Field
+store = GoldenStore(sys.argv[1])
+n = 0
+while True:  # regenerate every record, alternating two versions, until killed
+    for case in range(6):
+        version = n % 2
+        big = [version] * 40000  # ~120 kB of JSON: each write takes a while
+        store.update("K", "suite", f"case{case}", {"v": version},
+                     {"big": Field("exact", big), "version": Field("exact", version)},
+                     overwrite=True, replace_unreadable=True)
+        if n == 0 and case == 5:
+            print("ready", flush=True)
+    n += 1
+"""
+
+
+def test_sigkill_during_regen_leaves_every_record_complete(tmp_path):
+    """SIGKILL a regenerating subprocess at 4 different moments: every record is readable and
+    complete (entirely the old or entirely the new version), never truncated or mixed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    store = GoldenStore(tmp_path)
+    for delay in (0.0, 0.07, 0.15, 0.26):
+        proc = subprocess.Popen([sys.executable, "-c", REGEN_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, env=env)
+        try:
+            assert proc.stdout.readline().strip() == b"ready"
+            time.sleep(delay)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        records = list(store.records("K"))
+        assert len(records) == 6
+        for record in records:
+            version = record.fields["version"].value
+            assert record.env == {"v": version}
+            assert record.fields["big"].value == [version] * 40000
