@@ -1,0 +1,7 @@
+"""`python -m harness ...`: the same as the `harness` console script (see harness/cli.py)."""
+
+import sys
+
+from harness.cli import main
+
+sys.exit(main())

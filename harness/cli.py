@@ -1,0 +1,668 @@
+"""The `harness` command line (also `python -m harness`).
+
+    harness check   [--baseline KEY] [-n N] [--strict] [-- PYTEST ARGS]
+    harness regen   [--yes | --dry-run] [-n N] [-- PYTEST ARGS]
+    harness compare A B
+    harness envs
+    harness report RESULTS_JSON [--out DIR]
+
+`check` runs the suites in a pytest subprocess (its progress is pytest's own output), then writes
+``<reports_dir>/<env-key>/<timestamp>/{results.json,index.html,junit.xml}``. `compare` does the
+same from two recorded envs without running anything. Settings come from ``[tool.harness]`` in the
+project's pyproject.toml (found upward from the current directory, or ``--root``); flags win.
+
+Exit codes: 0 all pass (or only changes the policy allows: capability changes, new records),
+1 regression (or a failing test), 2 usage or input error (bad flag, unknown env key, corrupt record,
+missing fixture, bad ``[tool.harness]`` key, unreadable results.json, pytest usage/internal error,
+no tests collected). User errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.config import ConfigError, HarnessConfig, load_config
+from harness.env import env_key, is_safe_key
+from harness.golden import GoldenStore, Record, RecordError
+from harness.report import ResultsFileError, load_results, render, write_junit
+from harness.schema import Outcome, Results, Status
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+FIXTURE_FIX = "python -m harness.fixtures build"
+PYTEST_FAILURES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
+# plugin options the CLI sets itself: as pytest args after -- they would contradict its flags
+OWNED_OPTIONS = {"--harness-results": "", "--golden-dir": "--golden-dir", "--baseline": "--baseline",
+                 "--force-regen": "harness regen", "--harness-dtype": "--dtype", "--harness-device": "--device",
+                 "--harness-attn": "--attn", "--harness-threads": "--threads", "--rootdir": "--root"}
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit 2."""
+
+
+# ----------------------------------------------------------------------------------------------
+# project, settings, store
+
+
+def find_root(explicit: str | None) -> Path:
+    """--root, else the nearest directory upward from cwd whose pyproject.toml has [tool.harness]."""
+    if explicit:
+        root = Path(explicit).resolve()
+        if not root.is_dir():
+            raise UsageError(f"--root {explicit}: not a directory")
+        return root
+    here = Path.cwd().resolve()
+    for directory in (here, *here.parents):
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and "[tool.harness" in pyproject.read_text(encoding="utf-8", errors="replace"):
+            return directory
+    raise UsageError(f"no pyproject.toml with [tool.harness] in {here} or above; run inside the project or pass --root")
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    settings: HarnessConfig
+    store: GoldenStore
+    reports_dir: Path
+
+
+def open_project(args: argparse.Namespace) -> Project:
+    root = find_root(args.root)
+    settings = load_config(root)
+    golden = Path(args.golden_dir).resolve() if getattr(args, "golden_dir", None) else settings.golden_dir
+    reports = Path(args.reports_dir).resolve() if getattr(args, "reports_dir", None) else settings.reports_dir
+    return Project(root, settings, GoldenStore(golden), reports)
+
+
+def check_fixtures(settings: HarnessConfig) -> None:
+    """The checkpoints the suites load must exist: the models dir, each model in it (or each one
+    named in [tool.harness] models) with a config.json, and every extra_model_dirs entry."""
+    models_dir = settings.models_dir
+    if not models_dir.is_dir():
+        raise UsageError(f"missing fixture: {models_dir} does not exist ([tool.harness] models_dir); "
+                         f"build the fixture models with `{FIXTURE_FIX}`")
+    for extra in settings.extra_model_dirs:
+        if not extra.is_dir():
+            raise UsageError(f"missing model dir: {extra} does not exist ([tool.harness] extra_model_dirs); "
+                             "fix the path or save a checkpoint there with save_pretrained()")
+        if not (extra / "config.json").is_file() and not any(extra.glob("*/config.json")):
+            raise UsageError(f"missing model dir: {extra} has no config.json (nor any subdirectory with one) "
+                             "([tool.harness] extra_model_dirs); save a checkpoint there with save_pretrained()")
+    if settings.models:
+        for name in settings.models:
+            candidates = [models_dir / name, *(d / name for d in settings.extra_model_dirs),
+                          *(d for d in settings.extra_model_dirs if d.name == name)]
+            if not any((c / "config.json").is_file() for c in candidates):
+                raise UsageError(f"missing fixture: {models_dir / name / 'config.json'} does not exist "
+                                 f"(model {name!r} in [tool.harness] models); build it with `{FIXTURE_FIX}`")
+        return
+    checkpoints = [d for d in sorted(models_dir.iterdir()) if d.is_dir() and not d.name.startswith((".", "_"))]
+    if not checkpoints:
+        raise UsageError(f"missing fixture: {models_dir} holds no model directories; build them with `{FIXTURE_FIX}`")
+    for directory in checkpoints:
+        if not (directory / "config.json").is_file():
+            raise UsageError(f"missing fixture: {directory / 'config.json'} does not exist; "
+                             f"rebuild the fixture models with `{FIXTURE_FIX}`")
+
+
+def current_env_key(args: argparse.Namespace) -> str:
+    """The env key this machine's runs are recorded under (imports torch: only when needed)."""
+    from harness.env import fingerprint
+
+    try:
+        return env_key(fingerprint(dtype=args.dtype, attn_implementation=args.attn, device=args.device))
+    except ValueError as exc:
+        raise UsageError(f"--dtype/--device: {exc}") from exc
+
+
+def validate_env_key(store: GoldenStore, key: str, source: str, current: str | None = None) -> None:
+    """`key` must name a recorded env (or be `current`, the env being run); else list the known ones."""
+    if not is_safe_key(key):
+        raise UsageError(f"{source} {key!r} is not an env key (letters, digits, '.', '_', '-')")
+    known = store.env_keys()
+    if key in known or key == current:
+        return
+    listing = ", ".join(known) if known else "none"
+    raise UsageError(f"{source} {key!r}: no golden records for this env key under {store.root}; "
+                     f"known env keys: {listing}")
+
+
+def preflight_records(store: GoldenStore, key: str) -> None:
+    """Fail before running anything when a record of the baseline env cannot be read."""
+    for path in store.record_paths(key):
+        try:
+            read_record(path)
+        except RecordError as exc:
+            raise UsageError(f"corrupt golden record {exc}; fix or delete the file "
+                             "(or, if it is the current env's, rewrite it with `harness regen`)") from exc
+
+
+def read_record(path: Path) -> Record:
+    """One record file, validated; `RecordError` names the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecordError(path, f"cannot read: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError(path, f"corrupt JSON: {exc}") from exc
+    return Record.from_json(data, path)
+
+
+def env_records(store: GoldenStore, key: str) -> dict[tuple[str, str], Record]:
+    """(suite dir, file stem) -> record, for every record of one env."""
+    return {(p.parent.name, p.stem): read_record(p) for p in store.record_paths(key)}
+
+
+# ----------------------------------------------------------------------------------------------
+# running pytest
+
+
+def check_workers(value: str | None) -> None:
+    if value is None:
+        return
+    if not (value.isdigit() or value in ("auto", "logical")):
+        raise UsageError(f"-n {value!r}: expected a number of workers, 'auto' or 'logical'")
+    if importlib.util.find_spec("xdist") is None:
+        raise UsageError("-n needs pytest-xdist; install it (pip install pytest-xdist) or drop -n")
+
+
+def suites_dir(project: Project, args: argparse.Namespace) -> Path:
+    path = Path(args.suites).resolve() if args.suites else project.root / "suites"
+    if not path.exists():
+        raise UsageError(f"suites {path} do not exist; pass --suites PATH")
+    return path
+
+
+def pytest_command(project: Project, args: argparse.Namespace, results: Path, extra: Sequence[str]) -> list[str]:
+    command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), "-p", "no:cacheprovider",
+               "--rootdir", str(project.root), "--harness-results", str(results),
+               "--golden-dir", str(project.store.root),
+               "--harness-dtype", args.dtype, "--harness-device", args.device, "--harness-attn", args.attn]
+    if args.threads:
+        command += ["--harness-threads", str(args.threads)]
+    if args.workers is not None:
+        command += ["-n", args.workers]
+    if not args.verbose:
+        command.append("-q")
+    return command + list(extra)
+
+
+def run_pytest(command: list[str], cwd: Path) -> int:
+    """Run pytest with the terminal attached (its output is the progress display)."""
+    print("harness: running " + " ".join(command[2:]), flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.run(command, cwd=cwd, check=False).returncode
+
+
+def pytest_problem(rc: int) -> str | None:
+    """A message for pytest exit codes that mean the run itself did not work (-> exit 2)."""
+    if rc in (0, 1):
+        return None
+    if rc == 5:
+        return "pytest collected no tests (exit 5): check --suites and the PYTEST ARGS after --"
+    what = PYTEST_FAILURES.get(rc, "killed or crashed" if rc < 0 else "unexpected exit code")
+    return f"pytest stopped with exit code {rc} ({what}); see its output above"
+
+
+# ----------------------------------------------------------------------------------------------
+# output helpers
+
+
+def timestamped_dir(parent: Path) -> Path:
+    """parent/<YYYYmmdd-HHMMSS>[-N], not yet existing."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate, n = parent / stamp, 1
+    while candidate.exists():
+        candidate, n = parent / f"{stamp}-{n}", n + 1
+    return candidate
+
+
+def write_outputs(results: Results, out_dir: Path, results_json: bool = True) -> tuple[Path, Path]:
+    """results.json (unless already there), index.html and junit.xml in out_dir."""
+    from harness.golden import atomic_write_json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if results_json:
+        atomic_write_json(out_dir / "results.json", results.to_json())
+    return render(results, out_dir), write_junit(results, out_dir / "junit.xml")
+
+
+def shorten(text: Any, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:
+    """Plain-text columns; cells are cut to `widths` when given."""
+    cells = [[str(h) for h in headers]]
+    for row in rows:
+        cells.append([shorten(c, widths[i]) if widths else str(c) for i, c in enumerate(row)])
+    size = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(size[i]) for i, c in enumerate(r)).rstrip() for r in cells]
+    return [lines[0], "  ".join("-" * s for s in size), *lines[1:]]
+
+
+def print_summary(results: Results, title: str) -> None:
+    """Counts per status, then every regression / changed outcome with its old -> new detail."""
+    print()
+    print(title)
+    counts = results.counts()
+    for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
+        print("  " + line)
+    for status in (Status.REGRESSION, Status.CHANGED):
+        listed = [o for o in results.outcomes if o.status is status]
+        if not listed:
+            continue
+        print(f"\n{status.value} ({len(listed)}):")
+        rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
+        for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
+                          (24, 40, 24, 12, 20, 9, 100)):
+            print("  " + line)
+        if len(listed) > MAX_LISTED:
+            print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
+
+
+def unreadable_records(results: Results) -> list[Outcome]:
+    return [o for o in results.outcomes if o.category == "unreadable-record"]
+
+
+def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True) -> int:
+    """Render, print the summary and the paths, and return the exit code of the verdict."""
+    index, junit = write_outputs(results, out_dir, results_json)
+    meta = results.meta
+    print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
+    print(f"\nreport: {index}\njunit:  {junit}")
+    broken = unreadable_records(results)
+    if broken:
+        files = sorted({str(o.diff.get("file") or o.detail) for o in broken})
+        error(f"corrupt golden record {files[0]}" + (f" (and {len(files) - 1} more)" if len(files) > 1 else "")
+              + f": {broken[0].diff.get('reason') or broken[0].detail}; "
+              "fix or delete it, or rewrite the current env's records with `harness regen`")
+        return EXIT_USAGE
+    if pytest_rc not in (0, 1):
+        error(pytest_problem(pytest_rc) or f"pytest exit code {pytest_rc}")
+        return EXIT_USAGE
+    if results.verdict == "regression":
+        print("verdict: REGRESSION")
+        return EXIT_REGRESSION
+    if pytest_rc == 1:
+        print("verdict: FAILED (pytest reported failing tests that are not golden regressions; see its output)")
+        return EXIT_REGRESSION
+    if results.verdict == "changed":
+        print("verdict: changed within policy (allowed); accept the changes with `harness regen`")
+    else:
+        print("verdict: pass")
+    return EXIT_OK
+
+
+def error(message: str) -> None:
+    print(f"harness: error: {message}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# check
+
+
+def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    project = open_project(args)
+    check_workers(args.workers)
+    check_fixtures(project.settings)
+    key = current_env_key(args)
+    baseline = args.baseline or project.settings.baseline
+    if baseline:
+        source = "--baseline" if args.baseline else f"{project.root / 'pyproject.toml'}: [tool.harness] baseline"
+        validate_env_key(project.store, baseline, source, key)
+    preflight_records(project.store, baseline or key)
+    run_dir = timestamped_dir(project.reports_dir / key)
+    run_dir.mkdir(parents=True)
+    command = pytest_command(project, args, run_dir / "results.json", extra)
+    if args.baseline:
+        command += ["--baseline", args.baseline]
+    if args.strict:
+        command.append("--harness-strict")
+    rc = run_pytest(command, project.root)
+    if not (run_dir / "results.json").exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        problem = pytest_problem(rc)
+        if problem:
+            raise UsageError(problem)
+        if rc == 1:
+            error("tests failed and no results.json was written (no test used the `golden` fixture?)")
+            return EXIT_REGRESSION
+        print("harness: no test used the `golden` fixture; nothing to report")
+        return EXIT_OK
+    return finish(load_results(run_dir / "results.json"), run_dir, rc, results_json=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# regen
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """One record file of the current env: what regenerating it would do."""
+
+    name: str  # suite/case
+    change: str  # "added", "removed", "changed"
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[tuple[str, str], ...] = ()  # (field, deepdiff summary)
+    record: Record | None = None  # the new record ("removed": None)
+    note: str = ""
+
+
+def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A one-line deepdiff summary of one field's JSON (kind, value, extras)."""
+    from deepdiff import DeepDiff
+
+    lines = DeepDiff(old, new, verbose_level=2).pretty().splitlines()
+    return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
+
+
+def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
+                 complete: bool = True) -> list[RecordChange]:
+    """Per (suite, case, field): what the new records add, remove and change.
+
+    A partial run (`complete=False`: deselected or failing tests) removes nothing: records it did
+    not produce are left alone and fields it did not observe are carried over from the old record.
+    """
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        name = "/".join(key)
+        before, after = old.get(key), new.get(key)
+        if after is None:
+            if complete:
+                fields = tuple(before.fields) if isinstance(before, Record) else ()
+                changes.append(RecordChange(name, "removed", removed=fields))
+        elif before is None:
+            changes.append(RecordChange(name, "added", added=tuple(after.fields), record=after))
+        elif isinstance(before, RecordError):
+            changes.append(RecordChange(name, "changed", added=tuple(after.fields), record=after,
+                                        note=f"replaces an unreadable record ({before.reason})"))
+        else:
+            if not complete:
+                after = replace(after, fields={**before.fields, **after.fields})
+            added = tuple(f for f in after.fields if f not in before.fields)
+            removed = tuple(f for f in before.fields if f not in after.fields)
+            changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
+                            for f in after.fields if f in before.fields
+                            and before.fields[f].to_json() != after.fields[f].to_json())
+            if added or removed or changed:
+                changes.append(RecordChange(name, "changed", added, removed, changed, after))
+    return changes
+
+
+def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
+    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
+    print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
+          f"{unchanged} unchanged")
+    for c in changes:
+        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
+        for f in c.added:
+            print(f"      + {f} (added)")
+        for f in c.removed:
+            print(f"      - {f} (removed)")
+        for f, summary in c.changed:
+            print(f"      ~ {f} (changed): {shorten(summary, 160)}")
+
+
+def confirm(question: str) -> bool:
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:
+    """Write only the current env's changed records (each atomically), delete the removed ones."""
+    for c in changes:
+        if c.record is not None:
+            store.write(key, c.record)
+        else:
+            suite, case = c.name.split("/", 1)
+            path = store.root / key / suite / f"{case}.json"
+            path.unlink(missing_ok=True)
+            if path.parent.is_dir() and not any(path.parent.iterdir()):
+                path.parent.rmdir()
+
+
+def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if not (args.yes or args.dry_run or sys.stdin.isatty()):
+        raise UsageError("regen asks before writing records but stdin is not a terminal; "
+                         "pass --yes to write without asking (CI), or --dry-run to only show the changes")
+    project = open_project(args)
+    check_workers(args.workers)
+    check_fixtures(project.settings)
+    key = current_env_key(args)
+    with tempfile.TemporaryDirectory(prefix="harness-regen-") as tmp:
+        scratch = Project(project.root, project.settings, GoldenStore(Path(tmp) / "records"), project.reports_dir)
+        results_path = Path(tmp) / "results.json"
+        command = pytest_command(scratch, args, results_path, extra) + ["--force-regen", "--baseline", key]
+        rc = run_pytest(command, project.root)
+        problem = pytest_problem(rc)
+        if problem:
+            raise UsageError(problem + "; nothing was written")
+        ran = load_results(results_path).meta.get("env_key") if results_path.exists() else key
+        if ran != key:
+            raise UsageError(f"the suites ran as env {ran!r}, expected {key!r}; nothing was written")
+        new = env_records(scratch.store, key)
+        old: dict[tuple[str, str], Record | RecordError] = {}
+        for path in project.store.record_paths(key):
+            try:
+                old[(path.parent.name, path.stem)] = read_record(path)
+            except RecordError as exc:
+                old[(path.parent.name, path.stem)] = exc
+        complete = rc == 0 and not extra
+        changes = diff_records(old, new, complete)
+        print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
+        if not complete:
+            why = "some tests failed (see pytest's output above)" if rc else "pytest arguments select part of the suites"
+            print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
+        target = project.store.root / key
+        if not changes:
+            print(f"\n{target}: records are up to date; nothing to write")
+        elif args.dry_run:
+            print(f"\n--dry-run: nothing written to {target}")
+        elif args.yes or confirm(f"\nwrite these changes to {target}?"):
+            apply_regen(project.store, key, changes)
+            print(f"\nwrote {sum(c.record is not None for c in changes)} record(s), "
+                  f"removed {sum(c.record is None for c in changes)} under {target}")
+        else:
+            print("\nnot confirmed; nothing written")
+            return EXIT_USAGE
+    return EXIT_REGRESSION if rc == 1 else EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# compare
+
+
+def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b: str) -> Results:
+    """Every field of every record of B against A's, with the plugin's policies (per-case Holm at
+    alpha / number of compared cases). Present in B only -> new; in A only -> skipped."""
+    from harness import stats
+    from harness.compare import STATISTICAL_KINDS, Policy, compare_field
+
+    records_a, records_b = env_records(store, key_a), env_records(store, key_b)
+    both = set(records_a) & set(records_b)
+    alpha = stats.per_test_alpha(settings.alpha, len(both))
+    outcomes: list[Outcome] = []
+    for key in sorted(set(records_a) | set(records_b)):
+        a, b = records_a.get(key), records_b.get(key)
+        if a is None or b is None:
+            record, status, where = (b, Status.NEW, key_b) if a is None else (a, Status.SKIPPED, key_a)
+            other = key_a if a is None else key_b
+            for name, f in record.fields.items():
+                outcomes.append(Outcome(record.suite, record.case, name, f.kind, status,
+                                        f"record only in {where}; none in {other}",
+                                        "record-added" if a is None else "record-removed"))
+            continue
+        policy = Policy(alpha=alpha, thresholds=settings.thresholds, observed_env=b.env, baseline_env=a.env)
+        comparisons = {name: compare_field(name, f, a.fields.get(name), policy) for name, f in b.fields.items()}
+        statistical = [c for c in comparisons.values() if c.kind in STATISTICAL_KINDS and c.p_value is not None]
+        if len(statistical) >= 2:  # Holm within one case, as the plugin does within one test
+            for c, p_adj in zip(statistical, stats.holm_adjust([c.p_value for c in statistical]), strict=True):
+                if p_adj > c.p_value > 0:
+                    redone = compare_field(c.field, b.fields[c.field], a.fields[c.field],
+                                           policy.with_alpha(alpha * c.p_value / p_adj))
+                    comparisons[c.field] = replace(redone, diff={**redone.diff, "holm_adjusted_p": p_adj,
+                                                                  "alpha": alpha})
+        outcomes += [c.outcome(b.suite, b.case) for c in comparisons.values()]
+        outcomes += [Outcome(a.suite, a.case, name, f.kind, Status.SKIPPED, f"field only in {key_a}; none in {key_b}",
+                             "field-removed") for name, f in a.fields.items() if name not in b.fields]
+    env_b = store.env_of(key_b) or {}
+    meta = {"command": "harness compare", "env_key": key_b, "baseline_key": key_a, "alpha": settings.alpha,
+            "alpha_per_test": alpha, "compared_cases": len(both), "golden_dir": str(store.root),
+            "multiple_testing": "Bonferroni across cases (alpha/m), Holm within a case"}
+    return Results(env=env_b, baseline_env=store.env_of(key_a), outcomes=outcomes, meta=meta)
+
+
+def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    project = open_project(args)
+    validate_env_key(project.store, args.a, "A")
+    validate_env_key(project.store, args.b, "B")
+    n = len(project.store.record_paths(args.a)) + len(project.store.record_paths(args.b))
+    print(f"harness: comparing {args.b} against {args.a} ({n} records)", flush=True)
+    results = compare_envs(project.store, project.settings, args.a, args.b)
+    out = timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
+    return finish(results, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# envs, report
+
+
+def cmd_envs(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    project = open_project(args)
+    keys = project.store.env_keys()
+    if not keys:
+        print(f"no recorded envs under {project.store.root}")
+        return EXIT_OK
+    rows = []
+    for key in keys:
+        env = project.store.env_of(key) or {}
+        device = env.get("device", {})
+        per_suite: dict[str, int] = {}
+        for path in project.store.record_paths(key):
+            per_suite[path.parent.name] = per_suite.get(path.parent.name, 0) + 1
+        rows.append((key, env.get("transformers", "?"), env.get("torch", "?"),
+                     f"{device.get('type', '?')} {device.get('name', '')}".strip(), env.get("dtype", "?"),
+                     sum(per_suite.values()), " ".join(f"{s}={n}" for s, n in sorted(per_suite.items()))))
+    print(f"recorded envs under {project.store.root}:")
+    for line in table(("env key", "transformers", "torch", "device", "dtype", "records", "per suite"), rows,
+                      (60, 14, 14, 40, 6, 8, 120)):
+        print("  " + line)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    source = Path(args.results)
+    results = load_results(source)
+    out = Path(args.out) if args.out else source.resolve().parent
+    index = render(results, out)
+    print_summary(results, f"{results.meta.get('env_key', '?')} vs baseline {results.meta.get('baseline_key', '?')}")
+    print(f"\nreport: {index}")
+    if args.junit:
+        print(f"junit:  {write_junit(results, args.junit)}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# argument parsing
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", metavar="DIR", help="project root (default: nearest pyproject.toml with "
+                                                        "[tool.harness] upward from the current directory)")
+    common.add_argument("--golden-dir", metavar="DIR", help="golden record store (default: [tool.harness] golden_dir)")
+    common.add_argument("--reports-dir", metavar="DIR", help="where reports go (default: [tool.harness] reports_dir)")
+
+    running = argparse.ArgumentParser(add_help=False)
+    running.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (a number, 'auto')")
+    running.add_argument("--suites", metavar="PATH", help="suites to run (default: <root>/suites)")
+    running.add_argument("--dtype", default="fp32", help="dtype of the run (fp32, bf16, fp16; default fp32)")
+    running.add_argument("--device", default="cpu", help="device of the run (cpu, cuda[:N]; default cpu)")
+    running.add_argument("--attn", default="sdpa", help="attention implementation (default sdpa)")
+    running.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own)")
+    running.add_argument("-v", "--verbose", action="store_true", help="pytest's verbose output instead of -q")
+
+    parser = argparse.ArgumentParser(prog="harness", description="Upgrade validation harness for LLM text generation.",
+                                     epilog="exit codes: 0 pass (or allowed changes), 1 regression, 2 usage or input error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("check", parents=[common, running], help="run the suites against the golden records",
+                       description="Run the suites against golden records; extra pytest args go after --.")
+    p.add_argument("--baseline", metavar="KEY", help="env key to compare against (default: [tool.harness] "
+                                                     "baseline, else the current env's own records)")
+    p.add_argument("--strict", action="store_true", help="a missing golden record fails instead of being written")
+    p.set_defaults(func=cmd_check, passthrough=True)
+
+    p = sub.add_parser("regen", parents=[common, running], help="regenerate the current env's golden records",
+                       description="Re-run the suites into a scratch store, show what would change, then write.")
+    p.add_argument("--yes", "-y", action="store_true", help="write without asking (CI)")
+    p.add_argument("--dry-run", action="store_true", help="only show what would change")
+    p.set_defaults(func=cmd_regen, passthrough=True)
+
+    p = sub.add_parser("compare", parents=[common], help="compare two recorded envs without running anything")
+    p.add_argument("a", metavar="A", help="baseline env key")
+    p.add_argument("b", metavar="B", help="env key compared against A")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("envs", parents=[common], help="list recorded env keys")
+    p.set_defaults(func=cmd_envs)
+
+    p = sub.add_parser("report", help="re-render a report from a results.json")
+    p.add_argument("results", metavar="RESULTS_JSON")
+    p.add_argument("--out", metavar="DIR", help="where index.html goes (default: next to RESULTS_JSON)")
+    p.add_argument("--junit", metavar="PATH", help="also write JUnit XML there")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2, message already printed)
+        return int(exc.code or 0)
+    if extra and not getattr(args, "passthrough", False):
+        error(f"{args.command} takes no pytest arguments (got: -- {' '.join(extra)})")
+        return EXIT_USAGE
+    for item in extra:
+        owned = OWNED_OPTIONS.get(item.split("=", 1)[0])
+        if owned is not None:
+            error(f"pytest argument {item!r} after -- is set by harness itself" + (f"; use {owned}" if owned else ""))
+            return EXIT_USAGE
+    try:
+        return args.func(args, extra)
+    except (UsageError, ConfigError, RecordError, ResultsFileError) as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        error("interrupted")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""The `harness` command line: exit codes, messages and files, on throw-away project roots.
+
+Each project is a tmp dir with a pyproject.toml whose [tool.harness] points everything inside it,
+a fake fixture model (a config.json) and a tiny suite that checks cheap values read from
+value.json through the `golden` fixture. Records are written with the store API. Only three tests
+run pytest (check pass, check regression, regen); the rest stop before running anything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.env import env_key, fingerprint
+from harness.golden import GoldenStore
+from harness.report.sample import sample_results
+from harness.schema import Field
+
+SUITE = textwrap.dedent("""
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    DATA = json.loads((Path(__file__).parents[1] / "value.json").read_text())
+
+
+    @pytest.mark.parametrize("case", ["one", "two"])
+    def test_toy(case, golden):
+        golden.check("value", DATA["value"])
+        golden.check("features", DATA["features"], kind="capability")
+""")
+
+OTHER_KEY = "tf5.13.0-torch2.8.0-cpu-x86_64-fp32"
+FIX = "python -m harness.fixtures build"
+
+
+@pytest.fixture(scope="module")
+def current():
+    """The fingerprint and env key a default run (fp32, cpu, sdpa) records under."""
+    fp = fingerprint()
+    return fp, env_key(fp)
+
+
+class Project:
+    def __init__(self, root: Path, fp: dict, key: str):
+        self.root, self.fp, self.key = root, fp, key
+        self.store = GoldenStore(root / "records")
+
+    def values(self, value=1, features=("a",)) -> None:
+        (self.root / "value.json").write_text(json.dumps({"value": value, "features": list(features)}))
+
+    def record(self, case: str, value=1, features=("a",), key: str | None = None, env: dict | None = None,
+               **more: Field) -> Path:
+        fields = {"value": Field("exact", value), "features": Field("capability", list(features)), **more}
+        return self.store.update(key or self.key, "toy", case, env or self.fp, fields).path
+
+    def run(self, *argv: str) -> int:
+        return main([*argv, "--root", str(self.root)])
+
+    def run_dirs(self, name: str) -> list[Path]:
+        return sorted((self.root / "reports" / name).iterdir())
+
+
+@pytest.fixture
+def project(tmp_path, current) -> Project:
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.harness]
+        golden_dir = "records"
+        models_dir = "models"
+        reports_dir = "reports"
+    """))
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    (tmp_path / "models" / "tiny" / "config.json").write_text("{}")
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "test_toy.py").write_text(SUITE)
+    p = Project(tmp_path, *current)
+    p.values()
+    return p
+
+
+def other_env(fp: dict, transformers: str = "5.13.0") -> dict:
+    return {**fp, "transformers": transformers, "torch": "2.8.0"}
+
+
+# ----------------------------------------------------------------------------------------------
+# check (runs pytest)
+
+
+def test_check_all_pass_writes_report(project, capfd):
+    project.record("one")
+    project.record("two")
+    assert project.run("check") == 0
+    out = capfd.readouterr().out
+    assert "verdict: pass" in out
+    (run_dir,) = project.run_dirs(project.key)
+    for name in ("index.html", "results.json", "junit.xml"):
+        assert (run_dir / name).is_file(), name
+    assert f"report: {run_dir / 'index.html'}" in out
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {o["status"] for o in results["outcomes"]} == {"pass"} and len(results["outcomes"]) == 4
+    assert ET.parse(run_dir / "junit.xml").getroot().get("failures") == "0"
+
+
+def test_check_changed_value_is_a_regression(project, capfd):
+    project.record("one")
+    project.record("two")
+    project.values(value=2, features=("a", "b"))
+    assert project.run("check") == 1
+    out = capfd.readouterr().out
+    regression = out[out.index("\nregression (2):"):out.index("\nchanged (2):")]
+    assert "toy    one   value" in regression and "changed from 1 to 2" in regression
+    changed = out[out.index("\nchanged (2):"):out.index("report:")]
+    assert "features" in changed and "feature-added" in changed
+    assert "verdict: REGRESSION" in out
+    (run_dir,) = project.run_dirs(project.key)
+    assert (run_dir / "index.html").is_file() and (run_dir / "junit.xml").is_file()
+
+
+# ----------------------------------------------------------------------------------------------
+# check: input errors (exit 2 before running anything)
+
+
+def test_unknown_baseline_lists_known_keys(project, capfd):
+    project.record("one", key=OTHER_KEY, env=other_env(project.fp))
+    assert project.run("check", "--baseline", "tf9.9.9-nope") == 2
+    err = capfd.readouterr().err
+    assert "--baseline 'tf9.9.9-nope'" in err and OTHER_KEY in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (project.root / "reports").exists() or not any((project.root / "reports").iterdir())
+
+
+def test_unknown_baseline_from_pyproject_names_the_key(project, capfd):
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write('baseline = "tf0-gone"\n')
+    assert project.run("check") == 2
+    err = capfd.readouterr().err
+    assert "[tool.harness] baseline 'tf0-gone'" in err and "known env keys: none" in err
+
+
+def test_corrupt_record_names_the_file(project, capfd):
+    path = project.record("one")
+    path.write_text('{"schema": 1, "suite": "toy", "ca')
+    assert project.run("check") == 2
+    err = capfd.readouterr().err
+    assert str(path) in err and "corrupt" in err and "harness regen" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("what", ["models_dir", "no_config", "named_model", "extra_dir"])
+def test_missing_fixture_names_path_and_fix(project, capfd, what):
+    models = project.root / "models"
+    if what == "models_dir":
+        (models / "tiny" / "config.json").unlink()
+        (models / "tiny").rmdir()
+        models.rmdir()
+        missing = models
+    elif what == "no_config":
+        (models / "tiny" / "config.json").unlink()
+        missing = models / "tiny" / "config.json"
+    elif what == "named_model":
+        with (project.root / "pyproject.toml").open("a") as handle:
+            handle.write('models = ["tiny", "llama-target"]\n')
+        missing = models / "llama-target" / "config.json"
+    else:
+        with (project.root / "pyproject.toml").open("a") as handle:
+            handle.write('extra_model_dirs = ["private/ckpt"]\n')
+        missing = project.root / "private" / "ckpt"
+    assert project.run("check") == 2
+    err = capfd.readouterr().err
+    assert str(missing) in err
+    if what != "extra_dir":
+        assert FIX in err
+    else:
+        assert "extra_model_dirs" in err and "save_pretrained" in err
+
+
+def test_bad_config_key_and_bad_flags(project, capfd):
+    assert project.run("check", "-n", "many") == 2
+    assert "-n 'many'" in capfd.readouterr().err
+    assert project.run("check", "--", "--golden-dir", "x") == 2
+    assert "use --golden-dir" in capfd.readouterr().err
+    assert project.run("envs", "--", "-k", "x") == 2
+    assert "takes no pytest arguments" in capfd.readouterr().err
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write("colour = 'red'\n")
+    assert project.run("envs") == 2
+    err = capfd.readouterr().err
+    assert "pyproject.toml" in err and "colour" in err
+    assert main(["check", "--bogus"]) == 2
+
+
+def test_no_project_root(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    assert main(["envs"]) == 2
+    assert "--root" in capfd.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# regen
+
+
+def test_regen_without_yes_and_no_tty_refuses(project, capfd, monkeypatch):
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False, raising=False)
+    path = project.record("one")
+    before = path.read_bytes()
+    project.values(value=5)
+    assert project.run("regen") == 2
+    assert "--yes" in capfd.readouterr().err
+    assert path.read_bytes() == before
+
+
+def test_regen_yes_prints_and_writes_only_the_current_env(project, capfd):
+    project.record("one", value=1, gone=Field("exact", "old field"))
+    stale = project.record("stale")
+    other = project.record("one", key=OTHER_KEY, env=other_env(project.fp))
+    other_bytes = other.read_bytes()
+    project.values(value=2)
+    assert project.run("regen", "--yes") == 0
+    out = capfd.readouterr().out
+    assert "1 record(s) added, 1 changed, 1 removed" in out
+    assert "~ toy/one" in out and "~ value (changed)" in out and "changed from 1 to 2" in out
+    assert "- gone (removed)" in out
+    assert "+ toy/two" in out and "+ value (added)" in out
+    assert "- toy/stale" in out
+    one = project.store.read(project.key, "toy", "one")
+    assert one.fields["value"].value == 2 and "gone" not in one.fields
+    assert project.store.read(project.key, "toy", "two").fields["value"].value == 2
+    assert not stale.exists()
+    assert other.read_bytes() == other_bytes  # other envs are never touched
+    assert not list(project.store.root.rglob("*.tmp"))
+
+
+# ----------------------------------------------------------------------------------------------
+# compare, envs, report (nothing runs)
+
+
+def write_two_envs(project: Project) -> tuple[str, str]:
+    a, b = OTHER_KEY, "tf5.14.0-torch2.8.0-cpu-x86_64-fp32"
+    env_a, env_b = other_env(project.fp, "5.13.0"), other_env(project.fp, "5.14.0")
+    for key, env, last in ((a, env_a, 3), (b, env_b, 4)):
+        project.store.update(key, "greedy", "c1", env, {
+            "ids": Field("tokens", [[1, 2, last]], {"margins": [[5.0, 5.0, 5.0]]}),
+            "layers": Field("exact", ["full", "sliding"]),
+            "features": Field("capability", ["mtp"] if key == a else ["mtp", "ensemble"]),
+        })
+        project.store.update(key, "greedy", "c2", env, {"layers": Field("exact", ["full"])})
+    project.store.update(a, "greedy", "only-a", env_a, {"x": Field("exact", 1)})
+    project.store.update(b, "sampling", "only-b", env_b, {"acc": Field("rate", {"k": 40, "n": 100})})
+    return a, b
+
+
+def test_compare_two_envs_renders_the_report(project, capfd):
+    a, b = write_two_envs(project)
+    assert project.run("compare", a, b) == 1
+    out = capfd.readouterr().out
+    assert "greedy  c1    ids" in out and "features" in out and "verdict: REGRESSION" in out
+    (run_dir,) = project.run_dirs(f"compare-{a}-vs-{b}")
+    html = (run_dir / "index.html").read_text()
+    assert a in html and b in html
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["env"]["transformers"] == "5.14.0" and results["baseline_env"]["transformers"] == "5.13.0"
+    status = {(o["case"], o["field"]): o["status"] for o in results["outcomes"]}
+    assert status == {("c1", "ids"): "regression", ("c1", "layers"): "pass", ("c1", "features"): "changed",
+                      ("c2", "layers"): "pass", ("only-a", "x"): "skipped", ("only-b", "acc"): "new"}
+    assert ET.parse(run_dir / "junit.xml").getroot().get("failures") == "1"
+    assert project.run("compare", b, b) == 0
+    assert project.run("compare", a, "nope") == 2
+    assert a in capfd.readouterr().err
+
+
+def test_compare_corrupt_record_names_the_file(project, capfd):
+    a, b = write_two_envs(project)
+    path = project.store.path(b, "greedy", "c2")
+    path.write_text("[1, 2")
+    assert project.run("compare", a, b) == 2
+    assert str(path) in capfd.readouterr().err
+
+
+def test_envs_lists_keys_versions_and_counts(project, capfd):
+    a, b = write_two_envs(project)
+    assert project.run("envs") == 0
+    out = capfd.readouterr().out
+    line_a = next(line for line in out.splitlines() if a in line)
+    assert "5.13.0" in line_a and "2.8.0" in line_a and "fp32" in line_a and "greedy=3" in line_a
+    line_b = next(line for line in out.splitlines() if b in line)
+    assert "greedy=2 sampling=1" in line_b and " 3 " in line_b
+
+
+def test_report_rerenders_results_json(tmp_path, capfd):
+    source = tmp_path / "run" / "results.json"
+    source.parent.mkdir()
+    source.write_text(json.dumps(sample_results().to_json()))
+    assert main(["report", str(source)]) == 0
+    assert (source.parent / "index.html").is_file()
+    assert main(["report", str(source), "--out", str(tmp_path / "elsewhere"), "--junit", str(tmp_path / "j.xml")]) == 0
+    assert (tmp_path / "elsewhere" / "index.html").is_file() and (tmp_path / "j.xml").is_file()
+    assert "report:" in capfd.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    assert main(["report", str(bad)]) == 2
+    assert main(["report", str(tmp_path / "missing.json")]) == 2
+    err = capfd.readouterr().err
+    assert str(bad) in err and "missing.json" in err and "Traceback" not in err
+
+
+def test_python_dash_m_harness(project):
+    write_two_envs(project)
+    ok = subprocess.run([sys.executable, "-m", "harness", "envs", "--root", str(project.root)],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and OTHER_KEY in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "harness", "compare", "x", "y", "--root", str(project.root)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "known env keys" in bad.stderr
