@@ -35,7 +35,7 @@ from harness.engine.cache import (
 )
 
 H, D = 2, 3
-MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=25, derandomize=True, database=None,
+MACHINE_SETTINGS = settings(max_examples=20, stateful_step_count=20, derandomize=True, database=None,
                             deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -36,7 +36,7 @@ def _theirs(ids, cand_logits, k, new_logits, w):
 @pytest.mark.parametrize("w", [None, 0.4])
 def test_draw_for_draw_equal_to_transformers(w):
     V, mismatches, rejections = 7, [], 0
-    for seed in range(60):
+    for seed in range(40):
         g = torch.Generator().manual_seed(seed)
         k = int(torch.randint(1, 5, (1,), generator=g))
         cand_logits = torch.randn(1, k, V, generator=g) * 2
@@ -55,4 +55,4 @@ def test_draw_for_draw_equal_to_transformers(w):
         if (ours.tokens, ours.accepted) != (their_tokens, their_n):
             mismatches.append((seed, ours, their_tokens, their_n))
     assert not mismatches, mismatches[:3]
-    assert 0 < rejections < 60  # both branches (correction and bonus) were exercised
+    assert 0 < rejections < 40  # both branches (correction and bonus) were exercised

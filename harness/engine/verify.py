@@ -22,7 +22,7 @@ DIVERSE, arXiv:2604.07622) replaces the verification target at *drafted* positio
 
 while the bonus position still uses p_k. Reference: transformers 5.24.0
 ``generation/utils.py`` ``_speculative_sampling`` (line 4444) and the greedy branch of
-``_assisted_decoding`` (lines 4116-4151).
+``_assisted_decoding`` (lines 4114-4148).
 
 The exact-distribution functions (`step_distribution`, `acceptance_probability`,
 `emitted_distribution`) compute in float64 so the harness can compare observed counts with
@@ -143,7 +143,7 @@ def ensemble_target(p: torch.Tensor, q: torch.Tensor, w: float) -> torch.Tensor:
 
 def ensemble_greedy(draft: torch.Tensor, q: torch.Tensor, p: torch.Tensor, w: float) -> Verdict:
     """Greedy verification with a static ensemble weight (transformers 5.24.0
-    ``_assisted_decoding``, generation/utils.py:4133-4151, do_sample=False with
+    ``_assisted_decoding``, generation/utils.py:4133-4148, do_sample=False with
     ``assistant_ensemble_weight`` and candidate logits):
 
         v_i = w * p_i + (1 - w) * q_i               for drafted positions i = 0 .. k-1
@@ -218,7 +218,7 @@ def speculative_sample(
     draft: torch.Tensor, q: torch.Tensor, p: torch.Tensor, generator: torch.Generator
 ) -> Verdict:
     """Lossless speculative sampling (Leviathan et al. 2023, algorithm 1; transformers 5.24.0
-    ``_speculative_sampling``, generation/utils.py:4444-4509, ``assistant_ensemble_weight=None``):
+    ``_speculative_sampling``, generation/utils.py:4444-4507, ``assistant_ensemble_weight=None``):
 
         r_i ~ U[0, 1)  (k draws, one call)
         accept x_i  iff  r_i <= p_i(x_i) / q_i(x_i),   n = number of leading accepts
@@ -233,6 +233,13 @@ def speculative_sample(
     float32 p, q this reproduces transformers' draws (tests/test_verify_vs_transformers.py).
     A rejection with a zero residual cannot happen in exact arithmetic; if rounding produces one,
     a ValueError is raised (transformers fails inside torch.multinomial).
+
+    Version note: 5.24 always draws the correction/bonus and crops the emitted tokens for EOS /
+    max_length afterwards (generation/utils.py:4153-4165). 5.13.1 / 5.14.0 passed
+    ``is_done_candidate`` into ``_speculative_sampling`` (5.14.0 utils.py:4045-4049, 5.13.1
+    utils.py:3970-3974): when every draft was accepted and the candidates already hit a stop
+    condition, they returned the drafts with n - 1 and drew *no* bonus token, so the global
+    RNG stream after such a step differs from 5.24. That cropping belongs to the decode loop.
     """
     return _sample_verify(draft, q, p, None, generator)
 
