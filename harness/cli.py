@@ -38,6 +38,11 @@ from harness.golden import GoldenStore, Record, RecordError
 from harness.report import ResultsFileError, load_results, render, write_junit
 from harness.schema import Outcome, Results, Status
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - python 3.10
+    import tomli as tomllib
+
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 FIXTURE_FIX = "python -m harness.fixtures build"
 PYTEST_FAILURES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
@@ -66,8 +71,16 @@ def find_root(explicit: str | None) -> Path:
     here = Path.cwd().resolve()
     for directory in (here, *here.parents):
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and "[tool.harness" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        if not pyproject.is_file():
+            continue
+        try:
+            with pyproject.open("rb") as handle:
+                if "harness" in tomllib.load(handle).get("tool", {}):
+                    return directory
+        except tomllib.TOMLDecodeError:  # load_config will name the problem
             return directory
+        except OSError:
+            continue
     raise UsageError(f"no pyproject.toml with [tool.harness] in {here} or above; run inside the project or pass --root")
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import diff_records, finish, main, pytest_problem
 from harness.env import env_key, fingerprint
-from harness.golden import GoldenStore
+from harness.golden import GoldenStore, Record, RecordError
 from harness.report.sample import sample_results
-from harness.schema import Field
+from harness.schema import Field, Outcome, Results, Status
 
 SUITE = textwrap.dedent("""
     import json
@@ -319,3 +319,62 @@ def test_python_dash_m_harness(project):
     bad = subprocess.run([sys.executable, "-m", "harness", "compare", "x", "y", "--root", str(project.root)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "known env keys" in bad.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# exit-code mapping and regen diffs, without running pytest
+
+
+def results_with(*statuses: str, category: str = "") -> Results:
+    outcomes = [Outcome("toy", f"c{i}", "value", "exact", Status(s), f"detail {i}", category,
+                        {"file": "/r/x.json", "reason": "corrupt JSON"} if category else {})
+                for i, s in enumerate(statuses)]
+    return Results(env={"transformers": "5.24.0"}, baseline_env=None, outcomes=outcomes,
+                   meta={"env_key": "k", "baseline_key": "k"})
+
+
+@pytest.mark.parametrize(
+    ("statuses", "category", "pytest_rc", "code", "says"),
+    [
+        (("pass", "new", "skipped"), "", 0, 0, "verdict: pass"),
+        (("pass", "changed"), "", 0, 0, "harness regen"),
+        (("pass", "regression"), "", 1, 1, "verdict: REGRESSION"),
+        (("pass",), "", 1, 1, "not golden regressions"),
+        (("pass",), "", 4, 2, "usage error"),
+        (("pass",), "", 2, 2, "interrupted"),
+        (("regression",), "unreadable-record", 1, 2, "corrupt golden record /r/x.json"),
+    ],
+)
+def test_exit_codes(tmp_path, capfd, statuses, category, pytest_rc, code, says):
+    assert finish(results_with(*statuses, category=category), tmp_path, pytest_rc) == code
+    captured = capfd.readouterr()
+    assert says in captured.out + captured.err
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "junit.xml").is_file()
+
+
+def test_pytest_problems():
+    assert pytest_problem(0) is None and pytest_problem(1) is None
+    assert "no tests" in pytest_problem(5) and "internal error" in pytest_problem(3)
+    assert "killed" in pytest_problem(-9)
+
+
+def test_partial_regen_removes_nothing():
+    def rec(case: str, **values) -> Record:
+        return Record("toy", case, {}, {k: Field("exact", v) for k, v in values.items()})
+
+    old = {("toy", "a"): rec("a", x=1, y=2), ("toy", "b"): rec("b", x=1)}
+    new = {("toy", "a"): rec("a", x=5)}
+    full = {c.name: c for c in diff_records(old, new, complete=True)}
+    assert full["toy/a"].removed == ("y",) and full["toy/b"].change == "removed"
+    partial = diff_records(old, new, complete=False)
+    assert [(c.name, c.removed, [f for f, _ in c.changed]) for c in partial] == [("toy/a", (), ["x"])]
+    assert set(partial[0].record.fields) == {"x", "y"}
+    broken = diff_records({("toy", "a"): RecordError("/r/a.json", "corrupt JSON")}, new)
+    assert broken[0].change == "changed" and "unreadable" in broken[0].note
+
+
+def test_no_tests_collected_is_a_usage_error(project, capfd):
+    (project.root / "suites" / "test_toy.py").write_text("")
+    assert project.run("check") == 2
+    assert "collected no tests" in capfd.readouterr().err
+    assert not any((project.root / "reports").rglob("*.json"))
