@@ -350,6 +350,8 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     rc = run_pytest(command, project.root)
     if not (run_dir / "results.json").exists():
         shutil.rmtree(run_dir, ignore_errors=True)
+        if not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()
         problem = pytest_problem(rc)
         if problem:
             raise UsageError(problem)
