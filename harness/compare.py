@@ -320,12 +320,35 @@ def _aligned(counts: Any, other: Any) -> tuple[np.ndarray, np.ndarray, list[str]
     return a, b, None
 
 
+EXPECTED_TV = 1e-6  # TV between two records' exact distributions that is only rounding
+
+
+def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[str, Any] | None:
+    """TV between the observed and the baseline's exact expected probabilities, and what is allowed."""
+    old = baseline.extras.get("expected")
+    if old is None:
+        return None
+    try:
+        tv = stats.tv_distance(*_aligned(observed.extras["expected"], old)[:2])
+    except ValueError:
+        tv = 1.0  # a different support is a different distribution
+    allowed = EXPECTED_TV
+    if policy.numerics_differences():
+        dtype = _coarser(_dtype_of(observed, policy.observed_env), _dtype_of(baseline, policy.baseline_env))
+        allowed = max(EXPECTED_TV, policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, 2.0**-24))
+    return {"expected_tv_vs_baseline": tv, "expected_tv_allowed": allowed}
+
+
 def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
     """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine):
     G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
     p = 0 if a draw hit a zero-probability value),
     plus TV(p^, p) and its upper (1 - alpha) confidence bound (`stats.tv_upper_bound`). A pass
     whose bound exceeds thresholds.tv_max is marked "underpowered" with the n that would suffice.
+    The expected probabilities are exact math, so they must also agree with the baseline's:
+    ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
+    ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
+    that the exact distribution itself changed: a regression ("expected-changed") until regenerated.
     Without expected probabilities: two-sample test of the counts against the baseline's
     (`stats.g_test_two_sample`)."""
     alpha = policy.alpha
@@ -342,15 +365,17 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
             "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb,
             "impossible_draws": test.impossible, "support": keys,
         }
-        if baseline.extras.get("expected") is not None:
-            try:
-                diff["expected_tv_vs_baseline"] = stats.tv_distance(*_aligned(expected, baseline.extras["expected"])[:2])
-            except ValueError:
-                diff["expected_tv_vs_baseline"] = None
+        expected_change = _expected_change(observed, baseline, policy)
+        if expected_change is not None:
+            diff.update(expected_change)
         text = f"n={n}, G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f} <= {tv_ucb:.4f}"
         if test.p_value < alpha:
             why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
             return Comparison(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
+        if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
+            detail = (f"exact distribution changed: TV(old expected, new expected) = "
+                      f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
+            return Comparison(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
         tv_max = policy.thresholds.tv_max
         if tv_ucb > tv_max and tv_max > 0:
             need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))

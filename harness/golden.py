@@ -257,13 +257,20 @@ class GoldenStore:
     def records(self, env_key: str) -> Iterator[Record]:
         """Every record of one env (each validated against its path)."""
         for path in self.record_paths(env_key):
-            yield self._load(path, suite=path.parent.name, case=path.stem)
+            yield self._load_file(path)
+
+    def _load_file(self, path: Path) -> Record:
+        """A record found by listing: its suite and (sanitised) case must match its path."""
+        record = self._load(path, suite=None, case=None)
+        if safe_name(record.suite) != path.parent.name or safe_name(record.case) != path.stem:
+            raise RecordError(path, f"record is for {record.suite}/{record.case}, which does not belong at this path")
+        return record
 
     def env_of(self, env_key: str) -> dict[str, Any] | None:
         """The fingerprint stored in the env's first readable record (None if it has none)."""
         for path in self.record_paths(env_key):
             try:
-                return self._load(path, suite=path.parent.name, case=path.stem).env
+                return self._load_file(path).env
             except RecordError:
                 continue
         return None

@@ -316,3 +316,20 @@ def test_latency_only_compared_on_the_same_hardware_class():
 def test_capability_changes_are_never_regressions(new, old, status, category):
     result = cmp("capability", new, old)
     assert (result.status, result.category) == (status, category)
+
+
+def test_distribution_expected_change_is_a_regression_until_regenerated():
+    counts = [2010, 1190, 610, 190, 0]
+    moved = [0.45, 0.35, 0.15, 0.05, 0.0]  # the counts follow the new distribution: they fit it
+    result = compare_field("d", Field("distribution", [1810, 1390, 610, 190, 0], {"expected": moved}),
+                           Field("distribution", counts, {"expected": EXPECTED}), SAME)
+    assert (result.status, result.category) == (Status.REGRESSION, "expected-changed")
+    assert result.diff["expected_tv_vs_baseline"] == pytest.approx(0.05)
+    rounding = [0.5 + 1e-8, 0.3 - 1e-8, 0.15, 0.05, 0.0]
+    assert compare_field("d", Field("distribution", counts, {"expected": rounding}),
+                         Field("distribution", counts, {"expected": EXPECTED}), SAME).status is Status.PASS
+    # bf16 vs fp32: a 1 % drift of the exact probabilities is numerics, not a change
+    drift = [0.505, 0.295, 0.15, 0.05, 0.0]
+    cross = compare_field("d", Field("distribution", counts, {"expected": drift}),
+                          Field("distribution", counts, {"expected": EXPECTED}), BF16_VS_FP32)
+    assert cross.status is Status.PASS and cross.diff["expected_tv_allowed"] == pytest.approx(0.125)

@@ -228,3 +228,13 @@ def test_sigkill_during_regen_leaves_every_record_complete(tmp_path):
             version = record.fields["version"].value
             assert record.env == {"v": version}
             assert record.fields["big"].value == [version] * 40000
+
+
+def test_listing_validates_records_against_their_path(tmp_path):
+    store = GoldenStore(tmp_path)
+    store.update(KEY, "greedy", "tiny/plain", ENV, fields(x=1))  # stored as tiny_plain.json
+    assert [r.case for r in store.records(KEY)] == ["tiny/plain"]
+    moved = tmp_path / KEY / "greedy" / "other.json"
+    store.path(KEY, "greedy", "tiny/plain").rename(moved)
+    with pytest.raises(RecordError, match="other.json: record is for greedy/tiny/plain, which does not belong"):
+        list(store.records(KEY))
