@@ -449,7 +449,7 @@ class GoldenCase:
         session = self.session
         if not self._staged or session.strict:
             return None
-        if self._record_error is not None and not session.regen_in_place:
+        if self._record_error is not None and session.baseline_key == session.run_env.key and not session.force_regen:
             return None  # never overwrite a record we could not read, unless regenerating it
         return session.store.update(
             session.run_env.key, self.suite, self.case, self.env, self._staged,

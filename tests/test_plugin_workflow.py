@@ -197,6 +197,25 @@ def test_results_json_contents_and_custom_path(pytester: pytest.Pytester):
     assert not (pytester.path / "reports" / "results.json").exists()
 
 
+def test_run_options_reach_the_fingerprint(pytester: pytest.Pytester):
+    """--harness-threads / --harness-attn / --golden-dir; a bad dtype is a usage error."""
+    import torch
+
+    make_project(pytester)
+    threads = torch.get_num_threads()
+    try:
+        run_inline(pytester, "--harness-threads", "1", "--harness-attn", "eager", "--golden-dir", "elsewhere")
+    finally:
+        torch.set_num_threads(threads)  # the inline run shares this process
+    env = results(pytester)["env"]
+    assert (env["threads"], env["attn_implementation"]) == (1, "eager")
+    assert GoldenStore(pytester.path / "elsewhere").env_keys() == [FP32_KEY]
+    assert not (pytester.path / "golden").exists()
+    run = run_inline(pytester, "--harness-dtype", "int3")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    run.stderr.fnmatch_lines(["*--harness-dtype: unknown dtype 'int3'*"])
+
+
 def test_strict_fails_on_missing_records_and_writes_nothing(pytester: pytest.Pytester):
     make_project(pytester)
     for flag in ("--harness-strict", "--strict"):
@@ -271,6 +290,12 @@ def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
     # the bf16 run against its own records: the near-tie flip is no tie-flip there (same numerics)
     monkeypatch.delenv("REAL_CHANGE")
     run_inline(pytester, "--harness-dtype", "bf16").assert_outcomes(passed=1)
+    # a regen in bf16 rewrites bf16 records only, never the baseline env's
+    fp32_record = store.path(FP32_KEY, "cross", "test_greedy").read_bytes()
+    monkeypatch.setenv("REAL_CHANGE", "1")
+    run_inline(pytester, "--harness-dtype", "bf16", "--force-regen").assert_outcomes(passed=1)
+    assert store.read(BF16_KEY, "cross", "test_greedy").fields["clear"].value == [1, 9, 3]
+    assert store.path(FP32_KEY, "cross", "test_greedy").read_bytes() == fp32_record
 
     run = run_inline(pytester, "--baseline", "tf0.0-nope")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
