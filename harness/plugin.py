@@ -147,7 +147,6 @@ class HarnessSession:
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
         self._run_env: RunEnv | None = None
-        self._baseline_env: dict[str, Any] | None = None
         self._worker_envs: list[dict[str, Any]] = []
         if self.requested_baseline and not self.is_worker:
             self._check_baseline(self.requested_baseline)
@@ -182,13 +181,6 @@ class HarnessSession:
         raise pytest.UsageError(
             f"--baseline {key!r}: no golden records for this env key under {self.store.root}; available env keys: {listing}"
         )
-
-    def baseline_env(self) -> dict[str, Any] | None:
-        if self.baseline_key == self.run_env.key:
-            return self.run_env.fingerprint
-        if self._baseline_env is None:
-            self._baseline_env = self.store.env_of(self.baseline_key)
-        return self._baseline_env
 
     @property
     def test_alpha(self) -> float:

@@ -383,6 +383,7 @@ def test_holm_within_a_test(pytester: pytest.Pytester):
 def test_xdist_two_workers_merge_records_and_results(pytester: pytest.Pytester):
     """4 cases x 7 kinds = 28 tests on 2 workers: every record gets its 7 fields (merged from tests
     on both workers), results.json holds all 28 outcomes, written once by the controller."""
+    pytest.importorskip("xdist")
     make_project(pytester, cases=4)
     run = run_inline(pytester, "-n", "2")
     run.assert_outcomes(passed=28)

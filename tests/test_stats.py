@@ -127,7 +127,9 @@ def test_two_proportion_power_and_statistic():
 def test_g_test_false_alarm_rate_measured(n):
     """5000 null samples of n draws over 6 values (expected counts down to 0.4): the Monte Carlo
     G-test stays at alpha for alpha in {0.05, 0.01} where the chi-square approximation does not
-    (measured 5-45 % above alpha at these n)."""
+    (measured 5-45 % above alpha at these n). The rows share one set of null draws, which adds
+    a little variance to the measured rate (averaged over 10 null sets: 0.048 / 0.0092 at n = 60,
+    0.049 / 0.0100 at n = 400; with independent draws per test, 3000 runs: 0.050 / 0.010)."""
     rng = np.random.default_rng(30 + n)
     p = np.array([0.4, 0.3, 0.2, 0.05, 0.03, 0.02])
     runs = 5000
