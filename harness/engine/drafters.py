@@ -1,0 +1,133 @@
+"""Drafters: propose k tokens after a context, with their draft distributions q when they have any.
+
+- `AssistantDrafter`: a smaller model with its own layer-typed caches. It keeps its cache in
+  step with the committed context (rewinds the tokens the target rejected, feeds the ones it
+  has not seen) and drafts k tokens greedily or by sampling from its softmax.
+- `MtpDrafter`: the MTP head of a GLM-4.5-style checkpoint. At position t+1 it sees the
+  trunk's final hidden state h_t and the token x_{t+1}:
+      e = enorm(embed(x_{t+1})),  g = hnorm(h_t),  z = eh_proj([e; g])
+      z = decoder_block(z) (MoE MLP, own KV cache),  logits = lm_head(post_norm(z))
+  and proposes x_{t+2}. One MTP layer drafts one token per step.
+- `PromptLookupDrafter`: n-gram match in the context (largest n first, first match from the
+  left, up to k following tokens, cut before an end token); no draft probabilities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .cache import FullCache, LayerCache
+from .model import Config, Model, block, rms_norm
+
+
+@dataclass
+class Draft:
+    tokens: list[int]
+    q: torch.Tensor | None  # [len(tokens), V] draft probabilities, or None (prompt lookup)
+
+
+def _pick(logits: torch.Tensor, sample: bool, generator: torch.Generator | None) -> tuple[int, torch.Tensor]:
+    probs = torch.softmax(logits.float(), dim=-1)
+    token = int(torch.multinomial(probs, 1, generator=generator)) if sample else int(logits.argmax())
+    return token, probs
+
+
+class AssistantDrafter:
+    def __init__(self, model: Model, static_max_len: int | None = None, slack: int = 8):
+        self.model = model
+        self.caches: list[LayerCache] = model.new_caches(static_max_len=static_max_len, slack=slack)
+        self.seen: list[int] = []  # tokens whose keys/values are in self.caches
+        self.forwards = 0
+
+    def _sync(self, context: list[int]) -> torch.Tensor:
+        """Rewind to the common prefix with `context`, feed the rest; return last logits."""
+        common = 0
+        for a, b in zip(self.seen, context[:-1], strict=False):
+            if a != b:
+                break
+            common += 1
+        if common < len(self.seen):
+            for cache in self.caches:
+                cache.rewind(len(self.seen) - common)
+            self.seen = self.seen[:common]
+        new = context[common:]
+        out = self.model.forward(torch.tensor(new), torch.arange(common, len(context)), self.caches)
+        self.forwards += 1
+        self.seen = list(context)
+        return out.logits[-1]
+
+    def propose(self, context: list[int], k: int, sample: bool = False,
+                generator: torch.Generator | None = None, **_) -> Draft:
+        logits = self._sync(context)
+        tokens, probs = [], []
+        for i in range(k):
+            token, p = _pick(logits, sample, generator)
+            tokens.append(token)
+            probs.append(p)
+            if i + 1 < k:
+                n = len(self.seen)
+                logits = self.model.forward(torch.tensor([token]), torch.tensor([n]), self.caches).logits[-1]
+                self.forwards += 1
+                self.seen.append(token)
+        return Draft(tokens, torch.stack(probs))
+
+
+class PromptLookupDrafter:
+    def __init__(self, max_ngram: int = 2, eos_token_id: int | None = None):
+        self.max_ngram, self.eos = max_ngram, eos_token_id
+
+    def propose(self, context: list[int], k: int, **_) -> Draft:
+        n_ctx = len(context)
+        for n in range(min(self.max_ngram, n_ctx - 1), 0, -1):
+            tail = context[-n:]
+            for start in range(n_ctx - n + 1):
+                if context[start : start + n] == tail and start + n < n_ctx:
+                    tokens = context[start + n : min(start + n + k, n_ctx)]
+                    if self.eos is not None and self.eos in tokens:
+                        tokens = tokens[: tokens.index(self.eos)]
+                    return Draft(tokens, None)
+        return Draft([], None)
+
+
+class MtpDrafter:
+    """Needs the trunk's final hidden states of the committed tokens (`hidden[t]` for position t)."""
+
+    needs_hidden = True
+
+    def __init__(self, target: Model, layer: int | None = None):
+        cfg = target.cfg
+        if cfg.num_mtp_layers < 1:
+            raise ValueError(f"{target.path}: config has no num_mtp_layers; not an MTP checkpoint")
+        self.target = target
+        self.index = cfg.num_layers if layer is None else layer  # GLM-4.5 layout: model.layers.<N>.*
+        self.prefix = f"{target.prefix}layers.{self.index}."
+        missing = [n for n in ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")
+                   if self.prefix + n not in target.w]
+        if missing:
+            raise ValueError(f"{target.path}: MTP weights missing from model.safetensors: {missing}")
+        self.cfg = Config(**{**cfg.__dict__, "layer_types": ("full_attention",), "rope_layers": (True,)})
+        self.cache = FullCache()
+        self.done = 0  # positions fed to the MTP layer: 1 .. self.done
+        self.forwards = 0
+
+    def propose(self, context: list[int], k: int, hidden: torch.Tensor | None = None, sample: bool = False,
+                generator: torch.Generator | None = None, **_) -> Draft:
+        """Draft one token after `context` (x_0 .. x_{n-1}); `hidden` holds h_0 .. h_{n-2} at least."""
+        n = len(context)
+        start = self.done + 1  # next position to feed
+        positions = torch.arange(start, n)
+        tokens = torch.tensor(context[start:n])
+        h = hidden[start - 1 : n - 1]
+        w, p = self.target.w, self.prefix
+        e = rms_norm(self.target.embed(tokens), w[p + "enorm.weight"], self.cfg.eps)
+        g = rms_norm(h, w[p + "hnorm.weight"], self.cfg.eps)
+        z = F.linear(torch.cat([e, g], dim=-1), w[p + "eh_proj.weight"])
+        z = block(z, positions, w, p, self.cfg, 0, "full_attention", self.cache, use_moe=True)
+        logits = self.target.head(rms_norm(z, w[p + "shared_head.norm.weight"], self.cfg.eps))
+        self.forwards += 1
+        self.done = n - 1
+        token, probs = _pick(logits[-1], sample, generator)
+        return Draft([token][:k], probs[None][:k])

@@ -1,0 +1,241 @@
+"""A minimal decoder forward for the zoo's families, written from the papers, not from transformers.
+
+Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe.
+One pre-norm block for all of them:
+
+    h = x + o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(rms(x))), v_proj(rms(x))))
+    y = h + mlp(rms(h))                mlp(u) = down(silu(gate(u)) * up(u))
+
+What differs per family is data, read from config.json into `Config`:
+- attention kind per layer (full / sliding(window) / chunked(chunk)) - the visibility rule is
+  `cache.visible`, stated once there;
+- RoPE: rotate-half pairs (i, i + d/2) (Llama, Mistral, Qwen2, GLM) or interleaved pairs
+  (2i, 2i+1) (Llama 4); partial rotary (GLM: only the first `rotary_dim` dims rotate);
+  NoPE layers (Llama 4 `no_rope_layers[i] == 0`);
+- q/k/v biases (Qwen2, GLM with attention_bias), L2 q/k norm after RoPE (Llama 4 RoPE layers),
+  attention temperature tuning on NoPE layers (Llama 4):
+  q *= 1 + attn_scale * log(1 + floor((pos + 1) / floor_scale));
+- MoE MLP (GLM-4.5 MTP layer): sigmoid router, top-k by score + correction bias,
+  weights renormalised and scaled, plus a shared expert.
+
+Weights come straight from model.safetensors (safetensors only, never pickle). All math runs
+in the checkpoint dtype except norms and softmax, which run in fp32 like the reference
+implementations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+from .cache import LayerCache, build_caches, layer_types_of, visible
+
+SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe")
+
+
+@dataclass(frozen=True)
+class Config:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rope_theta: float
+    rotary_dim: int
+    interleaved_rope: bool
+    layer_types: tuple[str, ...]
+    sliding_window: int | None
+    chunk_size: int | None
+    eps: float
+    rope_layers: tuple[bool, ...]
+    qk_l2_norm: bool
+    temperature_tuning: bool
+    floor_scale: float
+    attn_scale: float
+    num_mtp_layers: int = 0
+    # MoE (MTP layer of GLM-4.5)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 1.0
+
+    @staticmethod
+    def from_dict(cfg: dict) -> Config:
+        model_type = cfg["model_type"]
+        if model_type not in SUPPORTED:
+            raise ValueError(f"reference engine does not implement model_type {model_type!r} (supported: {SUPPORTED})")
+        if model_type == "llama4":
+            cfg = {**cfg, **cfg.get("text_config", {})}
+        heads = cfg["num_attention_heads"]
+        head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+        rope = cfg.get("rope_parameters") or {}
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        if rope.get("rope_type", "default") != "default":
+            raise ValueError(f"reference engine implements default RoPE only, got {rope.get('rope_type')!r}")
+        partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+        n = cfg["num_hidden_layers"]
+        llama4 = model_type.startswith("llama4")
+        rope_layers = tuple(bool(x) for x in cfg["no_rope_layers"]) if llama4 else (True,) * n
+        return Config(
+            model_type=model_type, vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"], num_layers=n,
+            num_heads=heads, num_kv_heads=cfg.get("num_key_value_heads") or heads, head_dim=head_dim,
+            rope_theta=float(theta), rotary_dim=int(head_dim * partial), interleaved_rope=llama4,
+            layer_types=tuple(layer_types_of(cfg)), sliding_window=cfg.get("sliding_window"),
+            chunk_size=cfg.get("attention_chunk_size"), eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_layers=rope_layers, qk_l2_norm=llama4 and cfg.get("use_qk_norm", False),
+            temperature_tuning=llama4 and cfg.get("attn_temperature_tuning", False),
+            floor_scale=float(cfg.get("floor_scale", 8192)), attn_scale=float(cfg.get("attn_scale", 0.1)),
+            num_mtp_layers=cfg.get("num_mtp_layers") or cfg.get("num_nextn_predict_layers") or 0,
+            num_experts=cfg.get("n_routed_experts", 0), experts_per_token=cfg.get("num_experts_per_tok", 0),
+            norm_topk_prob=cfg.get("norm_topk_prob", True),
+            routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
+        )
+
+
+# ----------------------------------------------------------------------------- building blocks
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight, computed in fp32 (weight None: plain L2-style norm)."""
+    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    y = y.to(x.dtype)
+    return y if weight is None else weight * y
+
+
+def rope_angles(positions: torch.Tensor, rotary_dim: int, theta: float) -> torch.Tensor:
+    """Angles [T, rotary_dim/2]: pos * theta^(-2i/rotary_dim)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+    return positions.float()[:, None] * inv_freq[None, :]
+
+
+def apply_rope(x: torch.Tensor, angles: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """Rotate the first 2*angles.shape[-1] dims of x [heads, T, d]; the rest pass through.
+    rotate-half pairs dim i with i + r/2; interleaved pairs 2i with 2i+1."""
+    r = 2 * angles.shape[-1]
+    rot, rest = x[..., :r].float(), x[..., r:]
+    cos, sin = angles.cos(), angles.sin()
+    if interleaved:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    else:
+        a, b = rot[..., : r // 2], rot[..., r // 2 :]
+        out = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+    return torch.cat((out.to(x.dtype), rest), dim=-1)
+
+
+def linear(x: torch.Tensor, w: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+    return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+
+
+def mlp(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
+    return linear(F.silu(linear(x, w, prefix + "gate_proj")) * linear(x, w, prefix + "up_proj"), w, prefix + "down_proj")
+
+
+def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -> torch.Tensor:
+    """Shared expert + top-k routed experts. Router: s = sigmoid(x W_r^T); experts chosen by
+    top-k of (s + correction bias); weights s_topk / sum(s_topk) * scaling (single group)."""
+    scores = torch.sigmoid(F.linear(x.float(), w[prefix + "gate.weight"].float()))
+    choice = scores + w[prefix + "gate.e_score_correction_bias"]
+    top = torch.topk(choice, cfg.experts_per_token, dim=-1).indices
+    weights = scores.gather(-1, top)
+    if cfg.norm_topk_prob:
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+    weights = (weights * cfg.routed_scaling_factor).to(x.dtype)
+    out = mlp(x, w, prefix + "shared_experts.")
+    for slot in range(cfg.experts_per_token):
+        for e in top[:, slot].unique().tolist():
+            rows = top[:, slot] == e
+            out[rows] += weights[rows, slot, None] * mlp(x[rows], w, f"{prefix}experts.{e}.")
+    return out
+
+
+def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
+              layer: int, kind: str, cache: LayerCache | None) -> torch.Tensor:
+    t = x.shape[0]
+    q = linear(x, w, prefix + "q_proj").view(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
+    k = linear(x, w, prefix + "k_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    v = linear(x, w, prefix + "v_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    if cfg.rope_layers[layer]:
+        angles = rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)
+        q, k = apply_rope(q, angles, cfg.interleaved_rope), apply_rope(k, angles, cfg.interleaved_rope)
+        if cfg.qk_l2_norm:
+            q, k = rms_norm(q, None, cfg.eps), rms_norm(k, None, cfg.eps)
+    elif cfg.temperature_tuning:
+        scale = 1.0 + cfg.attn_scale * torch.log1p(torch.floor((positions.float() + 1.0) / cfg.floor_scale))
+        q = (q * scale[None, :, None]).to(q.dtype)
+    if cache is not None:
+        k, v, k_pos = cache.update(k, v, positions)
+    else:
+        k_pos = positions
+    size = cfg.sliding_window if kind == "sliding_attention" else cfg.chunk_size
+    mask = visible(kind, positions, k_pos, size)
+    groups = cfg.num_heads // cfg.num_kv_heads
+    k, v = k.repeat_interleave(groups, dim=0), v.repeat_interleave(groups, dim=0)
+    scores = (q @ k.transpose(1, 2)) / math.sqrt(cfg.head_dim)
+    scores = scores.masked_fill(~mask[None], float("-inf"))
+    out = torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+    return linear(out.transpose(0, 1).reshape(t, -1), w, prefix + "o_proj")
+
+
+def block(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
+          layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False) -> torch.Tensor:
+    attn_prefix = prefix + "self_attn."
+    x = x + attention(rms_norm(x, w[prefix + "input_layernorm.weight"], cfg.eps), positions, w, attn_prefix,
+                      cfg, layer, kind, cache)
+    h = rms_norm(x, w[prefix + "post_attention_layernorm.weight"], cfg.eps)
+    mlp_prefix = prefix + ("feed_forward." if cfg.model_type.startswith("llama4") else "mlp.")
+    return x + (moe(h, w, mlp_prefix, cfg) if use_moe else mlp(h, w, mlp_prefix))
+
+
+# ----------------------------------------------------------------------------- the model
+
+@dataclass
+class Output:
+    logits: torch.Tensor  # [T, V] fp32
+    hidden: torch.Tensor  # [T, H] final (normed) hidden states, the input of lm_head and of MTP heads
+
+
+class Model:
+    """Weights + config; `forward` runs tokens at given positions through per-layer caches."""
+
+    def __init__(self, cfg: Config, weights: dict[str, torch.Tensor], path: Path | None = None):
+        self.cfg, self.w, self.path = cfg, weights, path
+        prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in weights) else "model."
+        self.prefix = prefix
+
+    @classmethod
+    def load(cls, directory: str | Path, dtype: torch.dtype = torch.float32) -> Model:
+        directory = Path(directory)
+        for name in ("config.json", "model.safetensors"):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"{directory / name} is missing; rebuild the zoo: python -m harness.fixtures build")
+        cfg = Config.from_dict(json.loads((directory / "config.json").read_text()))
+        weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in load_file(directory / "model.safetensors").items()}
+        return cls(cfg, weights, directory)
+
+    def new_caches(self, static_max_len: int | None = None, slack: int = 0) -> list[LayerCache]:
+        return build_caches(list(self.cfg.layer_types), self.cfg.sliding_window, self.cfg.chunk_size,
+                            static_max_len=static_max_len, slack=slack)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.embedding(tokens, self.w[self.prefix + "embed_tokens.weight"])
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        w = self.w.get("lm_head.weight", self.w[self.prefix + "embed_tokens.weight"])
+        return F.linear(hidden, w).float()
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
+        cfg, x = self.cfg, self.embed(tokens)
+        for i in range(cfg.num_layers):
+            x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, cfg.layer_types[i],
+                      caches[i] if caches is not None else None)
+        hidden = rms_norm(x, self.w[self.prefix + "norm.weight"], cfg.eps)
+        return Output(self.head(hidden), hidden)
