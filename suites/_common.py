@@ -30,7 +30,7 @@ import torch
 from harness.engine.cache import build_caches, cache_spec_of
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
-from harness.fixtures.zoo import SPECS, spec
+from harness.fixtures.zoo import REPO_ROOT, SPECS, spec
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
 
@@ -87,9 +87,10 @@ def first_line(text: str, limit: int = 300) -> str:
 
 def error_of(exc: BaseException, scrub: dict[str, str] | None = None) -> dict[str, str]:
     """An exception as an exact field value: its type name and the first line of its message
-    (paths in `scrub` replaced by stable placeholders, so records do not depend on tmp dirs)."""
+    (paths in `scrub`, and the checkout's root, replaced by stable placeholders, so records do not
+    depend on where the run happened)."""
     message = first_line(str(exc))
-    for path, placeholder in (scrub or {}).items():
+    for path, placeholder in {**(scrub or {}), str(REPO_ROOT): "<repo>"}.items():
         message = message.replace(path, placeholder)
     message = re.sub(r"0x[0-9a-f]{6,}", "0x...", message)
     return {"type": type(exc).__name__, "message": message}
