@@ -92,6 +92,20 @@ class PromptLookupDrafter:
         return Draft([], None)
 
 
+class _Shifted(LayerCache):
+    """A cache whose first position is `offset` (the inner cache counts from 0)."""
+
+    def __init__(self, inner: LayerCache, offset: int):
+        self.inner, self.offset = inner, offset
+
+    def update(self, k, v, positions):
+        keys, values, k_pos = self.inner.update(k, v, positions - self.offset)
+        return keys, values, k_pos + self.offset
+
+    def rewind(self, n: int) -> None:
+        self.inner.rewind(n)
+
+
 class MtpDrafter:
     """Needs the trunk's final hidden states of the committed tokens (`hidden[t]` for position t)."""
 
@@ -109,7 +123,7 @@ class MtpDrafter:
         if missing:
             raise ValueError(f"{target.path}: MTP weights missing from model.safetensors: {missing}")
         self.cfg = Config(**{**cfg.__dict__, "layer_types": ("full_attention",), "rope_layers": (True,)})
-        self.cache = FullCache()
+        self.cache = _Shifted(FullCache(), 1)  # the MTP layer's first position is 1
         self.done = 0  # positions fed to the MTP layer: 1 .. self.done
         self.forwards = 0
 

@@ -63,6 +63,7 @@ class Config:
     num_mtp_layers: int = 0
     # MoE (MTP layer of GLM-4.5)
     num_experts: int = 0
+    first_moe_layer: int = 0  # layers >= this use the MoE MLP (when num_experts > 0)
     experts_per_token: int = 0
     norm_topk_prob: bool = True
     routed_scaling_factor: float = 1.0
@@ -94,7 +95,8 @@ class Config:
             temperature_tuning=llama4 and cfg.get("attn_temperature_tuning", False),
             floor_scale=float(cfg.get("floor_scale", 8192)), attn_scale=float(cfg.get("attn_scale", 0.1)),
             num_mtp_layers=cfg.get("num_mtp_layers") or cfg.get("num_nextn_predict_layers") or 0,
-            num_experts=cfg.get("n_routed_experts", 0), experts_per_token=cfg.get("num_experts_per_tok", 0),
+            num_experts=cfg.get("n_routed_experts") or 0, first_moe_layer=cfg.get("first_k_dense_replace", 0),
+            experts_per_token=cfg.get("num_experts_per_tok", 0),
             norm_topk_prob=cfg.get("norm_topk_prob", True),
             routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
         )
@@ -236,6 +238,7 @@ class Model:
         cfg, x = self.cfg, self.embed(tokens)
         for i in range(cfg.num_layers):
             x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, cfg.layer_types[i],
-                      caches[i] if caches is not None else None)
+                      caches[i] if caches is not None else None,
+                      use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer)
         hidden = rms_norm(x, self.w[self.prefix + "norm.weight"], cfg.eps)
         return Output(self.head(hidden), hidden)

@@ -10,6 +10,7 @@ transformers is returned as data (`error`), never raised into the suite.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,7 @@ def count_forwards(model):
     counter = {"n": 0}
     original = model.forward
 
+    @functools.wraps(original)  # generate() inspects forward's signature
     def forward(*args, **kwargs):
         counter["n"] += 1
         return original(*args, **kwargs)
@@ -120,7 +122,9 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
         torch.manual_seed(seed)
     try:
         with record_drafts(out.drafts), count_forwards(model) as counter, torch.no_grad():
-            result = model.generate(input_ids, **kwargs)
+            # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
+            # path raises KeyError('position_ids') without one)
+            result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
     except Exception as exc:  # noqa: BLE001 - an error is an observation, recorded as data
         out.error = {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:300] if str(exc) else ""}
         return out

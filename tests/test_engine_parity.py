@@ -1,0 +1,115 @@
+"""The reference engine against the installed transformers on the zoo (fp32, CPU).
+
+Logits within fp32 tolerance; greedy decoding token for token with every cache kind the
+model's layer types use (dynamic and static; sliding / chunked layers are crossed by the long
+prompts); speculative greedy paths equal plain greedy; MTP drafts equal transformers' drafts.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+
+from harness.engine.decode import decode
+from harness.engine.drafters import AssistantDrafter, MtpDrafter, PromptLookupDrafter
+from harness.fixtures import load, prompts
+from harness.fixtures.zoo import SPECS, WINDOW
+from harness.subjects import hf
+
+DECODING = [s.name for s in SPECS if s.role in ("target", "mtp")]
+NEW_TOKENS = 40
+EOS = 2
+
+
+@cache
+def models(name: str):
+    model, tok = load.load_hf(name)
+    return model, tok, load.load_reference(name)
+
+
+def prompt_ids(tok, prompt) -> list[int]:
+    return tok(prompt.text).input_ids
+
+
+def test_long_prompts_cross_the_window():
+    _, tok, _ = models("llama-target")
+    for p in prompts.PROMPTS:
+        n = len(prompt_ids(tok, p))
+        assert (n > 3 * WINDOW) == (p.length == "long"), (p.id, n)
+
+
+@pytest.mark.parametrize("name", DECODING)
+def test_logits_match_transformers(name):
+    model, tok, ref = models(name)
+    for p in prompts.PROMPTS:
+        ids = prompt_ids(tok, p)
+        with torch.no_grad():
+            expected = model(torch.tensor([ids])).logits[0]
+        got = ref.forward(torch.tensor(ids), torch.arange(len(ids)), ref.new_caches()).logits
+        torch.testing.assert_close(got, expected, rtol=1.3e-6, atol=2e-5, msg=lambda m: f"{name} {p.id}: {m}")  # noqa: B023
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("name", DECODING)
+def test_greedy_equals_generate(name, cache):
+    model, tok, ref = models(name)
+    for p in prompts.PROMPTS:
+        ids = prompt_ids(tok, p)
+        expected = hf.generate(model, torch.tensor([ids]), NEW_TOKENS, cache=cache)
+        assert expected.error is None, expected.error
+        got = decode(ref, ids, NEW_TOKENS, eos_token_id=EOS, static_max_len=256 if cache == "static" else None)
+        assert got.tokens == expected.tokens, f"{name} {p.id} {cache}"
+
+
+def test_window_is_exercised():
+    """Sensitivity: ignoring the sliding window changes the long-prompt logits, so the parity
+    tests above would catch a wrong window rule."""
+    model, tok, ref = models("mistral-sliding")
+    ids = prompt_ids(tok, prompts.BY_ID["long-0"])
+    full = ref.forward(torch.tensor(ids), torch.arange(len(ids)), None)
+    import dataclasses
+
+    ref_full = type(ref)(dataclasses.replace(ref.cfg, layer_types=("full_attention",) * ref.cfg.num_layers), ref.w)
+    ignored = ref_full.forward(torch.tensor(ids), torch.arange(len(ids)), None)
+    assert (full.logits - ignored.logits).abs().max() > 1e-2
+
+
+def _paths(name: str, ref):
+    yield "prompt_lookup", lambda: PromptLookupDrafter(eos_token_id=EOS), 4
+    if name == "llama-target":
+        assistant = load.load_reference("llama-assistant")
+        yield "assistant", lambda: AssistantDrafter(assistant), 4
+    if ref.cfg.num_mtp_layers:
+        yield "mtp", lambda: MtpDrafter(ref), 1
+
+
+@pytest.mark.parametrize("name", DECODING)
+def test_speculative_greedy_equals_plain_greedy(name):
+    _, tok, ref = models(name)
+    for p in (prompts.BY_ID["short-0"], prompts.BY_ID["long-0"]):
+        ids = prompt_ids(tok, p)
+        plain = decode(ref, ids, NEW_TOKENS, eos_token_id=EOS)
+        for path, drafter, k in _paths(name, ref):
+            for static in (None, 256):
+                got = decode(ref, ids, NEW_TOKENS, drafter=drafter(), k=k, eos_token_id=EOS, static_max_len=static)
+                assert got.tokens == plain.tokens, f"{name} {p.id} {path} static={static}"
+                assert got.target_forwards <= plain.target_forwards
+
+
+def test_mtp_drafts_equal_transformers_drafts():
+    if not hf.capabilities()["use_mtp"]:
+        pytest.skip(f"transformers {hf.version()} has no use_mtp")
+    model, tok, ref = models("glm4moe-mtp")
+    for p in prompts.PROMPTS:
+        ids = prompt_ids(tok, p)
+        theirs = hf.generate(model, torch.tensor([ids]), NEW_TOKENS, use_mtp=True)
+        assert theirs.error is None, theirs.error
+        ours = decode(ref, ids, NEW_TOKENS, drafter=MtpDrafter(ref), k=1, eos_token_id=EOS)
+        assert ours.tokens == theirs.tokens
+        mine, hf_drafts = [list(s.draft) for s in ours.steps if s.draft], [d for d in theirs.drafts if d]
+        # transformers' MTP generator also drafts on the last step (its output is then cut to
+        # max_new_tokens); the engine drafts only while a drafted token can still be emitted
+        assert hf_drafts[: len(mine)] == mine, p.id
+        assert len(hf_drafts) - len(mine) <= 1, p.id

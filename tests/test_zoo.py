@@ -1,0 +1,100 @@
+"""The committed fixture zoo: hashes, loading through transformers, generation, acceptance rates."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from harness.engine.decode import decode
+from harness.engine.drafters import AssistantDrafter, MtpDrafter
+from harness.fixtures import build, load, prompts
+from harness.fixtures.zoo import BUILD_COMMAND, SPECS, spec
+
+NAMES = [s.name for s in SPECS]
+HELD_OUT = [p for p in prompts.PROMPTS if p.length == "short"]
+
+
+def test_manifest_lists_every_model_and_sizes_are_small():
+    models = load.manifest()["models"]
+    assert sorted(models) == sorted(NAMES)
+    for name, entry in models.items():
+        assert entry["bytes"] < 2_000_000, f"{name} is {entry['bytes']} bytes (limit 2 MB)"
+    assert sum(e["bytes"] for e in models.values()) < 20_000_000
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_files_match_manifest_hashes(name):
+    directory = load.check_files(name)
+    assert (directory / "model.safetensors").is_file()
+    assert not list(directory.glob("*.bin")), "pickle weights must never ship"
+
+
+def test_corpus_is_reproducible_and_prompts_are_held_out():
+    from harness.fixtures import corpus
+
+    text = corpus.generate(corpus.CORPUS_SEED, corpus.CORPUS_STORIES)
+    assert build.sha256(build.CORPUS_PATH) == load.manifest()["corpus"]["sha256"]
+    assert build.CORPUS_PATH.read_text() == text
+    for p in prompts.PROMPTS:
+        assert p.text not in text, f"prompt {p.id} occurs in the training corpus"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loads_through_auto_class_and_generates(name):
+    model, tok = load.load_hf(name)
+    assert type(model).__name__ == spec(name).architecture
+    ids = tok(HELD_OUT[0].text, return_tensors="pt").input_ids
+    out = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert out.shape == (1, ids.shape[1] + 8) or int(out[0, -1]) == tok.eos_token_id
+    assert torch.equal(out[0, : ids.shape[1]], ids[0])
+
+
+def test_missing_fixture_names_file_and_fix(tmp_path, monkeypatch):
+    directory = tmp_path / "llama-target"
+    shutil.copytree(load.MODELS_DIR / "llama-target", directory)
+    (directory / "model.safetensors").unlink()
+    with pytest.raises(load.FixtureError) as err:
+        load.check_files("llama-target", directory)
+    assert str(directory / "model.safetensors") in str(err.value) and BUILD_COMMAND in str(err.value)
+
+
+def test_corrupt_fixture_names_file_and_fix(tmp_path):
+    directory = tmp_path / "llama-target"
+    shutil.copytree(load.MODELS_DIR / "llama-target", directory)
+    with open(directory / "config.json", "a") as fh:
+        fh.write(" ")
+    with pytest.raises(load.FixtureError, match=r"config\.json is corrupt .*python -m harness.fixtures build"):
+        load.check_files("llama-target", directory)
+
+
+def _decode_rate(target, drafter, k: int) -> tuple[int, int]:
+    accepted = drafted = 0
+    for p in HELD_OUT:
+        ids = target_tokenizer().encode(p.text).ids
+        result = decode(target, ids, 32, drafter=drafter(), k=k)
+        a, d = result.acceptance
+        accepted, drafted = accepted + a, drafted + d
+    return accepted, drafted
+
+
+def target_tokenizer():
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(load.MODELS_DIR / "llama-target" / "tokenizer.json"))
+
+
+@pytest.mark.parametrize("name, kind", [("llama-assistant", "assistant"), ("glm4moe-mtp", "mtp")])
+def test_recorded_acceptance_rates_are_reproduced_by_the_engine(name, kind):
+    """The manifest's rates were measured at build time by teacher forcing through
+    transformers; the reference engine's decode loop must count the same accepted/drafted."""
+    recorded = load.manifest()["models"][name]["acceptance"][kind]
+    assert recorded["rate"] >= 0.5, f"{name}: greedy acceptance {recorded['rate']} is below 0.5"
+    if kind == "assistant":
+        target, assistant = load.load_reference("llama-target"), load.load_reference(name)
+        accepted, drafted = _decode_rate(target, lambda: AssistantDrafter(assistant), recorded["k"])
+    else:
+        target = load.load_reference(name)
+        accepted, drafted = _decode_rate(target, lambda: MtpDrafter(target), 1)
+    assert (accepted, drafted) == (recorded["accepted"], recorded["drafted"])
