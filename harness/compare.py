@@ -231,7 +231,7 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     """Elementwise ``|new - old| <= atol + rtol*|old|`` with torch.testing's defaults for the
     coarser of the two dtypes; when the envs' numerics differ, plus ``k * u(dtype) * max|old|``
     (k = thresholds.tensor_cross_env_ulps), because low-precision errors scale with the tensor's
-    magnitude. NaN matches NaN. Reports max abs / rel error and where."""
+    magnitude. NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
     try:
         new = np.asarray(observed.value, dtype=float)
         old = np.asarray(baseline.value, dtype=float)
@@ -245,11 +245,13 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     dtype = _coarser(_dtype_of(observed, policy.observed_env), _dtype_of(baseline, policy.baseline_env))
     rtol, atol = tensor_tolerance(dtype)
     differs = policy.numerics_differences()
-    scale = float(np.nanmax(np.abs(old))) if old.size and not np.all(np.isnan(old)) else 0.0
+    finite = np.abs(old[np.isfinite(old)])
+    scale = float(finite.max()) if finite.size else 0.0
     extra = policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"]) * scale
     extra = extra if differs else 0.0
-    both_nan = np.isnan(new) & np.isnan(old)
-    err = np.where(both_nan, 0.0, np.abs(new - old))
+    same = (new == old) | (np.isnan(new) & np.isnan(old))  # equal infinities (masked logits) match
+    with np.errstate(invalid="ignore"):
+        err = np.where(same, 0.0, np.abs(new - old))
     err = np.where(np.isnan(err), np.inf, err)
     allowed = atol + rtol * np.abs(np.nan_to_num(old)) + extra
     bad = err > allowed

@@ -200,6 +200,18 @@ def test_tensor_shape_and_nan():
     assert cmp("tensor", [1.0, 2.0], [1.0, 2.0]).detail == "identical"
 
 
+def test_tensor_masked_logits_infinities():
+    """Sampling scores after top-k carry -inf: equal infinities match (as in torch.testing); an
+    infinity against a finite value is a change, also across numerics (the magnitude-scaled
+    allowance uses finite values only, so an -inf never widens the tolerance)."""
+    inf = float("inf")
+    assert cmp("tensor", [-inf, 1.0], [-inf, 1.0]).status is Status.PASS
+    assert cmp("tensor", [-inf, 1.0], [0.0, 1.0]).status is Status.REGRESSION
+    assert cmp("tensor", [inf, 1.0], [-inf, 1.0]).status is Status.REGRESSION
+    drifted = cmp("tensor", [-inf, 1.0, 3.0], [-inf, 1.0, 5.0], BF16_VS_FP32, {"dtype": "bf16"}, {"dtype": "fp32"})
+    assert drifted.status is Status.REGRESSION
+
+
 # ----------------------------------------------------------------------------------------------
 # rate
 
