@@ -511,7 +511,7 @@ def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b:
     """Every field of every record of B against A's, with the plugin's policies (per-case Holm at
     alpha / number of compared cases). Present in B only -> new; in A only -> skipped."""
     from harness import stats
-    from harness.compare import STATISTICAL_KINDS, Policy, compare_field
+    from harness.compare import Policy, compare_field, decide_with_holm
 
     records_a, records_b = env_records(store, key_a), env_records(store, key_b)
     both = set(records_a) & set(records_b)
@@ -529,14 +529,9 @@ def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b:
             continue
         policy = Policy(alpha=alpha, thresholds=settings.thresholds, observed_env=b.env, baseline_env=a.env)
         comparisons = {name: compare_field(name, f, a.fields.get(name), policy) for name, f in b.fields.items()}
-        statistical = [c for c in comparisons.values() if c.kind in STATISTICAL_KINDS and c.p_value is not None]
-        if len(statistical) >= 2:  # Holm within one case, as the plugin does within one test
-            for c, p_adj in zip(statistical, stats.holm_adjust([c.p_value for c in statistical]), strict=True):
-                if p_adj > c.p_value > 0:
-                    redone = compare_field(c.field, b.fields[c.field], a.fields[c.field],
-                                           policy.with_alpha(alpha * c.p_value / p_adj))
-                    comparisons[c.field] = replace(redone, diff={**redone.diff, "holm_adjusted_p": p_adj,
-                                                                  "alpha": alpha})
+        names = list(comparisons)  # Holm within one case, as the plugin does within one test
+        decided = decide_with_holm([(comparisons[n], b.fields[n], a.fields.get(n), policy) for n in names], alpha)
+        comparisons = dict(zip(names, decided, strict=True))
         outcomes += [c.outcome(b.suite, b.case) for c in comparisons.values()]
         outcomes += [Outcome(a.suite, a.case, name, f.kind, Status.SKIPPED, f"field only in {key_a}; none in {key_b}",
                              "field-removed") for name, f in a.fields.items() if name not in b.fields]

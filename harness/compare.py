@@ -514,3 +514,21 @@ def compare_field(name: str, observed: Field, baseline: Field | None, policy: Po
         return COMPARATORS[observed.kind](name, observed, baseline, policy)
     except (ValueError, TypeError, KeyError) as exc:
         return Comparison(name, observed.kind, Status.REGRESSION, f"cannot compare: {exc}", "invalid-value")
+
+
+def decide_with_holm(checks: Sequence[tuple[Comparison, Field, Field | None, Policy]], alpha: float) -> list[Comparison]:
+    """Re-decide the statistical comparisons among `checks` (comparison, observed, baseline, policy)
+    with Holm's procedure at `alpha`: a check is rejected iff its Holm-adjusted p <= alpha, i.e. it
+    is decided at alpha * p / p~. Non-statistical comparisons are returned unchanged, in order."""
+    out = [check[0] for check in checks]
+    stat = [i for i, c in enumerate(out) if c.kind in STATISTICAL_KINDS and c.p_value is not None]
+    if len(stat) < 2:
+        return out
+    for i, p_adj in zip(stat, stats.holm_adjust([out[i].p_value for i in stat]), strict=True):
+        comparison, observed, baseline, policy = checks[i]
+        p = comparison.p_value
+        if p_adj <= p or p == 0:
+            continue
+        redone = compare_field(comparison.field, observed, baseline, policy.with_alpha(alpha * p / p_adj))
+        out[i] = replace(redone, diff={**redone.diff, "holm_adjusted_p": p_adj, "alpha": alpha})
+    return out

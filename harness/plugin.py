@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 
 from harness import stats
-from harness.compare import STATISTICAL_KINDS, Comparison, Policy, compare_field
+from harness.compare import Comparison, Policy, compare_field, decide_with_holm
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint, is_safe_key
 from harness.golden import GoldenStore, Record, RecordError, WriteReport, atomic_write_json, normalize_field
@@ -421,21 +421,12 @@ class GoldenCase:
 
     # end of the test ----------------------------------------------------------------------------
     def _apply_holm(self) -> None:
-        """Re-decide the statistical checks of this test with Holm at the test's alpha: a check is
-        rejected iff its Holm-adjusted p <= alpha, i.e. it is decided at alpha * p / p~."""
-        stat = [c for c in self._checks.values() if c.comparison.kind in STATISTICAL_KINDS and c.comparison.p_value is not None]
-        if len(stat) < 2:
-            return
-        alpha = self.session.test_alpha
-        adjusted = stats.holm_adjust([c.comparison.p_value for c in stat])
-        for check, p_adj in zip(stat, adjusted, strict=True):
-            p = check.comparison.p_value
-            if p_adj <= p or p == 0:
-                continue
-            policy = check.policy.with_alpha(alpha * p / p_adj)
-            check.comparison = compare_field(check.comparison.field, check.observed, check.baseline, policy)
-            check.comparison = replace(check.comparison, diff={**check.comparison.diff, "holm_adjusted_p": p_adj,
-                                                                "alpha": alpha})
+        """Re-decide this test's statistical checks with Holm at the test's alpha."""
+        checks = list(self._checks.values())
+        decided = decide_with_holm([(c.comparison, c.observed, c.baseline, c.policy) for c in checks],
+                                   self.session.test_alpha)
+        for check, comparison in zip(checks, decided, strict=True):
+            check.comparison = comparison
 
     def _write(self) -> WriteReport | None:
         session = self.session
