@@ -111,25 +111,26 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     return y if weight is None else weight * y
 
 
-def rope_angles(positions: torch.Tensor, rotary_dim: int, theta: float) -> torch.Tensor:
-    """Angles [T, rotary_dim/2]: pos * theta^(-2i/rotary_dim)."""
+def rope_angles(positions: torch.Tensor, rotary_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) of the angles pos * theta^(-2i/rotary_dim), each [T, rotary_dim/2]."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
-    return positions.float()[:, None] * inv_freq[None, :]
+    angles = positions.float()[:, None] * inv_freq[None, :]
+    return angles.cos(), angles.sin()
 
 
-def apply_rope(x: torch.Tensor, angles: torch.Tensor, interleaved: bool) -> torch.Tensor:
-    """Rotate the first 2*angles.shape[-1] dims of x [heads, T, d]; the rest pass through.
+def apply_rope(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], interleaved: bool) -> torch.Tensor:
+    """Rotate the first 2*cos.shape[-1] dims of x [heads, T, d]; the rest pass through.
     rotate-half pairs dim i with i + r/2; interleaved pairs 2i with 2i+1."""
-    r = 2 * angles.shape[-1]
+    cos, sin = rope
+    r = 2 * cos.shape[-1]
     rot, rest = x[..., :r].float(), x[..., r:]
-    cos, sin = angles.cos(), angles.sin()
     if interleaved:
         a, b = rot[..., 0::2], rot[..., 1::2]
         out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
     else:
         a, b = rot[..., : r // 2], rot[..., r // 2 :]
         out = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
-    return torch.cat((out.to(x.dtype), rest), dim=-1)
+    return torch.cat((out.to(x.dtype), rest), dim=-1) if rest.shape[-1] else out.to(x.dtype)
 
 
 def linear(x: torch.Tensor, w: dict[str, torch.Tensor], name: str) -> torch.Tensor:
@@ -159,14 +160,13 @@ def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -
 
 
 def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
-              layer: int, kind: str, cache: LayerCache | None) -> torch.Tensor:
+              layer: int, kind: str, cache: LayerCache | None, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     t = x.shape[0]
     q = linear(x, w, prefix + "q_proj").view(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
     k = linear(x, w, prefix + "k_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     v = linear(x, w, prefix + "v_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     if cfg.rope_layers[layer]:
-        angles = rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)
-        q, k = apply_rope(q, angles, cfg.interleaved_rope), apply_rope(k, angles, cfg.interleaved_rope)
+        q, k = apply_rope(q, rope, cfg.interleaved_rope), apply_rope(k, rope, cfg.interleaved_rope)
         if cfg.qk_l2_norm:
             q, k = rms_norm(q, None, cfg.eps), rms_norm(k, None, cfg.eps)
     elif cfg.temperature_tuning:
@@ -178,19 +178,19 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tenso
         k_pos = positions
     size = cfg.sliding_window if kind == "sliding_attention" else cfg.chunk_size
     mask = visible(kind, positions, k_pos, size)
-    groups = cfg.num_heads // cfg.num_kv_heads
-    k, v = k.repeat_interleave(groups, dim=0), v.repeat_interleave(groups, dim=0)
-    scores = (q @ k.transpose(1, 2)) / math.sqrt(cfg.head_dim)
-    scores = scores.masked_fill(~mask[None], float("-inf"))
-    out = torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+    # softmax(q k^T / sqrt(d) + mask) v, each query head reading kv head (head // groups)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(cfg.head_dim),
+                                         enable_gqa=cfg.num_heads != cfg.num_kv_heads)
     return linear(out.transpose(0, 1).reshape(t, -1), w, prefix + "o_proj")
 
 
 def block(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
-          layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False) -> torch.Tensor:
+          layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False,
+          rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     attn_prefix = prefix + "self_attn."
+    rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)
     x = x + attention(rms_norm(x, w[prefix + "input_layernorm.weight"], cfg.eps), positions, w, attn_prefix,
-                      cfg, layer, kind, cache)
+                      cfg, layer, kind, cache, rope)
     h = rms_norm(x, w[prefix + "post_attention_layernorm.weight"], cfg.eps)
     mlp_prefix = prefix + ("feed_forward." if cfg.model_type.startswith("llama4") else "mlp.")
     return x + (moe(h, w, mlp_prefix, cfg) if use_moe else mlp(h, w, mlp_prefix))
@@ -236,9 +236,10 @@ class Model:
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
         cfg, x = self.cfg, self.embed(tokens)
+        rope = rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)  # shared by every layer
         for i in range(cfg.num_layers):
             x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, cfg.layer_types[i],
                       caches[i] if caches is not None else None,
-                      use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer)
+                      use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer, rope=rope)
         hidden = rms_norm(x, self.w[self.prefix + "norm.weight"], cfg.eps)
         return Output(self.head(hidden), hidden)
