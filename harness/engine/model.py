@@ -106,6 +106,8 @@ class Config:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x^2) + eps) * weight, computed in fp32 (weight None: plain L2-style norm)."""
+    if x.dtype == torch.float32:  # the same formula as one fused op
+        return F.rms_norm(x, x.shape[-1:], weight, eps)
     y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
     y = y.to(x.dtype)
     return y if weight is None else weight * y
@@ -137,8 +139,22 @@ def linear(x: torch.Tensor, w: dict[str, torch.Tensor], name: str) -> torch.Tens
     return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
 
+def fused(w: dict[str, torch.Tensor], prefix: str, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The row-concatenation of several projections' weights (and biases), built once and kept
+    in `w` under a derived key: one matmul instead of len(names) small ones."""
+    key = prefix + "+".join(names)
+    if key not in w:
+        w[key] = torch.cat([w[prefix + n + ".weight"] for n in names])
+        biases = [w.get(prefix + n + ".bias") for n in names]
+        if any(b is not None for b in biases):
+            w[key + ".bias"] = torch.cat([b if b is not None else torch.zeros(w[prefix + n + ".weight"].shape[0])
+                                          for n, b in zip(names, biases)])
+    return w[key], w.get(key + ".bias")
+
+
 def mlp(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
-    return linear(F.silu(linear(x, w, prefix + "gate_proj")) * linear(x, w, prefix + "up_proj"), w, prefix + "down_proj")
+    gate, up = F.linear(x, *fused(w, prefix, ("gate_proj", "up_proj"))).chunk(2, dim=-1)
+    return linear(F.silu(gate) * up, w, prefix + "down_proj")
 
 
 def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -> torch.Tensor:
@@ -161,12 +177,13 @@ def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -
 
 def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
               layer: int, kind: str, cache: LayerCache | None, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    t = x.shape[0]
-    q = linear(x, w, prefix + "q_proj").view(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
-    k = linear(x, w, prefix + "k_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-    v = linear(x, w, prefix + "v_proj").view(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
-    if cfg.rope_layers[layer]:
-        q, k = apply_rope(q, rope, cfg.interleaved_rope), apply_rope(k, rope, cfg.interleaved_rope)
+    t, hq, hkv = x.shape[0], cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+    q, k, v = F.linear(x, *fused(w, prefix, ("q_proj", "k_proj", "v_proj"))).split((hq, hkv, hkv), dim=-1)
+    q = q.reshape(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
+    k = k.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    if cfg.rope_layers[layer]:  # q and k heads rotated together
+        q, k = apply_rope(torch.cat((q, k)), rope, cfg.interleaved_rope).split((cfg.num_heads, cfg.num_kv_heads))
         if cfg.qk_l2_norm:
             q, k = rms_norm(q, None, cfg.eps), rms_norm(k, None, cfg.eps)
     elif cfg.temperature_tuning:
@@ -177,7 +194,8 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tenso
     else:
         k_pos = positions
     size = cfg.sliding_window if kind == "sliding_attention" else cfg.chunk_size
-    mask = visible(kind, positions, k_pos, size)
+    # one query over a full-attention cache sees every key it holds (all are at or before it)
+    mask = None if t == 1 and kind == "full_attention" else visible(kind, positions, k_pos, size)
     # softmax(q k^T / sqrt(d) + mask) v, each query head reading kv head (head // groups)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(cfg.head_dim),
                                          enable_gqa=cfg.num_heads != cfg.num_kv_heads)
