@@ -20,10 +20,12 @@ from functools import cache
 
 import pytest
 import torch
+from _common import loaded, reference_model
 
+from harness.compare import first_divergence
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter, MtpDrafter, PromptLookupDrafter
-from harness.fixtures import load, prompts
+from harness.fixtures import prompts
 from harness.fixtures.cases import Case, output_cases
 from harness.subjects import hf
 
@@ -32,14 +34,9 @@ STATIC_MAX_LEN = 256
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup"}
 
 
-@cache
 def subject(name: str):
-    return load.load_hf(name)
-
-
-@cache
-def reference(name: str):
-    return load.load_reference(name)
+    """(model, tokenizer) as the installed transformers loads it, once per worker."""
+    return loaded(name).model, loaded(name).tokenizer
 
 
 def prompt_ids(case: Case) -> list[int]:
@@ -60,10 +57,10 @@ def run_subject(case: Case) -> hf.Generated:
 
 
 def run_reference(case: Case):
-    target = reference(case.model)
+    target = reference_model(case.model)
     drafter = None
     if case.path in ("assisted", "ensemble"):
-        drafter = AssistantDrafter(reference(case.assistant))
+        drafter = AssistantDrafter(reference_model(case.assistant))
     elif case.path == "prompt_lookup":
         drafter = PromptLookupDrafter(eos_token_id=EOS)
     elif case.path == "mtp":
@@ -84,10 +81,6 @@ def acceptance_trace(drafts: list[list[int]], tokens: list[int]) -> tuple[list[i
         drafted.append(len(draft))
         pos += ok + 1
     return accepted, drafted
-
-
-def first_divergence(a: list[int], b: list[int]) -> int | None:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
 @pytest.mark.parametrize("case", output_cases(), ids=lambda c: c.id)
