@@ -21,7 +21,6 @@ import torch
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter
 from harness.fixtures import load, prompts
-from harness.subjects import hf
 
 NEW_TOKENS = 48
 REPEATS = 5
@@ -52,7 +51,13 @@ def test_reference_vs_transformers_tokens_per_second(benchmark, name):
     model, _ = load.load_hf(name)
     ref = load.load_reference(name)
     ids = ids_of(name)
-    t_hf = best_of(lambda: hf.generate(model, torch.tensor([ids]), NEW_TOKENS))
+    x = torch.tensor([ids])
+    # the same work on both sides: NEW_TOKENS greedy tokens, no early stop at </s>
+    out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                         do_sample=False, pad_token_id=0)
+    assert out.shape[1] - len(ids) == len(decode(ref, ids, NEW_TOKENS).tokens) == NEW_TOKENS
+    t_hf = best_of(lambda: model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=NEW_TOKENS,
+                                          min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0))
     t_ref = best_of(lambda: decode(ref, ids, NEW_TOKENS))
     ratio = t_hf / t_ref
     benchmark.extra_info.update(model=name, hf_seconds=t_hf, ref_seconds=t_ref, ref_over_hf_tokens_per_s=ratio)

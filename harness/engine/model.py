@@ -251,7 +251,7 @@ class Model:
         w = self.w.get("lm_head.weight", self.w[self.prefix + "embed_tokens.weight"])
         return F.linear(hidden, w).float()
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
         cfg, x = self.cfg, self.embed(tokens)
         rope = rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)  # shared by every layer
