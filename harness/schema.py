@@ -73,6 +73,10 @@ class Outcome:
     diff: dict[str, Any] = field(default_factory=dict)
     against: str = "baseline"  # "baseline" (golden record) or "reference" (our engine)
 
+    def __post_init__(self) -> None:
+        # accept "pass" as well as Status.PASS; an unknown status fails here, not in a report
+        object.__setattr__(self, "status", Status(self.status))
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value

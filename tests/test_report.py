@@ -601,3 +601,13 @@ def test_fmt_and_split_helpers() -> None:
     assert fmt_value("x" * 5000).endswith("(1000 more characters)")
     assert flatten({"a": {"b": 1, "c": {}}, "d": 2}) == {"a.b": 1, "a.c": {}, "d": 2}
     assert flatten(None) == {} and flatten(3) == {"(value)": 3}
+
+
+def test_outcome_status_given_as_text_counts_like_the_enum():
+    from harness.schema import Outcome, Results, Status
+
+    results = Results(env={}, baseline_env=None, outcomes=[Outcome("s", "c", "f", "exact", "regression")])
+    assert results.outcomes[0].status is Status.REGRESSION
+    assert results.counts()["regression"] == 1 and results.verdict == "regression"
+    with pytest.raises(ValueError):
+        Outcome("s", "c", "f", "exact", "bogus")
