@@ -148,7 +148,7 @@ def fused(w: dict[str, torch.Tensor], prefix: str, names: tuple[str, ...]) -> tu
         biases = [w.get(prefix + n + ".bias") for n in names]
         if any(b is not None for b in biases):
             w[key + ".bias"] = torch.cat([b if b is not None else torch.zeros(w[prefix + n + ".weight"].shape[0])
-                                          for n, b in zip(names, biases)])
+                                          for n, b in zip(names, biases, strict=True)])
     return w[key], w.get(key + ".bias")
 
 
