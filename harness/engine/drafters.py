@@ -14,13 +14,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from .cache import FullCache, LayerCache
-from .model import Config, Model, block, rms_norm
+from .model import Model, block, rms_norm
 
 
 @dataclass
@@ -122,7 +122,7 @@ class MtpDrafter:
                    if self.prefix + n not in target.w]
         if missing:
             raise ValueError(f"{target.path}: MTP weights missing from model.safetensors: {missing}")
-        self.cfg = Config(**{**cfg.__dict__, "layer_types": ("full_attention",), "rope_layers": (True,)})
+        self.cfg = replace(cfg, layer_types=("full_attention",), rope_layers=(True,))  # one full-attention layer
         self.cache = _Shifted(FullCache(), 1)  # the MTP layer's first position is 1
         self.done = 0  # positions fed to the MTP layer: 1 .. self.done
         self.forwards = 0
