@@ -24,8 +24,10 @@ def version() -> str:
     return transformers.__version__
 
 
+@functools.cache
 def capabilities() -> dict[str, bool]:
-    """Feature -> accepted by the installed transformers (by introspection, not version numbers)."""
+    """Feature -> accepted by the installed transformers (by introspection, not version numbers);
+    computed once per process. Callers must not mutate the returned dict."""
     from transformers import GenerationConfig
     from transformers.generation import candidate_generator as cg
 
