@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import verify
+from .drafters import Drafter
 from .model import Model
 
 VERIFIERS = ("greedy", "sample", "ensemble_greedy", "ensemble_sample")
@@ -69,12 +70,12 @@ def _verify(mode: str, draft: torch.Tensor, q: torch.Tensor | None, p: torch.Ten
     return verify.speculative_sample(draft, q, p, generator)
 
 
-def decode(target: Model, prompt: list[int], max_new_tokens: int, drafter=None, k: int = 4,
+def decode(target: Model, prompt: list[int], max_new_tokens: int, drafter: Drafter | None = None, k: int = 4,
            mode: str = "greedy", w: float | None = None, generator: torch.Generator | None = None,
            static_max_len: int | None = None, eos_token_id: int | None = None) -> Decoded:
     """Decode up to `max_new_tokens` after `prompt`. Like transformers' assisted decoding, the
     first target pass scores the prompt and the first draft together; a drafter that needs the
-    target's hidden states (MTP) drafts nothing until the target has run once."""
+    target's hidden states (`needs_hidden`: MTP) drafts nothing until the target has run once."""
     if mode not in VERIFIERS:
         raise ValueError(f"unknown verifier {mode!r}; expected one of {VERIFIERS}")
     sample = mode.endswith("sample")
@@ -84,7 +85,7 @@ def decode(target: Model, prompt: list[int], max_new_tokens: int, drafter=None, 
     result = Decoded(tokens=[])
     while len(result.tokens) < max_new_tokens:
         room = max_new_tokens - len(result.tokens) - 1
-        ready = drafter is not None and room > 0 and (not getattr(drafter, "needs_hidden", False) or cached > 0)
+        ready = drafter is not None and room > 0 and (not drafter.needs_hidden or cached > 0)
         draft = drafter.propose(context, min(k, room), hidden=hidden, sample=sample, generator=generator) \
             if ready else None
         drafted = draft.tokens if draft is not None else []

@@ -1,5 +1,11 @@
 """Drafters: propose k tokens after a context, with their draft distributions q when they have any.
 
+Every drafter is a `Drafter`: given the committed context x_0 .. x_{n-1},
+    propose(context, k, hidden=, sample=, generator=) -> Draft(tokens = x_n .. x_{n+j-1}, q [j, V] or None)
+with j <= k (j = 0: nothing to draft, decode takes a plain step). A drafter with
+`needs_hidden` reads the target's final hidden states `hidden[t] = h_t` of the committed tokens,
+so decode asks it only after the target's first pass.
+
 - `AssistantDrafter`: a smaller model with its own layer-typed caches. It keeps its cache in
   step with the committed context (rewinds the tokens the target rejected, feeds the ones it
   has not seen) and drafts k tokens greedily or by sampling from its softmax.
@@ -15,6 +21,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +36,15 @@ class Draft:
     q: torch.Tensor | None  # [len(tokens), V] draft probabilities, or None (prompt lookup)
 
 
+class Drafter(Protocol):
+    needs_hidden: bool  # propose() reads `hidden`: decode calls it only once the target has run
+
+    def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
+                generator: torch.Generator | None) -> Draft:
+        """At most k tokens after `context`; sample from the draft distribution or take its argmax."""
+        ...
+
+
 def _pick(logits: torch.Tensor, sample: bool, generator: torch.Generator | None) -> tuple[int, torch.Tensor]:
     probs = torch.softmax(logits.float(), dim=-1)
     token = int(torch.multinomial(probs, 1, generator=generator)) if sample else int(logits.argmax())
@@ -36,6 +52,8 @@ def _pick(logits: torch.Tensor, sample: bool, generator: torch.Generator | None)
 
 
 class AssistantDrafter:
+    needs_hidden = False
+
     def __init__(self, model: Model, static_max_len: int | None = None, slack: int = 8):
         self.model = model
         self.caches: list[LayerCache] = model.new_caches(static_max_len=static_max_len, slack=slack)
@@ -59,8 +77,8 @@ class AssistantDrafter:
         self.seen = list(context)
         return out.logits[-1]
 
-    def propose(self, context: list[int], k: int, sample: bool = False,
-                generator: torch.Generator | None = None, **_) -> Draft:
+    def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
+                generator: torch.Generator | None) -> Draft:
         logits = self._sync(context)
         tokens, probs = [], []
         for i in range(k):
@@ -76,10 +94,13 @@ class AssistantDrafter:
 
 
 class PromptLookupDrafter:
+    needs_hidden = False
+
     def __init__(self, max_ngram: int = 2, eos_token_id: int | None = None):
         self.max_ngram, self.eos = max_ngram, eos_token_id
 
-    def propose(self, context: list[int], k: int, **_) -> Draft:
+    def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
+                generator: torch.Generator | None) -> Draft:
         n_ctx = len(context)
         for n in range(min(self.max_ngram, n_ctx - 1), 0, -1):
             tail = context[-n:]
@@ -127,9 +148,11 @@ class MtpDrafter:
         self.done = 0  # positions fed to the MTP layer: 1 .. self.done
         self.forwards = 0
 
-    def propose(self, context: list[int], k: int, hidden: torch.Tensor | None = None, sample: bool = False,
-                generator: torch.Generator | None = None, **_) -> Draft:
+    def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
+                generator: torch.Generator | None) -> Draft:
         """Draft one token after `context` (x_0 .. x_{n-1}); `hidden` holds h_0 .. h_{n-2} at least."""
+        if hidden is None:
+            raise ValueError("MtpDrafter.propose needs the target's hidden states")
         n = len(context)
         start = self.done + 1  # next position to feed
         positions = torch.arange(start, n)
