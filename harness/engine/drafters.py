@@ -58,7 +58,6 @@ class AssistantDrafter:
         self.model = model
         self.caches: list[LayerCache] = model.new_caches(static_max_len=static_max_len, slack=slack)
         self.seen: list[int] = []  # tokens whose keys/values are in self.caches
-        self.forwards = 0
 
     def _sync(self, context: list[int]) -> torch.Tensor:
         """Rewind to the common prefix with `context`, feed the rest; return last logits."""
@@ -73,7 +72,6 @@ class AssistantDrafter:
             self.seen = self.seen[:common]
         new = context[common:]
         out = self.model.forward(torch.tensor(new), torch.arange(common, len(context)), self.caches)
-        self.forwards += 1
         self.seen = list(context)
         return out.logits[-1]
 
@@ -88,7 +86,6 @@ class AssistantDrafter:
             if i + 1 < k:
                 n = len(self.seen)
                 logits = self.model.forward(torch.tensor([token]), torch.tensor([n]), self.caches).logits[-1]
-                self.forwards += 1
                 self.seen.append(token)
         return Draft(tokens, torch.stack(probs))
 
@@ -146,7 +143,6 @@ class MtpDrafter:
         self.cfg = replace(cfg, layer_types=("full_attention",), rope_layers=(True,))  # one full-attention layer
         self.cache = _Shifted(FullCache(), 1)  # the MTP layer's first position is 1
         self.done = 0  # positions fed to the MTP layer: 1 .. self.done
-        self.forwards = 0
 
     def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
                 generator: torch.Generator | None) -> Draft:
@@ -164,7 +160,6 @@ class MtpDrafter:
         z = F.linear(torch.cat([e, g], dim=-1), w[p + "eh_proj.weight"])
         z = block(z, positions, w, p, self.cfg, 0, "full_attention", self.cache, use_moe=True)
         logits = self.target.head(rms_norm(z, w[p + "shared_head.norm.weight"], self.cfg.eps))
-        self.forwards += 1
         self.done = n - 1
         token, probs = _pick(logits[-1], sample, generator)
         return Draft([token][:k], probs[None][:k])
