@@ -18,15 +18,17 @@ What differs per family is data, read from config.json into `Config`:
 - MoE MLP (GLM-4.5 MTP layer): sigmoid router, top-k by score + correction bias,
   weights renormalised and scaled, plus a shared expert.
 
-Weights come straight from model.safetensors (safetensors only, never pickle). All math runs
-in the checkpoint dtype except norms and softmax, which run in fp32 like the reference
-implementations.
+Weights come straight from model.safetensors (safetensors only, never pickle) into `Weights`,
+under their checkpoint names and no others; the fused projections built from them are kept
+beside those names. All math runs in the checkpoint dtype except norms and softmax, which run
+in fp32 like the reference implementations.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,29 +137,42 @@ def apply_rope(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], interle
     return torch.cat((out.to(x.dtype), rest), dim=-1) if rest.shape[-1] else out.to(x.dtype)
 
 
-def linear(x: torch.Tensor, w: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+class Weights(dict[str, torch.Tensor]):
+    """A checkpoint's tensors under their names in model.safetensors, and nothing else. The
+    fused projections built from them are cached beside the mapping, once per weight set (a
+    Model built on the same Weights shares them); so the tensors are not to be replaced once
+    loaded: a fused copy would not follow."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor]):
+        super().__init__(tensors)
+        self._fused: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def fused(self, prefix: str, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """([W_a; W_b; ...], [b_a; b_b; ...]): the projections' weights and biases stacked by rows
+        (a missing bias as zeros), so that one matmul does len(names) small ones:
+            x [W_a; W_b]^T + [b_a; b_b] = [x W_a^T + b_a, x W_b^T + b_b]"""
+        key = prefix + "+".join(names)
+        if key not in self._fused:
+            weight = torch.cat([self[prefix + n + ".weight"] for n in names])
+            biases = [self.get(prefix + n + ".bias") for n in names]
+            bias = None
+            if any(b is not None for b in biases):
+                bias = torch.cat([b if b is not None else torch.zeros(self[prefix + n + ".weight"].shape[0])
+                                  for n, b in zip(names, biases, strict=True)])
+            self._fused[key] = weight, bias
+        return self._fused[key]
+
+
+def linear(x: torch.Tensor, w: Weights, name: str) -> torch.Tensor:
     return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
 
-def fused(w: dict[str, torch.Tensor], prefix: str, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The row-concatenation of several projections' weights (and biases), built once and kept
-    in `w` under a derived key: one matmul instead of len(names) small ones."""
-    key = prefix + "+".join(names)
-    if key not in w:
-        w[key] = torch.cat([w[prefix + n + ".weight"] for n in names])
-        biases = [w.get(prefix + n + ".bias") for n in names]
-        if any(b is not None for b in biases):
-            w[key + ".bias"] = torch.cat([b if b is not None else torch.zeros(w[prefix + n + ".weight"].shape[0])
-                                          for n, b in zip(names, biases, strict=True)])
-    return w[key], w.get(key + ".bias")
-
-
-def mlp(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
-    gate, up = F.linear(x, *fused(w, prefix, ("gate_proj", "up_proj"))).chunk(2, dim=-1)
+def mlp(x: torch.Tensor, w: Weights, prefix: str) -> torch.Tensor:
+    gate, up = F.linear(x, *w.fused(prefix, ("gate_proj", "up_proj"))).chunk(2, dim=-1)
     return linear(F.silu(gate) * up, w, prefix + "down_proj")
 
 
-def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -> torch.Tensor:
+def moe(x: torch.Tensor, w: Weights, prefix: str, cfg: Config) -> torch.Tensor:
     """Shared expert + top-k routed experts. Router: s = sigmoid(x W_r^T); experts chosen by
     top-k of (s + correction bias); weights s_topk / sum(s_topk) * scaling (single group)."""
     scores = torch.sigmoid(F.linear(x.float(), w[prefix + "gate.weight"].float()))
@@ -175,10 +190,10 @@ def moe(x: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config) -
     return out
 
 
-def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
+def attention(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg: Config,
               layer: int, kind: str, cache: LayerCache | None, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     t, hq, hkv = x.shape[0], cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-    q, k, v = F.linear(x, *fused(w, prefix, ("q_proj", "k_proj", "v_proj"))).split((hq, hkv, hkv), dim=-1)
+    q, k, v = F.linear(x, *w.fused(prefix, ("q_proj", "k_proj", "v_proj"))).split((hq, hkv, hkv), dim=-1)
     q = q.reshape(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
     k = k.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
@@ -202,7 +217,7 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tenso
     return linear(out.transpose(0, 1).reshape(t, -1), w, prefix + "o_proj")
 
 
-def block(x: torch.Tensor, positions: torch.Tensor, w: dict[str, torch.Tensor], prefix: str, cfg: Config,
+def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg: Config,
           layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False,
           rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     attn_prefix = prefix + "self_attn."
@@ -225,8 +240,9 @@ class Output:
 class Model:
     """Weights + config; `forward` runs tokens at given positions through per-layer caches."""
 
-    def __init__(self, cfg: Config, weights: dict[str, torch.Tensor], path: Path | None = None):
-        self.cfg, self.w, self.path = cfg, weights, path
+    def __init__(self, cfg: Config, weights: Mapping[str, torch.Tensor], path: Path | None = None):
+        self.cfg, self.path = cfg, path
+        self.w = weights if isinstance(weights, Weights) else Weights(weights)  # a Weights shares its fused cache
         prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in weights) else "model."
         self.prefix = prefix
 
