@@ -10,6 +10,7 @@ from safetensors import safe_open
 
 from harness.engine.decode import decode
 from harness.engine.drafters import MtpDrafter
+from harness.engine.model import Weights
 from harness.fixtures import load
 
 IDS = [1, 17, 42, 99, 7, 256, 3, 88, 120, 5]
@@ -42,3 +43,11 @@ def test_fused_projections_are_built_once_per_weight_set():
     assert bias is None  # llama: no q/k/v biases
     assert type(model)(model.cfg, model.w).w.fused(prefix, QKV)[0] is weight  # same weights, same cache
     assert torch.equal(weight, torch.cat([model.w[prefix + n + ".weight"] for n in QKV]))
+
+
+def test_a_missing_bias_is_fused_as_zeros_in_the_weights_dtype():
+    w = Weights({"a.weight": torch.ones(2, 3, dtype=torch.bfloat16), "a.bias": torch.ones(2, dtype=torch.bfloat16),
+                 "b.weight": torch.ones(1, 3, dtype=torch.bfloat16)})
+    weight, bias = w.fused("", ("a", "b"))
+    assert weight.shape == (3, 3) and bias.dtype == torch.bfloat16
+    assert bias.tolist() == [1.0, 1.0, 0.0]

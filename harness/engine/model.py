@@ -153,13 +153,13 @@ class Weights(dict[str, torch.Tensor]):
             x [W_a; W_b]^T + [b_a; b_b] = [x W_a^T + b_a, x W_b^T + b_b]"""
         key = prefix + "+".join(names)
         if key not in self._fused:
-            weight = torch.cat([self[prefix + n + ".weight"] for n in names])
+            weights = [self[prefix + n + ".weight"] for n in names]
             biases = [self.get(prefix + n + ".bias") for n in names]
             bias = None
             if any(b is not None for b in biases):
-                bias = torch.cat([b if b is not None else torch.zeros(self[prefix + n + ".weight"].shape[0])
-                                  for n, b in zip(names, biases, strict=True)])
-            self._fused[key] = weight, bias
+                bias = torch.cat([b if b is not None else w.new_zeros(w.shape[0])
+                                  for w, b in zip(weights, biases, strict=True)])
+            self._fused[key] = torch.cat(weights), bias
         return self._fused[key]
 
 
