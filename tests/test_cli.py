@@ -16,11 +16,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from report_sample import sample_results
 
 from harness.cli import diff_records, finish, main, pytest_problem
 from harness.env import env_key, fingerprint
 from harness.golden import GoldenStore, Record, RecordError
-from harness.report.sample import sample_results
 from harness.schema import Field, Outcome, Results, Status
 
 SUITE = textwrap.dedent("""

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from report_sample import HOSTILE, sample_results
 
 from harness.report import write_junit
 from harness.report.junit import xml_text
-from harness.report.sample import HOSTILE, sample_results
 from harness.schema import Outcome, Results, Status
 
 

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from harness.report import ResultsFileError, load_results, render, render_html
-from harness.report.charts import nice_domain, noise_band, relative_latency
-from harness.report.diffview import diff_view
-from harness.report.fmt import flatten, fmt_value, split_common
-from harness.report.sample import (
+from report_sample import (
     ACCEPTED_PER_STEP,
     BIAS_POINTS,
     HOSTILE,
     LATENCY,
     sample_results,
 )
+
+from harness.report import ResultsFileError, load_results, render, render_html
+from harness.report.charts import nice_domain, noise_band, relative_latency
+from harness.report.diffview import diff_view
+from harness.report.fmt import flatten, fmt_value, split_common
 from harness.schema import RESULTS_VERSION, Outcome, Results, Status
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_sample import ACCEPTED_PER_STEP, BIAS_POINTS, HOSTILE, LATENCY, sample_results
 
 from harness.report import render
-from harness.report.sample import ACCEPTED_PER_STEP, BIAS_POINTS, HOSTILE, LATENCY, sample_results
 from harness.schema import Results, Status
 
 CHROMIUM = Path(os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium"))

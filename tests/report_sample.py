@@ -1,9 +1,11 @@
 """A synthetic `Results` that exercises every part of the report: every status, every field
 kind, every known diff key, all three charts, and hostile strings in every text slot.
 
-Used by the report's own tests (HTML, browser, JUnit) and handy for looking at the page:
-    python -c "from pathlib import Path; from harness.report import render; \
-from harness.report.sample import sample_results; print(render(sample_results(), Path('reports/sample')))"
+Test data, not part of the package: the report's own tests (HTML, browser, JUnit, CLI) import
+it as `report_sample` (tests/ has no __init__.py, so pytest puts tests/ on sys.path). Handy for
+looking at the page, from the repository root:
+    PYTHONPATH=tests python -c "from pathlib import Path; from harness.report import render; \
+from report_sample import sample_results; print(render(sample_results(), Path('reports/sample')))"
 """
 
 from __future__ import annotations
