@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import shutil
 import subprocess
 import sys
@@ -33,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import ConfigError, HarnessConfig, load_config
-from harness.env import env_key, is_safe_key
-from harness.golden import GoldenStore, Record, RecordError
+from harness.env import env_key
+from harness.golden import GoldenStore, UnknownEnvError
 from harness.report import ResultsFileError, load_results, render, write_junit
-from harness.schema import Outcome, Results, Status
+from harness.schema import Outcome, Record, RecordError, Results, Status
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,41 +141,19 @@ def current_env_key(args: argparse.Namespace) -> str:
 
 
 def validate_env_key(store: GoldenStore, key: str, source: str, current: str | None = None) -> None:
-    """`key` must name a recorded env (or be `current`, the env being run); else list the known ones."""
-    if not is_safe_key(key):
-        raise UsageError(f"{source} {key!r} is not an env key (letters, digits, '.', '_', '-')")
-    known = store.env_keys()
-    if key in known or key == current:
-        return
-    listing = ", ".join(known) if known else "none"
-    raise UsageError(f"{source} {key!r}: no golden records for this env key under {store.root}; "
-                     f"known env keys: {listing}")
+    try:
+        store.require_env(key, source, current)
+    except UnknownEnvError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def preflight_records(store: GoldenStore, key: str) -> None:
     """Fail before running anything when a record of the baseline env cannot be read."""
-    for path in store.record_paths(key):
-        try:
-            read_record(path)
-        except RecordError as exc:
-            raise UsageError(f"corrupt golden record {exc}; fix or delete the file "
-                             "(or, if it is the current env's, rewrite it with `harness regen`)") from exc
-
-
-def read_record(path: Path) -> Record:
-    """One record file, validated; `RecordError` names the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RecordError(path, f"cannot read: {exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RecordError(path, f"corrupt JSON: {exc}") from exc
-    return Record.from_json(data, path)
-
-
-def env_records(store: GoldenStore, key: str) -> dict[tuple[str, str], Record]:
-    """(suite dir, file stem) -> record, for every record of one env."""
-    return {(p.parent.name, p.stem): read_record(p) for p in store.record_paths(key)}
+        store.env_records(key)
+    except RecordError as exc:
+        raise UsageError(f"corrupt golden record {exc}; fix or delete the file "
+                         "(or, if it is the current env's, rewrite it with `harness regen`)") from exc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -475,11 +452,11 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         ran = load_results(results_path).meta.get("env_key") if results_path.exists() else key
         if ran != key:
             raise UsageError(f"the suites ran as env {ran!r}, expected {key!r}; nothing was written")
-        new = env_records(scratch.store, key)
+        new = scratch.store.env_records(key)
         old: dict[tuple[str, str], Record | RecordError] = {}
         for path in project.store.record_paths(key):
             try:
-                old[(path.parent.name, path.stem)] = read_record(path)
+                old[(path.parent.name, path.stem)] = project.store.read_file(path)
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
         complete = rc == 0 and not extra
@@ -508,38 +485,20 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b: str) -> Results:
-    """Every field of every record of B against A's, with the plugin's policies (per-case Holm at
-    alpha / number of compared cases). Present in B only -> new; in A only -> skipped."""
+    """Every record of B against A's through the checking core (per-case Holm at alpha / number
+    of compared cases, as a live run decides per test)."""
     from harness import stats
-    from harness.compare import Policy, compare_field, decide_with_holm
+    from harness.checking import compare_records
 
-    records_a, records_b = env_records(store, key_a), env_records(store, key_b)
-    both = set(records_a) & set(records_b)
-    alpha = stats.per_test_alpha(settings.alpha, len(both))
-    outcomes: list[Outcome] = []
-    for key in sorted(set(records_a) | set(records_b)):
-        a, b = records_a.get(key), records_b.get(key)
-        if a is None or b is None:
-            record, status, where = (b, Status.NEW, key_b) if a is None else (a, Status.SKIPPED, key_a)
-            other = key_a if a is None else key_b
-            for name, f in record.fields.items():
-                outcomes.append(Outcome(record.suite, record.case, name, f.kind, status,
-                                        f"record only in {where}; none in {other}",
-                                        "record-added" if a is None else "record-removed"))
-            continue
-        policy = Policy(alpha=alpha, thresholds=settings.thresholds, observed_env=b.env, baseline_env=a.env)
-        comparisons = {name: compare_field(name, f, a.fields.get(name), policy) for name, f in b.fields.items()}
-        names = list(comparisons)  # Holm within one case, as the plugin does within one test
-        decided = decide_with_holm([(comparisons[n], b.fields[n], a.fields.get(n), policy) for n in names], alpha)
-        comparisons = dict(zip(names, decided, strict=True))
-        outcomes += [c.outcome(b.suite, b.case) for c in comparisons.values()]
-        outcomes += [Outcome(a.suite, a.case, name, f.kind, Status.SKIPPED, f"field only in {key_a}; none in {key_b}",
-                             "field-removed") for name, f in a.fields.items() if name not in b.fields]
-    env_b = store.env_of(key_b) or {}
+    records_a, records_b = store.env_records(key_a), store.env_records(key_b)
+    compared = len(set(records_a) & set(records_b))
+    alpha = stats.per_test_alpha(settings.alpha, compared)
+    outcomes = compare_records(records_a, records_b, alpha=alpha, thresholds=settings.thresholds,
+                               name_a=key_a, name_b=key_b)
     meta = {"command": "harness compare", "env_key": key_b, "baseline_key": key_a, "alpha": settings.alpha,
-            "alpha_per_test": alpha, "compared_cases": len(both), "golden_dir": str(store.root),
+            "alpha_per_test": alpha, "compared_cases": compared, "golden_dir": str(store.root),
             "multiple_testing": "Bonferroni across cases (alpha/m), Holm within a case"}
-    return Results(env=env_b, baseline_env=store.env_of(key_a), outcomes=outcomes, meta=meta)
+    return Results(env=store.env_of(key_b) or {}, baseline_env=store.env_of(key_a), outcomes=outcomes, meta=meta)
 
 
 def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:

@@ -1,16 +1,16 @@
 """Field kinds and how each is compared: pure functions, no model loading, no I/O.
 
 `compare_field(name, observed, baseline, policy)` dispatches on the field's kind to one
-`compare_<kind>` function and returns a `Comparison` (status, one-line detail with old vs new,
-category, structured diff, and the p-value for the statistical kinds). `Comparison.outcome`
-turns it into a `schema.Outcome` once the suite and case are known.
+`compare_<kind>` function and returns a `schema.Outcome` for that field (status, one-line detail
+with old vs new, `Category`, structured diff, and the p-value for the statistical kinds); the
+checking core (harness/checking.py) fills in the suite, case and side it was compared against.
 
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
 | exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression |
 | tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (either side's) is below the tie epsilon of the coarser dtype, between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
-| rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha |
+| rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
 | latency      | {"samples": [...], "calibration": x}    | samples / median(calibration); one-sided Mann-Whitney shift beyond (1 + tolerance) at alpha; only on the same hardware class and dtype |
 | capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
@@ -33,9 +33,7 @@ from deepdiff import DeepDiff
 from harness import stats
 from harness.config import Thresholds
 from harness.env import hardware_class, numerics_differences
-from harness.schema import Field, Outcome, Status
-
-STATISTICAL_KINDS = ("rate", "distribution", "latency")
+from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype; tests/test_compare.py checks this
 # table against torch itself.
@@ -72,30 +70,10 @@ class Policy:
         return replace(self, alpha=alpha)
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """The verdict on one field. `p_value` is set for the statistical kinds only."""
-
-    field: str
-    kind: str
-    status: Status
-    detail: str = ""
-    category: str = ""
-    diff: dict[str, Any] = field(default_factory=dict)
-    p_value: float | None = None
-
-    def outcome(self, suite: str, case: str, against: str = "baseline") -> Outcome:
-        return Outcome(
-            suite=suite,
-            case=case,
-            field=self.field,
-            kind=self.kind,
-            status=self.status,
-            detail=self.detail,
-            category=self.category,
-            diff=self.diff,
-            against=against,
-        )
+def verdict(name: str, kind: str, status: Status, detail: str = "", category: Category | str = Category.NONE,
+            diff: dict[str, Any] | None = None, p_value: float | None = None) -> Outcome:
+    """The outcome of comparing one field (suite and case are filled in by the checking core)."""
+    return Outcome("", "", name, kind, status, detail, category, dict(diff or {}), p_value=p_value)
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -116,14 +94,14 @@ def _coarser(a: str, b: str) -> str:
 # exact
 
 
-def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression."""
     diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
     if not diff:
-        return Comparison(name, "exact", Status.PASS, "identical")
+        return verdict(name, "exact", Status.PASS, "identical")
     lines = diff.pretty().splitlines()
     detail = "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
-    return Comparison(
+    return verdict(
         name, "exact", Status.REGRESSION, detail, "real-change", {"deepdiff": json.loads(diff.to_json())}
     )
 
@@ -161,7 +139,7 @@ def _margin_at(margins: list[float] | None, step: int) -> float | None:
     return float(margins[step])
 
 
-def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Greedy ids must match exactly. At the first divergence (step i) of a row:
 
     tie-flip (pass) iff  min(margin_obs[i], margin_base[i]) < eps(coarser dtype)  and the envs'
@@ -171,7 +149,7 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
     """
     obs_rows, base_rows = _rows(observed.value), _rows(baseline.value)
     if len(obs_rows) != len(base_rows):
-        return Comparison(
+        return verdict(
             name, "tokens", Status.REGRESSION,
             f"batch size changed: old {len(base_rows)} rows vs new {len(obs_rows)}", "real-change",
             {"rows_old": len(base_rows), "rows_new": len(obs_rows)},
@@ -196,7 +174,7 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
             "tie_flip": tie,
         })
     if not divergences:
-        return Comparison(name, "tokens", Status.PASS, "identical")
+        return verdict(name, "tokens", Status.PASS, "identical")
     diff = {"divergences": divergences, "numerics_differ": differs}
     real = [d for d in divergences if not d["tie_flip"]]
     first = (real or divergences)[0]
@@ -210,12 +188,12 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
         else:
             why = f"margin {first['margin']:.3g} >= tie eps {eps:g} for {dtype}"
         detail = f"tokens differ from {where}: {change} ({why})"
-        return Comparison(name, "tokens", Status.REGRESSION, detail, "real-change", diff)
+        return verdict(name, "tokens", Status.REGRESSION, detail, "real-change", diff)
     detail = (
         f"tie-flip at {where}: {change}, margin {first['margin']:.3g} < tie eps {eps:g} for {dtype} "
         f"(numerics differ in {', '.join(differs)})"
     )
-    return Comparison(name, "tokens", Status.PASS, detail, "tie-flip", diff)
+    return verdict(name, "tokens", Status.PASS, detail, "tie-flip", diff)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,7 +205,7 @@ def tensor_tolerance(dtype: str) -> tuple[float, float]:
     return TOLERANCES.get(dtype, TOLERANCES["fp32"])
 
 
-def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Elementwise ``|new - old| <= atol + rtol*|old|`` with torch.testing's defaults for the
     coarser of the two dtypes; when the envs' numerics differ, plus ``k * u(dtype) * max|old|``
     (k = thresholds.tensor_cross_env_ulps), because low-precision errors scale with the tensor's
@@ -236,9 +214,9 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
         new = np.asarray(observed.value, dtype=float)
         old = np.asarray(baseline.value, dtype=float)
     except (TypeError, ValueError) as exc:
-        return Comparison(name, "tensor", Status.REGRESSION, f"not a numeric tensor: {exc}", "real-change")
+        return verdict(name, "tensor", Status.REGRESSION, f"not a numeric tensor: {exc}", "real-change")
     if new.shape != old.shape:
-        return Comparison(
+        return verdict(
             name, "tensor", Status.REGRESSION, f"shape changed: old {list(old.shape)} vs new {list(new.shape)}",
             "real-change", {"shape_old": list(old.shape), "shape_new": list(new.shape)},
         )
@@ -263,9 +241,9 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
         "max_rel_err": max_rel, "mismatched": int(bad.sum()), "total": int(err.size),
     }
     if not bad.any():
-        category = "" if max_abs == 0 else "within-tolerance"
+        category = Category.NONE if max_abs == 0 else Category.TOLERATED_DRIFT
         detail = "identical" if max_abs == 0 else f"within tolerance ({dtype}): max abs err {max_abs:.3g}"
-        return Comparison(name, "tensor", Status.PASS, detail, category, diff)
+        return verdict(name, "tensor", Status.PASS, detail, category, diff)
     index = np.unravel_index(int(np.argmax(np.where(bad, err - allowed, -np.inf))), err.shape)
     diff["worst_index"] = [int(i) for i in index]
     detail = (
@@ -273,7 +251,7 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
         f"at {list(diff['worst_index'])} old {old[index]:.6g} vs new {new[index]:.6g}; "
         f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}"
     )
-    return Comparison(name, "tensor", Status.REGRESSION, detail, "real-change", diff)
+    return verdict(name, "tensor", Status.REGRESSION, detail, "real-change", diff)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -287,10 +265,14 @@ def _rate(f: Field, side: str) -> tuple[int, int]:
     return int(value["k"]), int(value["n"])
 
 
-def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Acceptance-style counts k/n vs the baseline's: two-sided Fisher exact test
-    (`stats.two_proportion_test`) at policy.alpha. False-alarm rate <= alpha (exact test)."""
+    (`stats.two_proportion_test`) at policy.alpha. Against an exact probability (baseline value
+    ``{"p": x}``, e.g. the engine's acceptance probability): two-sided binomial test of k out of n
+    at p = x (`stats.binomial_test`). False-alarm rate <= alpha (both tests are exact)."""
     k1, n1 = _rate(observed, "observed")
+    if isinstance(baseline.value, dict) and "p" in baseline.value:
+        return _rate_vs_probability(name, k1, n1, float(baseline.value["p"]), policy)
     k2, n2 = _rate(baseline, "baseline")
     test = stats.two_proportion_test(k1, n1, k2, n2)
     diff = {
@@ -300,9 +282,22 @@ def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) ->
     text = f"old {k2}/{n2} = {test.p2:.4f} vs new {k1}/{n1} = {test.p1:.4f} (p = {test.p_value:.3g}, alpha {policy.alpha:.3g})"
     if test.p_value < policy.alpha:
         category = "rate-up" if test.difference > 0 else "rate-down"
-        return Comparison(name, "rate", Status.REGRESSION, f"rate changed: {text}", category, diff, test.p_value)
+        return verdict(name, "rate", Status.REGRESSION, f"rate changed: {text}", category, diff, test.p_value)
     category = "" if (k1, n1) == (k2, n2) else "within-noise"
-    return Comparison(name, "rate", Status.PASS, text, category, diff, test.p_value)
+    return verdict(name, "rate", Status.PASS, text, category, diff, test.p_value)
+
+
+def _rate_vs_probability(name: str, k: int, n: int, p: float, policy: Policy) -> Outcome:
+    test = stats.binomial_test(k, n, p, confidence=1 - policy.alpha)
+    diff = {"new": {"k": k, "n": n, "rate": k / n}, "exact": p, "p_value": test.p_value, "alpha": policy.alpha,
+            "ci": [test.low, test.high]}
+    text = (f"{k}/{n} = {k / n:.4f} vs exact {p:.4f} (binomial p = {test.p_value:.3g}, alpha {policy.alpha:.3g}; "
+            f"{1 - policy.alpha:.4g} CI [{test.low:.4f}, {test.high:.4f}])")
+    if test.p_value < policy.alpha:
+        category = "rate-up" if k / n > p else "rate-down"
+        return verdict(name, "rate", Status.REGRESSION, f"rate differs from the exact probability: {text}",
+                       category, diff, test.p_value)
+    return verdict(name, "rate", Status.PASS, text, "", diff, test.p_value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -341,7 +336,7 @@ def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[s
     return {"expected_tv_vs_baseline": tv, "expected_tv_allowed": allowed}
 
 
-def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine):
     G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
     p = 0 if a draw hit a zero-probability value),
@@ -373,21 +368,21 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
         text = f"n={n}, G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f} <= {tv_ucb:.4f}"
         if test.p_value < alpha:
             why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
-            return Comparison(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
+            return verdict(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
         if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
             detail = (f"exact distribution changed: TV(old expected, new expected) = "
                       f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
-            return Comparison(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
+            return verdict(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
         tv_max = policy.thresholds.tv_max
         if tv_ucb > tv_max and tv_max > 0:
             need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
             diff["samples_needed"] = need
-            return Comparison(
+            return verdict(
                 name, "distribution", Status.PASS,
                 f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}",
                 "underpowered", diff, test.p_value,
             )
-        return Comparison(name, "distribution", Status.PASS, f"fits: {text}", "", diff, test.p_value)
+        return verdict(name, "distribution", Status.PASS, f"fits: {text}", "", diff, test.p_value)
     new, old, keys = _aligned(observed.value, baseline.value)
     test = stats.g_test_two_sample(new, old, alpha=alpha)
     tv_hat = stats.tv_distance(new, old) if new.sum() and old.sum() else 0.0
@@ -396,8 +391,8 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
             "alpha": alpha, "tv": tv_hat, "n_old": int(old.sum()), "n_new": int(new.sum()), "support": keys}
     text = f"old n={int(old.sum())} vs new n={int(new.sum())}: G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f}"
     if test.p_value < alpha:
-        return Comparison(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
-    return Comparison(name, "distribution", Status.PASS, text, "", diff, test.p_value)
+        return verdict(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
+    return verdict(name, "distribution", Status.PASS, text, "", diff, test.p_value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -418,7 +413,7 @@ def _normalised_samples(f: Field, side: str) -> np.ndarray:
     return samples / cal
 
 
-def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Timing samples divided by the in-run calibration (median), compared only when both envs have
     the same hardware class (`env.hardware_class`) and dtype, else skipped with the reason.
 
@@ -428,10 +423,10 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     tolerance boundary, lower inside it)."""
     obs_env, base_env = policy.observed_env, policy.baseline_env
     if not obs_env or not base_env:
-        return Comparison(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
+        return verdict(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
     hw_new, hw_old = hardware_class(obs_env), hardware_class(base_env)
     if hw_new != hw_old or obs_env.get("dtype") != base_env.get("dtype"):
-        return Comparison(
+        return verdict(
             name, "latency", Status.SKIPPED,
             f"latency is compared on the same hardware class and dtype only: old {hw_old} {base_env.get('dtype')} "
             f"vs new {hw_new} {obs_env.get('dtype')}",
@@ -447,10 +442,10 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     text = (f"old median {np.median(old):.4g} vs new {np.median(new):.4g} (x{test.ratio:.3f}; tolerance "
             f"{tol:.0%}; p slower {test.p_slower:.3g}, p faster {test.p_faster:.3g}, alpha {policy.alpha:.3g})")
     if test.p_slower < policy.alpha:
-        return Comparison(name, "latency", Status.REGRESSION, f"slower: {text}", "slowdown", diff, test.p_slower)
+        return verdict(name, "latency", Status.REGRESSION, f"slower: {text}", "slowdown", diff, test.p_slower)
     if test.p_faster < policy.alpha:
-        return Comparison(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
-    return Comparison(name, "latency", Status.PASS, text, "", diff, test.p_slower)
+        return verdict(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
+    return verdict(name, "latency", Status.PASS, text, "", diff, test.p_slower)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -467,28 +462,28 @@ def _features(value: Any, name: str) -> set[str] | None:
     return None
 
 
-def compare_capability(name: str, observed: Field, baseline: Field, policy: Policy) -> Comparison:
+def compare_capability(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Feature sets (True flags, or listed names): added / removed -> changed with category
     feature-added / feature-removed (removed wins when both); never a regression."""
     new, old = _features(observed.value, name), _features(baseline.value, name)
     if new is None or old is None:
         diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
         if not diff:
-            return Comparison(name, "capability", Status.PASS, "unchanged")
-        return Comparison(name, "capability", Status.CHANGED, "; ".join(diff.pretty().splitlines()[:3]),
+            return verdict(name, "capability", Status.PASS, "unchanged")
+        return verdict(name, "capability", Status.CHANGED, "; ".join(diff.pretty().splitlines()[:3]),
                           "capability-changed", {"deepdiff": json.loads(diff.to_json())})
     added, removed = sorted(new - old), sorted(old - new)
     if not added and not removed:
-        return Comparison(name, "capability", Status.PASS, "unchanged")
+        return verdict(name, "capability", Status.PASS, "unchanged")
     parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
     category = "feature-removed" if removed else "feature-added"
-    return Comparison(name, "capability", Status.CHANGED, "; ".join(parts), category, {"added": added, "removed": removed})
+    return verdict(name, "capability", Status.CHANGED, "; ".join(parts), category, {"added": added, "removed": removed})
 
 
 # ----------------------------------------------------------------------------------------------
 # dispatch
 
-COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Comparison]] = {
+COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "exact": compare_exact,
     "tokens": compare_tokens,
     "tensor": compare_tensor,
@@ -499,24 +494,24 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Comparison]] = {
 }
 
 
-def compare_field(name: str, observed: Field, baseline: Field | None, policy: Policy | None = None) -> Comparison:
+def compare_field(name: str, observed: Field, baseline: Field | None, policy: Policy | None = None) -> Outcome:
     """Compare one observed field with its baseline (a golden record's field, or the reference
     engine's). No baseline -> new; a different kind -> changed ("kind-changed"); a malformed value
     -> regression ("invalid-value") with the reason, never an exception."""
     policy = policy or Policy()
     if baseline is None:
-        return Comparison(name, observed.kind, Status.NEW, "no baseline record", "", {"new": _short(observed.value)})
+        return verdict(name, observed.kind, Status.NEW, "no baseline record", "", {"new": _short(observed.value)})
     if baseline.kind != observed.kind:
-        return Comparison(name, observed.kind, Status.CHANGED,
+        return verdict(name, observed.kind, Status.CHANGED,
                           f"kind changed: old {baseline.kind} vs new {observed.kind}", "kind-changed",
                           {"kind_old": baseline.kind, "kind_new": observed.kind})
     try:
         return COMPARATORS[observed.kind](name, observed, baseline, policy)
     except (ValueError, TypeError, KeyError) as exc:
-        return Comparison(name, observed.kind, Status.REGRESSION, f"cannot compare: {exc}", "invalid-value")
+        return verdict(name, observed.kind, Status.REGRESSION, f"cannot compare: {exc}", "invalid-value")
 
 
-def decide_with_holm(checks: Sequence[tuple[Comparison, Field, Field | None, Policy]], alpha: float) -> list[Comparison]:
+def decide_with_holm(checks: Sequence[tuple[Outcome, Field, Field | None, Policy]], alpha: float) -> list[Outcome]:
     """Re-decide the statistical comparisons among `checks` (comparison, observed, baseline, policy)
     with Holm's procedure at `alpha`: a check is rejected iff its Holm-adjusted p <= alpha, i.e. it
     is decided at alpha * p / p~. Non-statistical comparisons are returned unchanged, in order."""

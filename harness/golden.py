@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.schema import KINDS, SCHEMA_VERSION, Field
+from harness.schema import Field, Record, RecordError
 
 try:  # POSIX
     import fcntl
@@ -41,15 +41,6 @@ except ImportError:  # pragma: no cover - Windows: no inter-process lock, single
 FLOAT_DIGITS = 8  # significant digits kept for every float in a record
 RECORD_SUFFIX = ".json"
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._=+-]+")
-
-
-class RecordError(Exception):
-    """A golden record that cannot be used. The message starts with the file's path."""
-
-    def __init__(self, path: Path | str, reason: str):
-        self.path = Path(path)
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -113,52 +104,6 @@ def dumps(data: Any) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # records
-
-
-@dataclass
-class Record:
-    """One case's observed fields in one environment."""
-
-    suite: str
-    case: str
-    env: dict[str, Any]
-    fields: dict[str, Field] = field(default_factory=dict)
-    schema: int = SCHEMA_VERSION
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "suite": self.suite,
-            "case": self.case,
-            "env": self.env,
-            "fields": {name: f.to_json() for name, f in self.fields.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, path: Path | str, suite: str | None = None, case: str | None = None) -> Record:
-        """Validate and build; every problem is a `RecordError` naming `path`."""
-        if not isinstance(data, dict):
-            raise RecordError(path, f"a record must be a JSON object, got {type(data).__name__}")
-        schema = data.get("schema")
-        if schema != SCHEMA_VERSION:
-            raise RecordError(path, f"unknown schema version {schema!r} (this harness reads schema {SCHEMA_VERSION})")
-        for key in ("suite", "case", "env", "fields"):
-            if key not in data:
-                raise RecordError(path, f"missing key {key!r}")
-        if case is not None and data["case"] != case:
-            raise RecordError(path, f"record is for case {data['case']!r}, expected case {case!r}")
-        if suite is not None and data["suite"] != suite:
-            raise RecordError(path, f"record is for suite {data['suite']!r}, expected suite {suite!r}")
-        if not isinstance(data["env"], dict) or not isinstance(data["fields"], dict):
-            raise RecordError(path, "'env' and 'fields' must be JSON objects")
-        fields: dict[str, Field] = {}
-        for name, raw in data["fields"].items():
-            if not isinstance(raw, dict) or "kind" not in raw or "value" not in raw:
-                raise RecordError(path, f"field {name!r} needs 'kind' and 'value'")
-            if raw["kind"] not in KINDS:
-                raise RecordError(path, f"field {name!r} has unknown kind {raw['kind']!r}")
-            fields[name] = Field.from_json(raw)
-        return cls(suite=data["suite"], case=data["case"], env=data["env"], fields=fields, schema=schema)
 
 
 @dataclass(frozen=True)
@@ -227,6 +172,10 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+class UnknownEnvError(ValueError):
+    """An env key that is malformed or has no records; the message lists the known keys."""
+
+
 class GoldenStore:
     """Records under `root`: ``root/<env-key>/<suite>/<case>.json``."""
 
@@ -257,20 +206,39 @@ class GoldenStore:
     def records(self, env_key: str) -> Iterator[Record]:
         """Every record of one env (each validated against its path)."""
         for path in self.record_paths(env_key):
-            yield self._load_file(path)
+            yield self.read_file(path)
 
-    def _load_file(self, path: Path) -> Record:
+    def read_file(self, path: Path) -> Record:
         """A record found by listing: its suite and (sanitised) case must match its path."""
         record = self._load(path, suite=None, case=None)
         if safe_name(record.suite) != path.parent.name or safe_name(record.case) != path.stem:
             raise RecordError(path, f"record is for {record.suite}/{record.case}, which does not belong at this path")
         return record
 
+    def require_env(self, key: str, source: str, current: str | None = None) -> None:
+        """`key` (given by `source`, e.g. "--baseline") must name a recorded env, or be `current`,
+        the env being run; else `UnknownEnvError` listing the known keys."""
+        from harness.env import is_safe_key
+
+        if not is_safe_key(key):
+            raise UnknownEnvError(f"{source} {key!r} is not an env key (letters, digits, '.', '_', '-')")
+        known = self.env_keys()
+        if key in known or key == current:
+            return
+        listing = ", ".join(known) if known else "none"
+        raise UnknownEnvError(f"{source} {key!r}: no golden records for this env key under {self.root}; "
+                              f"known env keys: {listing}")
+
+    def env_records(self, env_key: str) -> dict[tuple[str, str], Record]:
+        """(suite dir, file stem) -> record, for every record of one env (`RecordError` on the
+        first unreadable one)."""
+        return {(p.parent.name, p.stem): self.read_file(p) for p in self.record_paths(env_key)}
+
     def env_of(self, env_key: str) -> dict[str, Any] | None:
         """The fingerprint stored in the env's first readable record (None if it has none)."""
         for path in self.record_paths(env_key):
             try:
-                return self._load_file(path).env
+                return self.read_file(path).env
             except RecordError:
                 continue
         return None
@@ -282,6 +250,8 @@ class GoldenStore:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise RecordError(path, f"cannot read: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise RecordError(path, f"corrupt JSON: {exc}") from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

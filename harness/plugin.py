@@ -1,4 +1,5 @@
-"""pytest plugin (pytest11 entry point ``harness``): options, the `golden` fixture, results.json.
+"""pytest plugin (pytest11 entry point ``harness``): options, fixtures, hooks. No decisions here:
+each test's fields are judged by the checking core (harness/checking.py `CaseCheck`).
 
 Options (group "harness"):
   --force-regen          rewrite the current env's records; the summary lists what changed
@@ -15,7 +16,8 @@ Options (group "harness"):
                          the `harness_env` fixture (``--harness-threads N`` also calls
                          ``torch.set_num_threads(N)``)
 
-A suite uses the fixture like::
+Fixtures: `golden` (the checks of one test), `harness_env` (the run's fingerprint and key),
+`harness_config` (the project's `[tool.harness]`, loaded once per process). A suite reads::
 
     def test_greedy(case, golden):
         ids, margins = run(case)
@@ -27,14 +29,13 @@ parametrize id (the function name when not parametrized); the suite is the modul
 record is written (normal run: only fields the record lacks; --force-regen: every changed field)
 and a `regression` fails the test with field, old vs new.
 
-False alarms. The run's family-wise false-alarm rate is ``alpha`` ([tool.harness] alpha): each of
-the m collected tests that use `golden` decides its statistical checks (rate, distribution,
-latency) with Holm's procedure at level ``alpha / m`` (union bound over tests, Holm within one), so
-P(any statistical regression in a run without a real change) <= alpha.
+False alarms: each of the m collected tests that use `golden` is one case whose statistical checks
+are decided with Holm's procedure at ``alpha / m`` ([tool.harness] alpha), so P(any statistical
+regression in a run without a real change) <= alpha.
 
-results.json (schema.Results): env, baseline_env, every outcome, meta (alpha, per-test alpha, m,
-argv, duration, keys, records written). Under pytest-xdist each worker sends its outcomes to the
-controller (``config.workeroutput`` -> ``pytest_testnodedown``); only the controller writes.
+results.json (schema.Results): env, baseline_env, every outcome, meta. Under pytest-xdist each
+worker sends its outcomes to the controller (``config.workeroutput`` -> ``pytest_testnodedown``);
+only the controller writes.
 """
 
 from __future__ import annotations
@@ -42,25 +43,32 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import stats
-from harness.compare import Comparison, Policy, compare_field, decide_with_holm
+from harness.checking import CaseCheck, Rules
 from harness.config import ConfigError, HarnessConfig, load_config
-from harness.env import canonical_dtype, env_key, fingerprint, is_safe_key
-from harness.golden import GoldenStore, Record, RecordError, WriteReport, atomic_write_json, normalize_field
-from harness.schema import Field, Outcome, Results, Status
+from harness.env import canonical_dtype, env_key, fingerprint
+from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json
+from harness.schema import (
+    STATISTICAL_KINDS,
+    Category,
+    Field,
+    Observation,
+    Outcome,
+    Record,
+    RecordError,
+    Results,
+    Status,
+    count_statuses,
+)
 
 PLUGIN_NAME = "harness-session"
 WORKER_KEY = "harness"
-
-
-# ----------------------------------------------------------------------------------------------
-# options
 
 
 def _add(group: Any, *names: str, **kwargs: Any) -> None:
@@ -91,10 +99,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
          help="torch.set_num_threads(N) for the run (0: leave torch's default)")
 
 
-# ----------------------------------------------------------------------------------------------
-# run-level state
-
-
 @dataclass(frozen=True)
 class RunEnv:
     """What the suites need to know about the run's numerics (the `harness_env` fixture)."""
@@ -105,15 +109,9 @@ class RunEnv:
     device: str
     attn_implementation: str
 
-    @property
-    def torch_dtype(self) -> Any:
-        import torch
-
-        return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}[self.dtype]
-
 
 class HarnessSession:
-    """One pytest run (or one xdist worker's share of it)."""
+    """One pytest run (or one xdist worker's share of it): settings, store, env, outcomes."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -149,9 +147,11 @@ class HarnessSession:
         self._run_env: RunEnv | None = None
         self._worker_envs: list[dict[str, Any]] = []
         if self.requested_baseline and not self.is_worker:
-            self._check_baseline(self.requested_baseline)
+            try:
+                self.store.require_env(self.requested_baseline, "--baseline", current=self.run_env.key)
+            except UnknownEnvError as exc:
+                raise pytest.UsageError(str(exc)) from exc
 
-    # environment ---------------------------------------------------------------------------
     @property
     def run_env(self) -> RunEnv:
         if self._run_env is None:
@@ -166,26 +166,10 @@ class HarnessSession:
     def baseline_key(self) -> str:
         return self.requested_baseline or self.run_env.key
 
-    @property
-    def regen_in_place(self) -> bool:
-        """--force-regen against the current env's own records: differences are the regen."""
-        return self.force_regen and self.baseline_key == self.run_env.key
-
-    def _check_baseline(self, key: str) -> None:
-        if not is_safe_key(key):
-            raise pytest.UsageError(f"--baseline {key!r} is not an env key (letters, digits, '.', '_', '-')")
-        known = self.store.env_keys()
-        if key in known or key == self.run_env.key:
-            return
-        listing = ", ".join(known) if known else "none"
-        raise pytest.UsageError(
-            f"--baseline {key!r}: no golden records for this env key under {self.store.root}; available env keys: {listing}"
-        )
-
-    @property
-    def test_alpha(self) -> float:
-        """Each golden test's share of the run's family-wise alpha: alpha / m."""
-        return stats.per_test_alpha(self.settings.alpha, self.golden_tests)
+    def rules(self) -> Rules:
+        return Rules(alpha=stats.per_test_alpha(self.settings.alpha, self.golden_tests),
+                     thresholds=self.settings.thresholds, env=self.run_env.fingerprint, strict=self.strict,
+                     regen=self.force_regen and self.baseline_key == self.run_env.key, baseline_key=self.baseline_key)
 
     # hooks ---------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -193,34 +177,29 @@ class HarnessSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
-        case: GoldenCase | None = item.stash.get(GOLDEN_KEY, None)
+        golden: Golden | None = item.stash.get(GOLDEN_KEY, None)
         try:
             result = yield
         except BaseException:
-            if case is not None:
-                case.finish()
+            if golden is not None:
+                golden.finish()
             raise
-        if case is not None:
-            message = case.finish()
+        if golden is not None:
+            message = golden.finish()
             if message:
                 pytest.fail(message, pytrace=False)
         return result
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
-            payload = {
-                "outcomes": [o.to_json() for o in self.outcomes],
-                "writes": self.writes,
-                "golden_tests": self.golden_tests,
-                "env": self._run_env.fingerprint if self._run_env else None,
-            }
+            payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes,
+                       "golden_tests": self.golden_tests, "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
         if not self.outcomes and not self.golden_tests:
             return  # no golden checks in this run: leave any previous results.json alone
-        results = self.results()
         try:
-            atomic_write_json(self.results_path, results.to_json())
+            atomic_write_json(self.results_path, self.results().to_json())
         except OSError as exc:
             sys.stderr.write(f"harness: cannot write {self.results_path}: {exc}\n")
 
@@ -236,15 +215,17 @@ class HarnessSession:
         if payload.get("env"):
             self._worker_envs.append(payload["env"])
 
+    def _env(self) -> dict[str, Any]:
+        return self._worker_envs[0] if self._worker_envs else self.run_env.fingerprint
+
     def results(self) -> Results:
-        env = self._worker_envs[0] if self._worker_envs else self.run_env.fingerprint
+        env = self._env()
         key = env_key(env)
         baseline_key = self.requested_baseline or key
         baseline_env = env if baseline_key == key else self.store.env_of(baseline_key)
-        ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         meta = {
             "alpha": self.settings.alpha,
-            "alpha_per_test": self.test_alpha,
+            "alpha_per_test": stats.per_test_alpha(self.settings.alpha, self.golden_tests),
             "golden_tests": self.golden_tests,
             "multiple_testing": "Bonferroni across tests (alpha/m), Holm within a test",
             "argv": list(self.config.invocation_params.args),
@@ -256,36 +237,34 @@ class HarnessSession:
             "golden_dir": str(self.store.root),
             "writes": merged_writes(self.writes),
         }
+        ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or (not self.outcomes and not self.golden_tests):
             return
-        counts = {s.value: 0 for s in Status}
         categories: dict[str, int] = {}
         for outcome in self.outcomes:
-            counts[outcome.status.value] += 1
             if outcome.category:
-                categories[outcome.category] = categories.get(outcome.category, 0) + 1
+                categories[outcome.category.value] = categories.get(outcome.category.value, 0) + 1
         tr = terminalreporter
         tr.write_sep("-", "harness golden records")
-        line = ", ".join(f"{n} {s}" for s, n in counts.items())
+        line = ", ".join(f"{n} {s}" for s, n in count_statuses(self.outcomes).items())
         if categories:
             line += " (" + ", ".join(f"{c}: {n}" for c, n in sorted(categories.items())) + ")"
         tr.write_line(line)
         written = [w for w in merged_writes(self.writes) if w["fields"] or w["replaced_unreadable"]]
         if written:
             verb = "force-regen rewrote" if self.force_regen else "wrote"
-            n_fields = sum(len(w["fields"]) for w in written)
-            tr.write_line(f"{verb} {n_fields} field(s) in {len(written)} record(s):")
+            tr.write_line(f"{verb} {sum(len(w['fields']) for w in written)} field(s) in {len(written)} record(s):")
             for w in written[:50]:
                 fields = ", ".join(f"{name} ({change})" for name, change in sorted(w["fields"].items()))
                 extra = " [replaced unreadable record]" if w.get("replaced_unreadable") else ""
                 tr.write_line(f"  {w['path']}: {fields}{extra}")
             if len(written) > 50:
                 tr.write_line(f"  ... and {len(written) - 50} more (see results.json meta.writes)")
-        tr.write_line(f"env {self.run_env.key if not self._worker_envs else env_key(self._worker_envs[0])}, "
-                      f"baseline {self.requested_baseline or 'own records'}, results: {self.results_path}")
+        tr.write_line(f"env {env_key(self._env())}, baseline {self.requested_baseline or 'own records'}, "
+                      f"results: {self.results_path}")
 
 
 def merged_writes(writes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -308,192 +287,116 @@ def _pytest_strict(config: pytest.Config) -> bool:
 # ----------------------------------------------------------------------------------------------
 # one test's checks
 
-GOLDEN_KEY = pytest.StashKey["GoldenCase"]()
+GOLDEN_KEY = pytest.StashKey["Golden"]()
 
 
-@dataclass
-class _Check:
-    comparison: Comparison
-    policy: Policy
-    observed: Field
-    baseline: Field | None
-    against: str
-
-
-class GoldenCase:
-    """The `golden` fixture: checks of one test against the baseline record of (suite, case)."""
+class Golden:
+    """The `golden` fixture: one test's checks (a `CaseCheck`), and the write of its record."""
 
     def __init__(self, session: HarnessSession, suite: str, case: str, nodeid: str):
-        self.session = session
-        self.suite = suite
-        self.case = case
-        self.nodeid = nodeid
-        self._checks: dict[str, _Check] = {}
-        self._extra: list[Outcome] = []
-        self._staged: dict[str, Field] = {}
-        self._record: Record | None = None
-        self._record_error: RecordError | None = None
-        self._loaded = False
+        self.session, self.suite, self.case, self.nodeid = session, suite, case, nodeid
+        self._check: CaseCheck | None = None
         self._finished = False
 
-    # what a suite reads ----------------------------------------------------------------------
     @property
     def env(self) -> dict[str, Any]:
         return self.session.run_env.fingerprint
 
     @property
-    def env_key(self) -> str:
-        return self.session.run_env.key
+    def alpha(self) -> float:
+        """This test's share of the run's family-wise false-alarm rate (for descriptive intervals)."""
+        return self.session.rules().alpha
 
     @property
-    def dtype(self) -> str:
-        return self.session.dtype
-
-    # baseline ---------------------------------------------------------------------------------
-    def _baseline_record(self) -> Record | None:
-        if not self._loaded:
-            self._loaded = True
-            try:
-                self._record = self.session.store.read(self.session.baseline_key, self.suite, self.case)
-            except RecordError as exc:
-                self._record_error = exc
-        return self._record
-
-    def _policy(self, baseline_env: dict[str, Any] | None, implementations_differ: bool = False) -> Policy:
-        return Policy(
-            alpha=self.session.test_alpha,
-            thresholds=self.session.settings.thresholds,
-            observed_env=self.env,
-            baseline_env=baseline_env,
-            implementations_differ=implementations_differ,
-        )
-
-    def _claim(self, name: str) -> None:
+    def core(self) -> CaseCheck:
+        """The case's checks against its baseline record (read on first use)."""
         if self._finished:
-            raise RuntimeError(f"golden check {name!r} after the end of test {self.nodeid}")
-        if name in self._checks or any(o.field == name for o in self._extra):
-            raise ValueError(f"field {name!r} checked twice in {self.nodeid}; give each check its own name")
+            raise RuntimeError(f"golden check after the end of test {self.nodeid}")
+        if self._check is None:
+            record: Record | None = None
+            unreadable: RecordError | None = None
+            try:
+                record = self.session.store.read(self.session.baseline_key, self.suite, self.case)
+            except RecordError as exc:
+                unreadable = exc
+            self._check = CaseCheck(self.suite, self.case, self.session.rules(), record, unreadable)
+        return self._check
 
-    # the API ----------------------------------------------------------------------------------
     def check(self, name: str, value: Any, kind: str = "exact", **extras: Any) -> Outcome:
         """Observe `value` as field `name` of this case and compare it with the baseline record.
+        Returns the outcome as decided now (Holm may still relax a statistical one at the end of
+        the test; results.json holds the final word). A regression fails the test when it ends."""
+        return self.core.observe(name, Field(kind, value, extras))
 
-        Returns the outcome as decided now; statistical kinds may still be relaxed by Holm's
-        procedure at the end of the test (results.json holds the final word). Never raises on a
-        difference: a regression fails the test when its body ends.
-        """
-        self._claim(name)
-        observed = normalize_field(Field(kind=kind, value=value, extras=extras))
-        record = self._baseline_record()
-        baseline = record.fields.get(name) if record else None
-        policy = self._policy(record.env if record else None)
-        if self._record_error is not None:
-            comparison = Comparison(name, kind, Status.REGRESSION, str(self._record_error), "unreadable-record",
-                                    {"file": str(self._record_error.path), "reason": self._record_error.reason})
-        else:
-            comparison = compare_field(name, observed, baseline, policy)
-        self._checks[name] = _Check(comparison, policy, observed, baseline, "baseline")
-        self._staged[name] = observed
-        return comparison.outcome(self.suite, self.case, "baseline")
+    def check_all(self, observation: Observation) -> list[Outcome]:
+        """Every field of a subject's observation, in order."""
+        return [self.core.observe(name, f) for name, f in observation.fields.items()]
 
     def reference(self, name: str, observed: Any, expected: Any, kind: str = "exact", *,
-                  observed_extras: dict[str, Any] | None = None,
-                  expected_extras: dict[str, Any] | None = None) -> Outcome:
-        """Compare an observation with our reference engine's value (against="reference"); no
-        golden record is read or written. The two sides are different implementations, so a
-        near-tie may flip (tokens) and cross-numerics tolerances apply (tensor)."""
-        self._claim(name)
-        obs = normalize_field(Field(kind, observed, observed_extras or {}))
-        exp = normalize_field(Field(kind, expected, expected_extras or {}))
-        policy = self._policy(self.env, implementations_differ=True)
-        comparison = compare_field(name, obs, exp, policy)
-        self._checks[name] = _Check(comparison, policy, obs, exp, "reference")
-        return comparison.outcome(self.suite, self.case, "reference")
+                  observed_extras: dict[str, Any] | None = None, expected_extras: dict[str, Any] | None = None,
+                  implementations_differ: bool = True) -> Outcome:
+        """Compare an observation with a value computed in this run (the reference engine's, or
+        the same library's by another route: pass implementations_differ=False then); no golden
+        record is read or written."""
+        return self.core.reference(name, Field(kind, observed, observed_extras or {}),
+                                   Field(kind, expected, expected_extras or {}),
+                                   implementations_differ=implementations_differ)
 
-    def outcome(self, name: str, status: Status | str, kind: str = "exact", detail: str = "", category: str = "",
-                diff: dict[str, Any] | None = None, against: str = "reference") -> Outcome:
-        """Record an outcome decided by the suite itself (e.g. an analytic check against the
-        reference engine). A `regression` fails the test like any other."""
-        self._claim(name)
-        result = Outcome(self.suite, self.case, name, kind, Status(status), detail, category, dict(diff or {}), against)
-        self._extra.append(result)
-        return result
+    def outcome(self, name: str, status: Status | str, kind: str = "exact", detail: str = "",
+                category: Category | str = Category.NONE, diff: dict[str, Any] | None = None,
+                against: str = "reference") -> Outcome:
+        """An outcome decided by an exact rule in the suite (e.g. masks vs the reference visibility
+        rule) or a skip with its reason. Statistical kinds are decided by the comparers only."""
+        if kind in STATISTICAL_KINDS and Status(status) is not Status.SKIPPED:
+            raise ValueError(f"{self.nodeid}: field {name!r} of kind {kind!r} must be compared "
+                             "(golden.check / golden.reference), not decided by the suite")
+        return self.core.add(Outcome(self.suite, self.case, name, kind, Status(status), detail, category,
+                                     dict(diff or {}), against))
 
-    # end of the test ----------------------------------------------------------------------------
-    def _apply_holm(self) -> None:
-        """Re-decide this test's statistical checks with Holm at the test's alpha."""
-        checks = list(self._checks.values())
-        decided = decide_with_holm([(c.comparison, c.observed, c.baseline, c.policy) for c in checks],
-                                   self.session.test_alpha)
-        for check, comparison in zip(checks, decided, strict=True):
-            check.comparison = comparison
-
-    def _write(self) -> WriteReport | None:
-        session = self.session
-        if not self._staged or session.strict:
+    def _write(self) -> dict[str, Any] | None:
+        session, check = self.session, self._check
+        if check is None or not check.observed or session.strict:
             return None
-        if self._record_error is not None and session.baseline_key == session.run_env.key and not session.force_regen:
+        if check.unreadable is not None and session.baseline_key == session.run_env.key and not session.force_regen:
             return None  # never overwrite a record we could not read, unless regenerating it
-        return session.store.update(
-            session.run_env.key, self.suite, self.case, self.env, self._staged,
-            overwrite=session.force_regen, replace_unreadable=session.force_regen,
-        )
-
-    def _final_outcomes(self) -> list[Outcome]:
-        session = self.session
-        outcomes = []
-        for check in self._checks.values():
-            c = check.comparison
-            outcome = c.outcome(self.suite, self.case, check.against)
-            if check.against == "baseline":
-                if session.regen_in_place and c.status in (Status.REGRESSION, Status.CHANGED):
-                    outcome = replace(outcome, status=Status.CHANGED, category="regenerated",
-                                      detail=f"record rewritten (--force-regen); was {c.status.value}: {c.detail}",
-                                      diff={**c.diff, "was_status": c.status.value, "was_category": c.category})
-                elif session.strict and c.status is Status.NEW:
-                    outcome = replace(outcome, status=Status.REGRESSION, category="missing-record",
-                                      detail=f"no golden record in {session.baseline_key} (--strict: missing records fail)")
-            outcomes.append(outcome)
-        return outcomes + self._extra
+        report = session.store.update(session.run_env.key, self.suite, self.case, self.env, check.observed,
+                                      overwrite=session.force_regen, replace_unreadable=session.force_regen)
+        if not (report.written or report.replaced_unreadable):
+            return None
+        try:
+            path = str(report.path.relative_to(session.store.root))
+        except ValueError:
+            path = str(report.path)
+        return {"path": path, "fields": {c.field: c.change for c in report.changes if c.change != "unchanged"},
+                "replaced_unreadable": report.replaced_unreadable}
 
     def finish(self) -> str:
-        """Holm, write the record, hand the outcomes to the session; return the failure message
-        ("" when nothing regressed)."""
+        """Decide, write the record, hand the outcomes to the session; return the failure
+        message ("" when nothing regressed)."""
         if self._finished:
             return ""
         self._finished = True
-        self._apply_holm()
+        if self._check is None:
+            return ""
         problems: list[str] = []
+        outcomes = self._check.outcomes()
         try:
-            report = self._write()
+            written = self._write()
         except RecordError as exc:
-            report = None
-            self._extra.append(Outcome(self.suite, self.case, "<record>", "exact", Status.REGRESSION, str(exc),
-                                       "unreadable-record", {"file": str(exc.path)}, "baseline"))
+            written = None
+            outcomes.append(Outcome(self.suite, self.case, "<record>", "exact", Status.REGRESSION, str(exc),
+                                    Category.UNREADABLE_RECORD, {"file": str(exc.path)}, "baseline"))
         except OSError as exc:
-            report = None
+            written = None
             problems.append(f"cannot write golden record for {self.suite}/{self.case}: {exc}")
-        if report is not None and (report.written or report.replaced_unreadable):
-            try:
-                path = str(report.path.relative_to(self.session.store.root))
-            except ValueError:
-                path = str(report.path)
-            self.session.writes.append({
-                "path": path,
-                "fields": {c.field: c.change for c in report.changes if c.change != "unchanged"},
-                "replaced_unreadable": report.replaced_unreadable,
-            })
-        outcomes = self._final_outcomes()
+        if written is not None:
+            self.session.writes.append(written)
         self.session.outcomes.extend(outcomes)
         failed = [o for o in outcomes if o.status is Status.REGRESSION]
         if failed:
             problems.append(f"golden regression in {self.suite}/{self.case} (baseline {self.session.baseline_key}):")
             problems.extend(f"  {o.field} [{o.kind}, {o.against}]: {o.detail}" for o in failed)
         return "\n".join(problems)
-
-
-# ----------------------------------------------------------------------------------------------
-# fixtures and registration
 
 
 def case_id(item: pytest.Item) -> str:
@@ -522,18 +425,29 @@ def _session(config: pytest.Config) -> HarnessSession:
 
 
 @pytest.fixture
-def golden(request: pytest.FixtureRequest) -> GoldenCase:
+def golden(request: pytest.FixtureRequest) -> Golden:
     """Golden-record checks for the current test's (suite, case); see the module docstring."""
     item = request.node
-    case = GoldenCase(_session(request.config), suite_name(item), case_id(item), item.nodeid)
-    item.stash[GOLDEN_KEY] = case
-    return case
+    checks = Golden(_session(request.config), suite_name(item), case_id(item), item.nodeid)
+    item.stash[GOLDEN_KEY] = checks
+    return checks
 
 
 @pytest.fixture(scope="session")
 def harness_env(request: pytest.FixtureRequest) -> RunEnv:
     """The run's environment: fingerprint, env key, dtype / device / attention to run cases in."""
     return _session(request.config).run_env
+
+
+@pytest.fixture(scope="session")
+def harness_config(request: pytest.FixtureRequest) -> HarnessConfig:
+    """The project's `[tool.harness]` settings, as loaded once for this run."""
+    return _session(request.config).settings
+
+
+def settings_of(config: pytest.Config) -> HarnessConfig:
+    """The run's settings, for hooks (conftest files) that have no fixtures."""
+    return _session(config).settings
 
 
 def pytest_configure(config: pytest.Config) -> None:

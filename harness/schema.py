@@ -1,17 +1,33 @@
-"""The nouns every part of the harness shares: fields, observations, outcomes, results.
+"""The nouns every part of the harness shares, and where each one lives.
 
-Data flows one way (see DESIGN.md): a subject or the reference engine produces an
-`Observation` (named `Field`s); the golden store keeps it as a record; `compare` turns a pair
-of fields into an `Outcome`; a run's outcomes plus both environments are `Results`, written as
-`results.json`, which the report and the CLI read without running any model.
+Data flows one way (see DESIGN.md):
 
-Everything here is plain data with a stable JSON form (`to_json` / `from_json`).
+    Case --Subject--> Observation (named Fields) --golden store--> Record
+    Field + baseline Field --compare (per kind)--> Outcome --run--> Results (results.json)
+
+Defined here, as plain data with a stable JSON form:
+
+- `Case`: one thing a suite checks (a model on a decoding path, a model, a contract); its `id`
+  names the record file ``<golden_dir>/<env-key>/<suite>/<case id>.json``.
+- `Field`: one observed value with its comparison `kind` (see `KINDS`) and `extras`.
+- `Observation`: the named fields a subject observed for one case.
+- `Record`: an observation as stored for one env (with the env's fingerprint and schema version).
+- `Status` and `Category`: the verdict on one field and the word that refines it; the comparer
+  (harness/compare.py), the checking core (harness/checking.py), the report and its CSS use
+  these two vocabularies only.
+- `Outcome`: (suite, case, field, status, category, detail, diff) - what the checking core says.
+- `Results`: a run's outcomes plus both environments: results.json, read by the report and CLI.
+
+Elsewhere: subjects (harness/subjects/) produce observations, the store (harness/golden.py)
+reads and writes records, the comparers (harness/compare.py) judge one field, the checking core
+(harness/checking.py) judges a case, the plugin (harness/plugin.py) wires that into pytest.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -19,6 +35,7 @@ RESULTS_VERSION = 1
 
 # Field kinds: the kind decides how a field is compared (see compare.py and DESIGN.md).
 KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "capability")
+STATISTICAL_KINDS = ("rate", "distribution", "latency")
 
 
 class Status(str, Enum):
@@ -32,10 +49,100 @@ class Status(str, Enum):
         return self.value
 
 
+class Category(str, Enum):
+    """Refines a status for the reader. One vocabulary for the comparers, the report and its CSS
+    (every member has a `.cat-<value>` style in harness/report/report.css; a test checks that)."""
+
+    NONE = ""
+    # numerics
+    TIE_FLIP = "tie-flip"  # greedy tokens diverge at a near-tie, across different numerics
+    TOLERATED_DRIFT = "tolerated-drift"  # tensor values differ within the dtype's tolerance
+    WITHIN_NOISE = "within-noise"  # counts differ, not significantly
+    # statistics
+    BIAS = "bias"  # a known, intended bias (ensemble verifier)
+    UNDERPOWERED = "underpowered"  # fits, but the sample cannot rule out the smallest effect that matters
+    DISTRIBUTION_MISMATCH = "distribution-mismatch"
+    DISTRIBUTION_SHIFT = "distribution-shift"
+    EXPECTED_CHANGED = "expected-changed"  # the exact (computed) distribution itself changed
+    RATE_UP = "rate-up"
+    RATE_DOWN = "rate-down"
+    SLOWDOWN = "slowdown"
+    SPEEDUP = "speedup"
+    NOT_COMPARABLE = "not-comparable"  # e.g. latency across hardware classes
+    # features
+    FEATURE_ADDED = "feature-added"
+    FEATURE_REMOVED = "feature-removed"
+    CAPABILITY_CHANGED = "capability-changed"
+    NOT_APPLICABLE = "not-applicable"
+    UNSUPPORTED = "unsupported"
+    # records
+    REAL_CHANGE = "real-change"
+    KIND_CHANGED = "kind-changed"
+    INVALID_VALUE = "invalid-value"
+    REGENERATED = "regenerated"
+    MISSING_RECORD = "missing-record"
+    UNREADABLE_RECORD = "unreadable-record"
+    RECORD_ADDED = "record-added"
+    RECORD_REMOVED = "record-removed"
+    FIELD_REMOVED = "field-removed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing a suite checks. Frozen; `id` is stable text that names the record file.
+
+    A generation case sets the decoding settings (path, cache, prompt, decoding, seed, ensemble
+    weight, draft schedule, assistant); a case that is not a generation setting (one model, one API
+    contract) gives its id as `name` and anything its probe needs as `params`.
+    """
+
+    model: str
+    path: str = "plain"  # one of PATHS
+    cache: str = "dynamic"  # "dynamic" | "static"
+    prompt: str = ""  # prompt id (harness.fixtures.prompts)
+    decoding: str = "greedy"  # "greedy" | "sample"
+    seed: int | None = None
+    weight: float | None = None  # assistant_ensemble_weight
+    draft_tokens: int | None = None  # a constant draft length (no confidence early stop)
+    assistant: str | None = None
+    new_tokens: int = 24
+    name: str = ""  # explicit id (model-level and contract cases)
+    params: tuple[tuple[str, Any], ...] = ()  # probe parameters, sorted by name
+
+    @property
+    def id(self) -> str:
+        if self.name:
+            return self.name
+        parts = [self.model, self.path]
+        if self.weight is not None:
+            parts.append(f"w{self.weight}")
+        parts += [self.cache, self.prompt, self.decoding if self.seed is None else f"{self.decoding}{self.seed}"]
+        return ".".join(parts)
+
+    @property
+    def lossless(self) -> bool:
+        """A greedy case on a path whose output must equal plain greedy decoding."""
+        return self.path in LOSSLESS and self.decoding == "greedy"
+
+    def plain(self) -> Case:
+        """The plain-decoding twin of this case (same model, cache, prompt, decoding)."""
+        return Case(self.model, "plain", self.cache, self.prompt, self.decoding, self.seed, new_tokens=self.new_tokens)
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+
+PATHS = ("plain", "assisted", "prompt_lookup", "mtp", "ensemble")
+LOSSLESS = ("assisted", "prompt_lookup", "mtp")
+
+
 @dataclass(frozen=True)
 class Field:
     """One observed value. `extras` carries what the comparison needs besides the value
-    (e.g. per-step margins for tokens, dtype for tensors, n for rates)."""
+    (e.g. per-step margins for tokens, dtype for tensors, exact probabilities for distributions)."""
 
     kind: str
     value: Any
@@ -53,14 +160,81 @@ class Field:
         return cls(kind=data["kind"], value=data["value"], extras=dict(data.get("extras", {})))
 
 
+@dataclass
+class Observation:
+    """The named fields a subject observed for one case, in the order they were observed."""
+
+    fields: dict[str, Field] = field(default_factory=dict)
+
+    def add(self, name: str, value: Any, kind: str = "exact", **extras: Any) -> None:
+        if name in self.fields:
+            raise ValueError(f"field {name!r} observed twice")
+        self.fields[name] = Field(kind, value, extras)
+
+
+class RecordError(Exception):
+    """A golden record that cannot be used. The message starts with the file's path."""
+
+    def __init__(self, path: Path | str, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass
+class Record:
+    """One case's observed fields in one environment, as stored."""
+
+    suite: str
+    case: str
+    env: dict[str, Any]
+    fields: dict[str, Field] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "suite": self.suite,
+            "case": self.case,
+            "env": self.env,
+            "fields": {name: f.to_json() for name, f in self.fields.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path | str, suite: str | None = None, case: str | None = None) -> Record:
+        """Validate and build; every problem is a `RecordError` naming `path`."""
+        if not isinstance(data, dict):
+            raise RecordError(path, f"a record must be a JSON object, got {type(data).__name__}")
+        schema = data.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise RecordError(path, f"unknown schema version {schema!r} (this harness reads schema {SCHEMA_VERSION})")
+        for key in ("suite", "case", "env", "fields"):
+            if key not in data:
+                raise RecordError(path, f"missing key {key!r}")
+        if case is not None and data["case"] != case:
+            raise RecordError(path, f"record is for case {data['case']!r}, expected case {case!r}")
+        if suite is not None and data["suite"] != suite:
+            raise RecordError(path, f"record is for suite {data['suite']!r}, expected suite {suite!r}")
+        if not isinstance(data["env"], dict) or not isinstance(data["fields"], dict):
+            raise RecordError(path, "'env' and 'fields' must be JSON objects")
+        fields: dict[str, Field] = {}
+        for name, raw in data["fields"].items():
+            if not isinstance(raw, dict) or "kind" not in raw or "value" not in raw:
+                raise RecordError(path, f"field {name!r} needs 'kind' and 'value'")
+            if raw["kind"] not in KINDS:
+                raise RecordError(path, f"field {name!r} has unknown kind {raw['kind']!r}")
+            fields[name] = Field.from_json(raw)
+        return cls(suite=data["suite"], case=data["case"], env=data["env"], fields=fields, schema=schema)
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """What the comparison says about one field of one case.
+    """What the checking core says about one field of one case.
 
     `detail` is human text (one line); `diff` is structured (e.g. deepdiff output, first
-    divergence, test statistic) and is what the report renders as a table.
-    `category` refines a status for the reader: "tie-flip", "tolerated-drift", "bias",
-    "feature-added", "feature-removed", "real-change", ... or "" when nothing to add.
+    divergence, test statistic) and is what the report renders as a table. `against` is
+    "baseline" (a golden record) or "reference" (the reference engine, or another run of the
+    subject). `p_value` is set by the statistical kinds (used for Holm; not written to JSON).
     """
 
     suite: str
@@ -69,22 +243,38 @@ class Outcome:
     kind: str
     status: Status
     detail: str = ""
-    category: str = ""
+    category: Category = Category.NONE
     diff: dict[str, Any] = field(default_factory=dict)
-    against: str = "baseline"  # "baseline" (golden record) or "reference" (our engine)
+    against: str = "baseline"
+    p_value: float | None = None
 
     def __post_init__(self) -> None:
-        # accept "pass" as well as Status.PASS; an unknown status fails here, not in a report
+        # accept "pass" as well as Status.PASS; an unknown status or category fails here, not in a report
         object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "category", Category(self.category))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
+        data["category"] = self.category.value
+        del data["p_value"]
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Outcome:
-        return cls(**{**data, "status": Status(data["status"])})
+        category = LEGACY_CATEGORIES.get(data.get("category", ""), data.get("category", ""))
+        return cls(**{**data, "status": Status(data["status"]), "category": Category(category)})
+
+
+LEGACY_CATEGORIES = {"within-tolerance": "tolerated-drift"}  # results.json written before Category existed
+
+
+def count_statuses(outcomes: list[Outcome]) -> dict[str, int]:
+    """Outcomes per status, every status listed (in `Status` order)."""
+    counts = {s.value: 0 for s in Status}
+    for outcome in outcomes:
+        counts[outcome.status.value] += 1
+    return counts
 
 
 @dataclass
@@ -97,10 +287,7 @@ class Results:
     meta: dict[str, Any] = field(default_factory=dict)  # command line, duration, alpha, ...
 
     def counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in Status}
-        for outcome in self.outcomes:
-            counts[outcome.status.value] += 1
-        return counts
+        return count_statuses(self.outcomes)
 
     @property
     def verdict(self) -> str:

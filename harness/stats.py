@@ -102,6 +102,26 @@ def two_proportion_test(k1: int, n1: int, k2: int, n2: int) -> ProportionTest:
     return ProportionTest(p1=p1, p2=p2, difference=p1 - p2, z=z, p_value=float(min(1.0, result.pvalue)))
 
 
+@dataclass(frozen=True)
+class BinomialTest:
+    """Is k out of n consistent with the exact probability p? Two-sided exact binomial test
+    (scipy.stats.binomtest: false-alarm rate <= alpha) and the Clopper-Pearson interval."""
+
+    p_value: float
+    low: float
+    high: float
+
+
+def binomial_test(k: int, n: int, p: float, confidence: float = 0.99) -> BinomialTest:
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"binomial test needs 0 <= k <= n and n > 0, got k={k}, n={n}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"binomial test needs a probability in [0, 1], got {p}")
+    result = sps.binomtest(k, n, p)
+    ci = result.proportion_ci(confidence)
+    return BinomialTest(float(result.pvalue), float(ci.low), float(ci.high))
+
+
 # ----------------------------------------------------------------------------------------------
 # distributions
 

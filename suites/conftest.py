@@ -1,16 +1,46 @@
-"""Suite-wide selection: `[tool.harness] models` (non-empty) keeps only those models' cases.
+"""What every suite shares: the run's subjects, the thread count, the model selection.
 
-Every suite parametrizes over a `case` whose `.model` names a checkpoint; cases of other models
-are deselected (reported by pytest as deselected), so one list in pyproject.toml narrows a run.
+- `zoo` (session): the installed transformers' view of the checkpoints under
+  `[tool.harness] models_dir` (harness/subjects/hf.py `Zoo`), loaded once per worker;
+- one intra-op thread for the tiny forwards unless the run chose a count;
+- `[tool.harness] models` (non-empty) keeps only those models' cases: every suite parametrizes
+  over a `case` whose `.model` names a checkpoint, and other models' cases are deselected.
 """
 
 from __future__ import annotations
 
-from harness.config import load_config
+import pytest
+import torch
+
+from harness.plugin import settings_of
+from harness.subjects.hf import Zoo
+
+
+@pytest.fixture(scope="session")
+def zoo(harness_config) -> Zoo:
+    return Zoo(harness_config.models_dir)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_intra_op_thread(harness_env, pytestconfig):
+    """Run the suites' tiny forwards on one intra-op thread unless the run chose a thread count
+    (``--harness-threads N``). With 2 threads per process on 2 shared cores (or two xdist
+    workers) OpenMP's spin-waiting makes a 4-layer forward ~60x slower; on the zoo the logits are
+    bit-identical at 1 and 2 threads. `harness_env` is requested first, so the run's fingerprint
+    (threads included) is taken before this and does not depend on which test runs first."""
+    if pytestconfig.getoption("harness_threads", 0):
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def pytest_collection_modifyitems(config, items):
-    models = load_config(config.rootpath).models
+    models = settings_of(config).models
     if not models:
         return
     keep, drop = [], []

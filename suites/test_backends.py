@@ -1,6 +1,6 @@
 """Attention backends and checkpoint loading of the installed transformers, per zoo model.
 
-Cases: one per zoo model (`_common.MODEL_CASES`: Llama x2, Mistral, Qwen2, Llama4, Glm4Moe,
+Cases: one per zoo model (`harness.fixtures.cases.model_cases()`: Llama x2, Mistral, Qwen2, Llama4, Glm4Moe,
 GPTNeoX, GPTBigCode). Fields per case:
 
   test_attention_flags
@@ -37,69 +37,41 @@ GPTNeoX, GPTBigCode). Fields per case:
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 
 import pytest
 import torch
-from _common import (  # noqa: F401 - one_intra_op_thread is an autouse fixture
-    checkpoint_dir,
-    forward,
-    from_pretrained,
-    loaded,
-    model_params,
-    observe,
-    one_intra_op_thread,
-    prompt_ids,
-    reference_model,
-    reference_spec,
-)
 
 from harness.engine.cache import visible
+from harness.fixtures.cases import model_cases
+from harness.subjects import engine, observe
+from harness.subjects.hf import from_pretrained
+from harness.subjects.hf_cache import attn_implementation, logits, prefill_sdpa_calls
 
 PROMPT = "long-0"
 STATIC_HEADROOM = 8
 FLAGS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn", "_supports_attention_backend",
          "_can_compile_fullgraph")
 LOGIT_POSITIONS = 2  # evenly spaced positions of the prompt whose logits are recorded (first, last)
+CASES = [pytest.param(c, id=c.id) for c in model_cases()]
 
 
-@pytest.mark.parametrize("case", model_params())
-def test_attention_flags(case, golden):
-    lm = loaded(case.model)
+@pytest.mark.parametrize("case", CASES)
+def test_attention_flags(case, golden, zoo):
+    lm = zoo.load(case.model)
     cls = type(lm.model)
     flags = {flag: getattr(cls, flag, None) for flag in FLAGS}
     present = {k: v for k, v in flags.items() if isinstance(v, bool)}
     golden.check("supports", present, kind="capability",
                  **({"not_bool": {k: repr(v) for k, v in flags.items() if k not in present}}
                     if len(present) < len(flags) else {}))
-    golden.check("default_attn_implementation", getattr(lm.model.config, "_attn_implementation", None),
+    golden.check("default_attn_implementation", attn_implementation(lm.model),
                  model_class=cls.__name__)
 
 
 # ----------------------------------------------------------------------------------------------
 # which SDPA call the prefill makes
-
-
-@contextlib.contextmanager
-def record_sdpa(sink: list[dict]):
-    """Wrap torch.nn.functional.scaled_dot_product_attention; append each call's arguments."""
-    functional = torch.nn.functional
-    original = functional.scaled_dot_product_attention
-
-    def wrapper(*args, **kwargs):
-        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
-        bound = dict(zip(names, args, strict=False)) | kwargs
-        sink.append({"q": bound["query"].shape, "k": bound["key"].shape, "attn_mask": bound.get("attn_mask"),
-                     "is_causal": bool(bound.get("is_causal", False)), "enable_gqa": bound.get("enable_gqa")})
-        return original(*args, **kwargs)
-
-    functional.scaled_dot_product_attention = wrapper
-    try:
-        yield sink
-    finally:
-        functional.scaled_dot_product_attention = original
 
 
 def _summary(call: dict) -> dict:
@@ -166,31 +138,25 @@ def _check_masks(calls: list[dict], layer_types: list[str], sizes: list[int | No
     return problems
 
 
-@pytest.mark.parametrize("case", model_params())
-def test_sdpa_prefill(case, golden):
-    from transformers import DynamicCache, StaticCache
-
-    lm = loaded(case.model)
-    ids = prompt_ids(case.model, PROMPT)
+@pytest.mark.parametrize("case", CASES)
+def test_sdpa_prefill(case, golden, zoo):
+    lm = zoo.load(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
     prompt_len = ids.shape[1]
-    ref = reference_spec(case.model)
+    ref = engine.cache_spec(zoo.config_json(case.model))
     sizes = [ref["sliding_window"] if t == "sliding_attention" else ref["attention_chunk_size"]
              for t in ref["layer_types"]]
     observed, problems = {}, {}
-    for name, make in (("dynamic", lambda: DynamicCache(config=lm.model.config)),
-                       ("static", lambda: StaticCache(config=lm.model.config,
-                                                      max_cache_len=prompt_len + STATIC_HEADROOM))):
-        calls: list[dict] = []
-        with record_sdpa(calls):
-            _, err = observe(lambda make=make: forward(lm.model, ids, make()))
+    for name in ("dynamic", "static"):
+        calls, err = prefill_sdpa_calls(lm.model, ids, name, prompt_len + STATIC_HEADROOM)
         observed[name] = {**_distinct(calls), **({"error": err} if err else {})}
         if err is None and calls:
             problems[name] = _check_masks(calls, ref["layer_types"], sizes, prompt_len)
-    golden.check("sdpa_prefill", observed, attn_implementation=lm.model.config._attn_implementation)
+    golden.check("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model))
     if not problems:
         golden.outcome("sdpa_mask_vs_reference", "skipped", "exact",
                        f"no SDPA calls to check (attention implementation "
-                       f"{lm.model.config._attn_implementation!r}; see sdpa_prefill)", "not-applicable")
+                       f"{attn_implementation(lm.model)!r}; see sdpa_prefill)", "not-applicable")
         return
     flat = [f"{name}: {p}" for name, ps in problems.items() for p in ps]
     checked = ", ".join(problems)
@@ -205,30 +171,25 @@ def test_sdpa_prefill(case, golden):
 # eager vs sdpa
 
 
-def _with_attn(name: str, impl: str):
-    default = loaded(name)
-    if getattr(default.model.config, "_attn_implementation", None) == impl:
+def _with_attn(zoo, name: str, impl: str):
+    default = zoo.load(name)
+    if attn_implementation(default.model) == impl:
         return default.model, None
-    lm, err = observe(lambda: loaded(name, impl))
+    lm, err = observe(lambda: zoo.load(name, impl))
     return (lm.model if lm else None), err
 
 
-def _logits(model, ids: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(ids, use_cache=False).logits[0].float()
-
-
-@pytest.mark.parametrize("case", model_params())
-def test_eager_vs_sdpa(case, golden):
-    ids = prompt_ids(case.model, PROMPT)
-    eager, e_err = _with_attn(case.model, "eager")
-    sdpa, s_err = _with_attn(case.model, "sdpa")
+@pytest.mark.parametrize("case", CASES)
+def test_eager_vs_sdpa(case, golden, zoo):
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    eager, e_err = _with_attn(zoo, case.model, "eager")
+    sdpa, s_err = _with_attn(zoo, case.model, "sdpa")
     if e_err or s_err:
         golden.check("attn_load_error", {"eager": e_err, "sdpa": s_err})
         reason = f"cannot load with {'eager' if e_err else 'sdpa'}: {(e_err or s_err)['message']}"
         golden.outcome("eager_vs_sdpa", "skipped", "tensor", reason, "unsupported")
         pytest.skip(reason)
-    golden.reference("eager_vs_sdpa", _logits(sdpa, ids).tolist(), _logits(eager, ids).tolist(), kind="tensor")
+    golden.reference("eager_vs_sdpa", logits(sdpa, ids).tolist(), logits(eager, ids).tolist(), kind="tensor")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,24 +238,24 @@ def _positions(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (LOGIT_POSITIONS - 1)) for i in range(LOGIT_POSITIONS)})
 
 
-@pytest.mark.parametrize("case", model_params())
-def test_checkpoint(case, golden, tmp_path):
-    lm = loaded(case.model)
-    directory = checkpoint_dir(case.model)
-    ids = prompt_ids(case.model, PROMPT)
+@pytest.mark.parametrize("case", CASES)
+def test_checkpoint(case, golden, tmp_path, zoo):
+    lm = zoo.load(case.model)
+    directory = zoo.directory(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
     positions = _positions(ids.shape[1])
-    logits = _logits(lm.model, ids)
+    full = logits(lm.model, ids)
     golden.check("checkpoint_keys", fold_keys(_safetensor_keys(f"{directory}/model.safetensors")))
     golden.check("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()})
     golden.check("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
-    golden.check("logits", logits[positions].tolist(), kind="tensor", positions=positions, prompt=PROMPT)
-    engine = reference_model(case.model)
-    if engine is None:
-        golden.outcome("logits_vs_engine", "skipped", "tensor",
-                       f"the reference engine does not implement model_type {case.model_type!r}", "not-applicable")
+    golden.check("logits", full[positions].tolist(), kind="tensor", positions=positions, prompt=PROMPT)
+    reference = zoo.reference(case.model)
+    if reference is None:
+        golden.outcome("logits_vs_engine", "skipped", "tensor", "the reference engine does not implement "
+                       f"model_type {zoo.model_type(case.model)!r}", "not-applicable")
     else:
-        expected = engine.forward(ids[0], torch.arange(ids.shape[1]), None).logits
-        golden.reference("logits_vs_engine", logits.tolist(), expected.tolist(), kind="tensor")
+        expected = reference.forward(ids[0], torch.arange(ids.shape[1]), None).logits
+        golden.reference("logits_vs_engine", full.tolist(), expected.tolist(), kind="tensor")
 
     resaved = tmp_path / "resaved"
     # save a copy: save_pretrained turns config.dtype into a str in place (5.13 - 5.24), after
@@ -316,10 +277,10 @@ def test_checkpoint(case, golden, tmp_path):
                        "real-change", {"error": err})
         return
     model, info = reloaded
-    again = _logits(model, ids)
-    max_err = float((again - logits).abs().max())
+    again = logits(model, ids)
+    max_err = float((again - full).abs().max())
     lost = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
-    same = torch.equal(again, logits)
+    same = torch.equal(again, full)
     golden.outcome("resave_roundtrip", "pass" if same and not lost else "regression", "exact",
                    "save_pretrained -> from_pretrained gives bit-identical logits" if same and not lost else
                    f"after save_pretrained -> from_pretrained: max abs logit change {max_err:.3g}; "

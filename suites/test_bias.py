@@ -9,26 +9,27 @@ token with the exact distribution (harness.engine.verify.step_distribution)
 
 which equals v itself; so the bias is TV(P, p) = (1-w) * TV(q, p), computed, not estimated.
 The suite draws N steps through the installed transformers' own verifier
-(`generation.utils._speculative_sampling`, seeded) and records the emitted-token counts
-as a `distribution` field with the exact probabilities: a G-test of fit decides, at the
-run's per-test alpha (family-wise alpha over the run, see harness/plugin.py); with N = 3000
-and the lumped support used here (tokens with P >= 1e-3, the rest as one bin) the test has
-power >= 0.8 against TV >= 0.05 (stats.samples_needed). The acceptance count is tested
-against the exact acceptance probability sum_x min(q(x), v(x)) with a two-sided binomial test.
+(`generation.utils._speculative_sampling`, seeded, via harness/subjects/hf.py) and records:
+  first_token           distribution  emitted-token counts with the exact probabilities (record)
+  first_token_vs_exact  distribution  G-test of fit against the exact probabilities (reference)
+  acceptance            rate          accepted drafts k/N (record)
+  acceptance_vs_exact   rate          binomial test of k/N against sum_x min(q(x), v(x)) (reference)
+All four are decided by the comparers at the run's per-test alpha, Holm within the case
+(harness/checking.py); the suite decides nothing itself. Lumped support: tokens with P >= 1e-3,
+the rest as one bin.
 """
 
 from __future__ import annotations
 
-import inspect
 from functools import cache
 
 import pytest
 import torch
-from scipy.stats import binomtest
 
 from harness import stats
 from harness.engine import verify
-from harness.fixtures import load, prompts
+from harness.fixtures import prompts
+from harness.subjects import hf
 
 DRAWS = 3000
 SEED = 1234
@@ -38,42 +39,16 @@ CONTEXT_SUFFIX = " she felt"
 
 
 @cache
-def step_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+def step_inputs(zoo: hf.Zoo) -> tuple[torch.Tensor, torch.Tensor]:
     """Target and assistant next-token probabilities (fp64) at a branching point of the grammar:
     after prompt short-2 + " she felt" the next word is one of six feelings."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(load.MODELS_DIR / "llama-target" / "tokenizer.json"))
-    ids = torch.tensor(tok.encode(prompts.BY_ID["short-2"].text + CONTEXT_SUFFIX).ids)
-    logits = {}
+    tok = zoo.load("llama-target").tokenizer
+    ids = torch.tensor(tok(prompts.BY_ID["short-2"].text + CONTEXT_SUFFIX).input_ids)
+    probs = []
     for name in ("llama-target", "llama-assistant"):
-        model = load.load_reference(name)
-        logits[name] = model.forward(ids, torch.arange(len(ids)), None).logits[-1].double()
-    return torch.softmax(logits["llama-target"], -1), torch.softmax(logits["llama-assistant"], -1)
-
-
-def installed_verifier():
-    """transformers' one-step verifier as f(draft_token, q_logits, p_logits, w) -> (first token, accepted)."""
-    from transformers.generation import utils
-
-    fn = getattr(utils, "_speculative_sampling", None)
-    if fn is None:
-        return None
-    params = inspect.signature(fn).parameters
-
-    def run(draft: int, q_logits: torch.Tensor, p_logits: torch.Tensor, w: float | None) -> tuple[int, int]:
-        kwargs = {}
-        if "is_done_candidate" in params:
-            kwargs["is_done_candidate"] = False
-        if w is not None:
-            kwargs["assistant_ensemble_weight"] = w
-        # one drafted position; the target scores it and the bonus position (same row: only
-        # the first emitted token is counted)
-        new_logits = torch.stack([p_logits, p_logits])[None]
-        tokens, n_matches = fn(torch.tensor([[0, draft]]), q_logits[None, None], 1, new_logits, **kwargs)
-        return int(tokens[0, 0]), int(n_matches)
-
-    return run, "assistant_ensemble_weight" in params
+        logits = zoo.reference(name).forward(ids, torch.arange(len(ids)), None).logits[-1].double()
+        probs.append(torch.softmax(logits, -1))
+    return probs[0], probs[1]
 
 
 def lumped(probs: torch.Tensor) -> tuple[list[int], dict[str, float]]:
@@ -84,8 +59,8 @@ def lumped(probs: torch.Tensor) -> tuple[list[int], dict[str, float]]:
 
 
 @pytest.mark.parametrize("w", WEIGHTS, ids=lambda w: "lossless" if w is None else f"w{w}")
-def test_one_step_distribution(w, golden):
-    found = installed_verifier()
+def test_one_step_distribution(w, golden, zoo):
+    found = hf.speculative_sampling()
     if w is not None:
         supported = found is not None and found[1]
         golden.check("supports_assistant_ensemble_weight", supported, kind="capability")
@@ -94,9 +69,8 @@ def test_one_step_distribution(w, golden):
     if found is None:
         pytest.skip("the installed transformers has no _speculative_sampling")
     run = found[0]
-    p, q = step_inputs()
+    p, q = step_inputs(zoo)
     exact = verify.step_distribution(p, q, w)
-    accept_exact = verify.acceptance_probability(p, q, w)
     keep, expected = lumped(exact)
     seed = SEED + WEIGHTS.index(w)  # independent draws per test (the run's false-alarm bound assumes nothing more)
     gen = torch.Generator().manual_seed(seed)
@@ -110,23 +84,22 @@ def test_one_step_distribution(w, golden):
         counts[str(token) if token in keep else "other"] += 1
         accepted += n
     golden.check("first_token", counts, kind="distribution", expected=expected)
-    golden.reference("first_token_vs_exact", counts, counts, kind="distribution",
+    golden.reference("first_token_vs_exact", counts, expected, kind="distribution",
                      observed_extras={"expected": expected}, expected_extras={"expected": expected})
     golden.check("acceptance", {"k": accepted, "n": DRAWS}, kind="rate")
-    alpha = golden.session.test_alpha if hasattr(golden, "session") else 0.01
-    test = binomtest(accepted, DRAWS, accept_exact)
-    ci = test.proportion_ci(1 - alpha)
-    emitted = torch.tensor([counts[str(i)] for i in keep] + [counts["other"]], dtype=torch.float64) / DRAWS
-    tv_measured = stats.tv_distance(emitted.tolist(), [float(p[i]) for i in keep] + [1 - float(p[keep].sum())])
-    tv_upper = stats.tv_upper_bound([counts[k] for k in expected], [float(p[int(k)]) if k != "other" else
-                                                                    1 - float(p[keep].sum()) for k in expected], alpha)
-    status = "pass" if test.pvalue >= alpha else "regression"
+    golden.reference("acceptance_vs_exact", {"k": accepted, "n": DRAWS}, {"p": verify.acceptance_probability(p, q, w)},
+                     kind="rate")
+    emitted = [counts[str(i)] for i in keep] + [counts["other"]]
+    target = [float(p[i]) for i in keep] + [1 - float(p[keep].sum())]
+    interval = stats.binomial_test(accepted, DRAWS, verify.acceptance_probability(p, q, w), 1 - golden.alpha)
     golden.outcome(
-        "acceptance_vs_exact", status, kind="rate", category="bias" if w is not None else "",
-        detail=f"accepted {accepted}/{DRAWS} = {accepted / DRAWS:.4f}; exact {accept_exact:.4f} (binomial p = {test.pvalue:.3g})",
+        "bias_vs_target", "pass", kind="exact", category="bias" if w is not None else "",
+        detail=f"exact TV(emitted, target) = {verify.step_bias(p, q, w):.4f} (w = {w}); the fit is decided by "
+               "first_token_vs_exact",
         diff={"w": 1.0 if w is None else w,  # lossless = the w -> 1 limit (v = p)
-              "series": "one-step verifier",
-              "tv_exact": verify.step_bias(p, q, w), "tv_measured": tv_measured, "tv_ci": [0.0, tv_upper],
-              "acceptance_exact": accept_exact, "acceptance_measured": accepted / DRAWS,
-              "acceptance_ci": [ci.low, ci.high], "p_value": test.pvalue, "alpha": alpha},
+              "series": "one-step verifier", "tv_exact": verify.step_bias(p, q, w),
+              "tv_measured": stats.tv_distance(emitted, target),
+              "tv_ci": [0.0, stats.tv_upper_bound(emitted, target, golden.alpha)],
+              "acceptance_exact": verify.acceptance_probability(p, q, w), "acceptance_measured": accepted / DRAWS,
+              "acceptance_ci": [interval.low, interval.high]},
     )

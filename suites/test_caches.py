@@ -1,7 +1,7 @@
 """Layer-typed KV caches of the installed transformers, per zoo model, against the reference
 dispatcher and cache rules (harness/engine/cache.py) and against the golden record.
 
-Cases: one per zoo model (`_common.MODEL_CASES`), prompt "long-0" (83 tokens: more than five
+Cases: one per zoo model (`harness.fixtures.cases.model_cases()`), prompt "long-0" (83 tokens: more than five
 16-token windows / chunks, so sliding and chunked layers must evict). Fields per case:
 
   test_layer_dispatch
@@ -39,22 +39,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _common import (  # noqa: F401 - one_intra_op_thread is an autouse fixture
-    REFERENCE_CLASSES,
+
+from harness.fixtures.cases import model_cases
+from harness.subjects import engine, observe
+from harness.subjects.hf_cache import (
     bytes_by_class,
-    forward,
+    capacity,
+    dynamic_layer_classes,
     held,
     layer_classes,
-    loaded,
-    model_params,
-    observe,
-    one_intra_op_thread,
-    prompt_ids,
-    reference_lengths,
-    reference_model,
-    reference_spec,
-    reference_windows,
+    new_caches,
+    prefill_and_decode,
+    rollback,
     seq_length,
+    window,
 )
 
 PROMPT = "long-0"
@@ -62,48 +60,30 @@ DECODE_STEPS = 4
 DRAFT = 3
 FOLLOW = 2  # greedy steps after the correct token, compared too
 STATIC_HEADROOM = 8
+CASES = [pytest.param(c, id=c.id) for c in model_cases()]
 
 
-def _caches(model, prompt_len: int):
-    from transformers import DynamicCache, StaticCache
-
-    dynamic, dyn_err = observe(lambda: DynamicCache(config=model.config))
-    static, st_err = observe(lambda: StaticCache(config=model.config, max_cache_len=prompt_len + STATIC_HEADROOM))
-    return dynamic, dyn_err, static, st_err
-
-
-def _window(layer) -> int | None:
-    w = getattr(layer, "sliding_window", None)
-    return int(w) if w is not None else None
-
-
-def _capacity(layer) -> int | None:
-    """Slots a static layer preallocates (5.24 stores min(max_cache_len, window) for sliding layers)."""
-    n = getattr(layer, "max_cache_len", None)
-    return int(n) if n is not None else None
-
-
-@pytest.mark.parametrize("case", model_params())
-def test_layer_dispatch(case, golden):
-    lm = loaded(case.model)
-    ref = reference_spec(case.model)
-    prompt_len = prompt_ids(case.model, PROMPT).shape[1]
-    dynamic, dyn_err, static, st_err = _caches(lm.model, prompt_len)
+@pytest.mark.parametrize("case", CASES)
+def test_layer_dispatch(case, golden, zoo):
+    lm = zoo.load(case.model)
+    ref = engine.cache_spec(zoo.config_json(case.model))
+    prompt_len = zoo.prompt_ids(case.model, PROMPT).shape[1]
+    dynamic, dyn_err, static, st_err = new_caches(lm.model, prompt_len + STATIC_HEADROOM)
     dyn_classes = layer_classes(dynamic) if dynamic is not None else {"error": dyn_err}
     st_classes = layer_classes(static) if static is not None else {"error": st_err}
     golden.check("dynamic_layers", dyn_classes)
     golden.check("static_layers", st_classes)
     max_len = prompt_len + STATIC_HEADROOM
-    windows = {"dynamic": [_window(layer) for layer in dynamic.layers] if dynamic is not None else None,
-               "static_capacity": [_capacity(layer) for layer in static.layers] if static is not None else None}
+    windows = {"dynamic": [window(layer) for layer in dynamic.layers] if dynamic is not None else None,
+               "static_capacity": [capacity(layer) for layer in static.layers] if static is not None else None}
     golden.check("layer_windows", windows)
-    expected_dyn = [REFERENCE_CLASSES[t][0] for t in ref["layer_types"]]
-    expected_st = [REFERENCE_CLASSES[t][1] for t in ref["layer_types"]]
+    expected_dyn = [engine.REFERENCE_CLASSES[t][0] for t in ref["layer_types"]]
+    expected_st = [engine.REFERENCE_CLASSES[t][1] for t in ref["layer_types"]]
     golden.reference("dynamic_layers_vs_reference", dyn_classes, expected_dyn,
                      expected_extras={"layer_types": ref["layer_types"]})
     golden.reference("static_layers_vs_reference", st_classes, expected_st,
                      expected_extras={"layer_types": ref["layer_types"]})
-    expected_windows = reference_windows(ref)
+    expected_windows = engine.windows(ref)
     golden.reference("layer_windows_vs_reference", windows,
                      {"dynamic": expected_windows,
                       "static_capacity": [max_len if w is None else min(max_len, w) for w in expected_windows]},
@@ -111,27 +91,16 @@ def test_layer_dispatch(case, golden):
                                       "attention_chunk_size": ref["attention_chunk_size"], "max_cache_len": max_len})
 
 
-def _run(model, ids: torch.Tensor, cache, steps: int) -> tuple[list[torch.Tensor], dict]:
-    """Prefill + `steps` greedy decode steps; per-layer lengths after prefill; last logits each step."""
-    logits = forward(model, ids, cache)
-    after_prefill = {"seq_len": [seq_length(x) for x in cache.layers], "held": [held(x) for x in cache.layers]}
-    outs = [logits[-1]]
-    for _ in range(steps):
-        nxt = outs[-1].argmax().view(1, 1)
-        outs.append(forward(model, nxt, cache)[-1])
-    return outs, after_prefill
-
-
-@pytest.mark.parametrize("case", model_params())
-def test_lengths_and_bytes(case, golden):
-    lm = loaded(case.model)
-    ids = prompt_ids(case.model, PROMPT)
+@pytest.mark.parametrize("case", CASES)
+def test_lengths_and_bytes(case, golden, zoo):
+    lm = zoo.load(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
     prompt_len = ids.shape[1]
-    dynamic, dyn_err, static, st_err = _caches(lm.model, prompt_len)
+    dynamic, dyn_err, static, st_err = new_caches(lm.model, prompt_len + STATIC_HEADROOM)
     if dynamic is None or static is None:
         golden.check("cache_construction_error", {"dynamic": dyn_err, "static": st_err})
         pytest.skip(f"cannot build the caches: {dyn_err or st_err}")
-    run, err = observe(lambda: _run(lm.model, ids, dynamic, DECODE_STEPS))
+    run, err = observe(lambda: prefill_and_decode(lm.model, ids, dynamic, DECODE_STEPS))
     if err is not None:
         golden.check("dynamic_run_error", err)
         pytest.skip(f"forward through DynamicCache raised {err['type']}: {err['message']}")
@@ -143,7 +112,7 @@ def test_lengths_and_bytes(case, golden):
     golden.check("seq_len_after_decode", seq_after)
     golden.check("held_after_decode", held_after)
 
-    st_run, st_run_err = observe(lambda: _run(lm.model, ids, static, DECODE_STEPS))
+    st_run, st_run_err = observe(lambda: prefill_and_decode(lm.model, ids, static, DECODE_STEPS))
     if st_run_err is None:
         golden.check("static_seq_len_after_decode", [seq_length(x) for x in static.layers])
         golden.check("static_buffer_len", [held(x) for x in static.layers])
@@ -155,12 +124,12 @@ def test_lengths_and_bytes(case, golden):
                            "static": bytes_by_class(static) if st_run_err is None else None})
 
     # the reference: lengths of the reference caches after the same updates, and the window bound
-    ref = reference_spec(case.model)
+    ref = engine.cache_spec(zoo.config_json(case.model))
     (ref_seq_p, need_p), (ref_seq_d, need_d) = [
-        reference_lengths(ref, [prompt_len] + [1] * DECODE_STEPS)[i] for i in (0, DECODE_STEPS)]
+        engine.lengths(ref, [prompt_len] + [1] * DECODE_STEPS)[i] for i in (0, DECODE_STEPS)]
     golden.reference("seq_len_vs_reference", {"prefill": after_prefill["seq_len"], "decode": seq_after},
                      {"prefill": ref_seq_p, "decode": ref_seq_d})
-    windows = reference_windows(ref)
+    windows = engine.windows(ref)
     problems = []
     for stage, got, need, seq in (("prefill", after_prefill["held"], need_p, ref_seq_p),
                                   ("decode", held_after, need_d, ref_seq_d)):
@@ -176,64 +145,25 @@ def test_lengths_and_bytes(case, golden):
                    "real-change" if problems else "", {"held": held_after, "needed": need_d, "windows": windows})
 
 
-def _rollback(model, ids: torch.Tensor):
-    """(fresh logits, rollback logits, state after crop). Fresh: prompt, then the correct token
-    and FOLLOW greedy steps. Rollback: prompt, a wrong DRAFT-token draft in one forward (the
-    DRAFT lowest-scored tokens), crop it, then the same tokens as fresh."""
-    from transformers import DynamicCache
-
-    def new_cache(croppable: bool):
-        cache = DynamicCache(config=model.config)
-        for layer in cache.layers if croppable else ():
-            if hasattr(layer, "activate_past_recording"):  # 5.24: windowed layers record to be croppable
-                layer.activate_past_recording()
-        return cache
-
-    fresh_cache = new_cache(croppable=False)
-    last = forward(model, ids, fresh_cache)[-1]
-    feed = [int(last.argmax())]
-    fresh = []
-    for _ in range(FOLLOW + 1):
-        fresh.append(forward(model, torch.tensor([[feed[-1]]]), fresh_cache)[-1])
-        feed.append(int(fresh[-1].argmax()))
-    draft = [t for t in torch.argsort(last).tolist() if t != feed[0]][:DRAFT]
-
-    cache = new_cache(croppable=True)
-    forward(model, ids, cache)
-    forward(model, torch.tensor([draft]), cache)
-    cache.crop(-DRAFT)
-    state = {"seq_len_after_crop": [seq_length(x) for x in cache.layers],
-             "held_after_crop": [held(x) for x in cache.layers]}
-    rolled = [forward(model, torch.tensor([[t]]), cache)[-1] for t in feed[: FOLLOW + 1]]
-    return torch.stack(fresh), torch.stack(rolled), state, feed[: FOLLOW + 1]
-
-
-@pytest.mark.parametrize("case", model_params())
-def test_rollback(case, golden):
-    lm = loaded(case.model)
-    ids = prompt_ids(case.model, PROMPT)
-    result, err = observe(lambda: _rollback(lm.model, ids))
+@pytest.mark.parametrize("case", CASES)
+def test_rollback(case, golden, zoo):
+    lm = zoo.load(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    result, err = observe(lambda: rollback(lm.model, ids, DRAFT, FOLLOW))
     golden.check("rollback_supported", err is None, kind="capability", **({"error": err} if err else {}))
     if err is not None:
         reason = (f"crop/rollback after a rejected {DRAFT}-token draft raised {err['type']}: {err['message']} "
-                  f"(layers {sorted(set(layer_classes_or_empty(lm.model)))})")
+                  f"(layers {sorted(set(dynamic_layer_classes(lm.model)))})")
         golden.outcome("rollback_vs_fresh", "skipped", "tensor", reason, "unsupported")
         pytest.skip(reason)
     fresh, rolled, state, feed = result
     golden.check("rollback", state)
     golden.reference("rollback_vs_fresh", rolled.tolist(), fresh.tolist(), kind="tensor")
-    engine = reference_model(case.model)
-    if engine is None:
-        golden.outcome("rollback_vs_engine", "skipped", "tensor",
-                       f"the reference engine does not implement model_type {case.model_type!r}", "not-applicable")
+    reference = zoo.reference(case.model)
+    if reference is None:
+        golden.outcome("rollback_vs_engine", "skipped", "tensor", "the reference engine does not implement "
+                       f"model_type {zoo.model_type(case.model)!r}", "not-applicable")
         return
     tokens = torch.cat([ids[0], torch.tensor(feed)])
-    expected = engine.forward(tokens, torch.arange(tokens.shape[0]), None).logits[-len(feed):]
+    expected = reference.forward(tokens, torch.arange(tokens.shape[0]), None).logits[-len(feed):]
     golden.reference("rollback_vs_engine", rolled.tolist(), expected.tolist(), kind="tensor")
-
-
-def layer_classes_or_empty(model) -> list[str]:
-    from transformers import DynamicCache
-
-    cache, err = observe(lambda: DynamicCache(config=model.config))
-    return layer_classes(cache) if cache is not None else []

@@ -16,12 +16,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from report_sample import sample_results
 
 from harness.cli import diff_records, finish, main, pytest_problem
 from harness.env import env_key, fingerprint
 from harness.golden import GoldenStore, Record, RecordError
 from harness.schema import Field, Outcome, Results, Status
+from report_sample import sample_results
 
 SUITE = textwrap.dedent("""
     import json

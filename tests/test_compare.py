@@ -8,17 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compare import (
-    STATISTICAL_KINDS,
-    TOLERANCES,
-    Comparison,
-    Policy,
-    compare_field,
-    first_divergence,
-)
+from harness.compare import TOLERANCES, Policy, compare_field, first_divergence
 from harness.config import Thresholds
 from harness.env import fingerprint
-from harness.schema import KINDS, Field, Outcome, Status
+from harness.schema import KINDS, STATISTICAL_KINDS, Category, Field, Outcome, Status
 
 FP32 = fingerprint(dtype="fp32", threads=2)
 FP32_1T = {**FP32, "threads": 1}
@@ -30,7 +23,7 @@ BF16_VS_FP32 = Policy(alpha=0.01, observed_env=BF16, baseline_env=FP32)
 THREADS = Policy(alpha=0.01, observed_env=FP32_1T, baseline_env=FP32)
 
 
-def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f") -> Comparison:
+def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f") -> Outcome:
     return compare_field(name, Field(kind, new, new_extras or {}), Field(kind, old, old_extras or {}), policy)
 
 
@@ -54,10 +47,18 @@ def test_malformed_value_is_a_regression_not_a_crash():
     assert "rate must be" in result.detail
 
 
-def test_comparison_becomes_an_outcome():
-    outcome = cmp("exact", [1, 2], [1, 3]).outcome("greedy", "case-1", against="reference")
-    assert isinstance(outcome, Outcome) and outcome.against == "reference"
+def test_a_comparison_is_an_outcome_that_round_trips_through_json():
+    outcome = cmp("exact", [1, 2], [1, 3])
+    assert isinstance(outcome, Outcome) and outcome.category is Category.REAL_CHANGE
     assert Outcome.from_json(json.loads(json.dumps(outcome.to_json()))) == outcome
+
+
+def test_rate_against_an_exact_probability_is_a_binomial_test():
+    # 600/1000 vs p = 0.6 fits; 540/1000 is 3.9 standard errors below it (two-sided p ~ 1e-4)
+    ok = cmp("rate", {"k": 600, "n": 1000}, {"p": 0.6}, Policy(alpha=0.01))
+    low = cmp("rate", {"k": 540, "n": 1000}, {"p": 0.6}, Policy(alpha=0.01))
+    assert ok.status is Status.PASS and ok.diff["ci"][0] < 0.6 < ok.diff["ci"][1]
+    assert (low.status, low.category) == (Status.REGRESSION, Category.RATE_DOWN) and low.p_value < 1e-3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ def test_tensor_cross_numerics_tolerance_scales_with_magnitude():
     old = np.linspace(-10, 10, 50)
     drift = old + 0.01 * 10 * np.sin(np.arange(50))
     result = cmp("tensor", drift.tolist(), old.tolist(), BF16_VS_FP32, {"dtype": "bf16"}, {"dtype": "fp32"})
-    assert (result.status, result.category) == (Status.PASS, "within-tolerance")
+    assert (result.status, result.category) == (Status.PASS, "tolerated-drift")
     assert result.diff["dtype"] == "bf16" and result.diff["cross_env_extra"] == pytest.approx(32 * 2**-8 * 10)
     changed = old.copy()
     changed[7] += 3.0

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from report_sample import HOSTILE, sample_results
 
 from harness.report import write_junit
 from harness.report.junit import xml_text
 from harness.schema import Outcome, Results, Status
+from report_sample import HOSTILE, sample_results
 
 
 def junit(results: Results, tmp_path: Path) -> ET.Element:

@@ -299,7 +299,7 @@ def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
 
     run = run_inline(pytester, "--baseline", "tf0.0-nope")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
-    run.stderr.fnmatch_lines([f"*--baseline 'tf0.0-nope': no golden records*available env keys: {', '.join(sorted([FP32_KEY, BF16_KEY]))}*"])
+    run.stderr.fnmatch_lines([f"*--baseline 'tf0.0-nope': no golden records*known env keys: {', '.join(sorted([FP32_KEY, BF16_KEY]))}*"])
 
 
 REFERENCE_MODULE = '''
@@ -308,7 +308,12 @@ import pytest
 
 def test_against_reference(golden):
     golden.reference("ids_vs_engine", [1, 2, 3], [1, 2, 3], kind="tokens")
-    golden.outcome("analytic_tv", "pass", kind="distribution", detail="exact TV 0.0", category="")
+    golden.outcome("analytic_tv", "pass", kind="exact", detail="exact TV 0.0", category="")
+
+
+def test_statistics_are_not_decided_by_a_suite(golden):
+    with pytest.raises(ValueError, match="must be compared"):
+        golden.outcome("acceptance", "pass", kind="rate")
 
 
 def test_reference_regression(golden):
@@ -326,7 +331,7 @@ def test_checked_twice(golden):
 def test_reference_outcomes_need_no_record(pytester: pytest.Pytester):
     (pytester.path / "test_ref.py").write_text(REFERENCE_MODULE)
     run = run_inline(pytester)
-    run.assert_outcomes(passed=2, failed=1)
+    run.assert_outcomes(passed=3, failed=1)
     run.stdout.fnmatch_lines(["*ids_vs_engine [[]tokens, reference[]]: tokens differ from step 2*"])
     data = results(pytester)
     reference = {(o["case"], o["field"]): o["status"] for o in data["outcomes"] if o["against"] == "reference"}

@@ -11,6 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from harness.report import ResultsFileError, load_results, render, render_html
+from harness.report.charts import nice_domain, noise_band, relative_latency
+from harness.report.diffview import diff_view
+from harness.report.fmt import flatten, fmt_value, split_common
+from harness.schema import RESULTS_VERSION, Outcome, Results, Status
 from report_sample import (
     ACCEPTED_PER_STEP,
     BIAS_POINTS,
@@ -18,12 +24,6 @@ from report_sample import (
     LATENCY,
     sample_results,
 )
-
-from harness.report import ResultsFileError, load_results, render, render_html
-from harness.report.charts import nice_domain, noise_band, relative_latency
-from harness.report.diffview import diff_view
-from harness.report.fmt import flatten, fmt_value, split_common
-from harness.schema import RESULTS_VERSION, Outcome, Results, Status
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -332,7 +332,6 @@ def test_no_markup_from_data(page) -> None:
         ("h4", "case-id"),  # case id
         ("td", "c-field"),  # field name
         ("td", "detail"),  # detail
-        ("span", "cat"),  # category
     ],
 )
 def test_hostile_text_shown_as_text(page, tag: str, cls: str) -> None:
@@ -611,3 +610,24 @@ def test_outcome_status_given_as_text_counts_like_the_enum():
     assert results.counts()["regression"] == 1 and results.verdict == "regression"
     with pytest.raises(ValueError):
         Outcome("s", "c", "f", "exact", "bogus")
+
+
+def test_every_category_has_its_own_style() -> None:
+    import re
+
+    from harness.report.page import HERE, category_class
+    from harness.schema import Category
+
+    css = (HERE / "report.css").read_text()
+    styled = set(re.findall(r"\.(cat-[a-z-]+)", css))
+    missing = [c.value for c in Category if c is not Category.NONE and category_class(c) not in styled]
+    assert missing == []
+
+
+def test_an_unknown_category_in_results_json_is_refused(tmp_path: Path) -> None:
+    data = Results(env={}, baseline_env=None, outcomes=[Outcome("s", "c", "f", "exact", Status.PASS)]).to_json()
+    data["outcomes"][0]["category"] = "looks-fine"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultsFileError, match="looks-fine"):
+        load_results(path)

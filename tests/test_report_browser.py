@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_sample import ACCEPTED_PER_STEP, BIAS_POINTS, HOSTILE, LATENCY, sample_results
 
 from harness.report import render
 from harness.schema import Results, Status
+from report_sample import ACCEPTED_PER_STEP, BIAS_POINTS, HOSTILE, LATENCY, sample_results
 
 CHROMIUM = Path(os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.skipif(

@@ -17,13 +17,10 @@ import jinja2
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
-from harness.schema import Outcome, Results, Status
+from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
 STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.NEW, Status.SKIPPED, Status.PASS)
-KNOWN_CATEGORIES = frozenset(
-    {"tie-flip", "tolerated-drift", "bias", "feature-added", "feature-removed", "real-change"}
-)
 VERDICT_TEXT = {
     "regression": "At least one field regressed: CI fails. Start with the regressions listed below.",
     "changed": "Differences within the policy of an intended change: review them, then regenerate "
@@ -84,8 +81,9 @@ def status_text(outcome: Outcome) -> str:
     return str(getattr(outcome.status, "value", outcome.status))
 
 
-def category_class(category: str) -> str:
-    return f"cat-{category}" if category in KNOWN_CATEGORIES else "cat-other"
+def category_class(category: Category | str) -> str:
+    """The CSS class of a category: every `Category` has a `.cat-<value>` rule in report.css."""
+    return f"cat-{Category(category).value}" if category else "cat-other"
 
 
 def env_rows(baseline: Any, current: Any) -> list[EnvRow]:

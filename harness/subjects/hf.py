@@ -1,21 +1,38 @@
-"""The installed transformers as a subject: run generate() paths, probe what this version supports.
+"""The installed transformers as a subject: load a checkpoint, run generate() on a case, probe
+what this version supports.
 
-Everything version-specific lives here, behind small functions that return plain data:
-`capabilities()` says which generation features the installed version accepts;
-`generate()` runs one path and returns tokens, per-step margins, drafts and the number of
-target forward passes (counted by wrapping the model's forward); an exception raised by
-transformers is returned as data (`error`), never raised into the suite.
+- `Zoo`: the checkpoints of a run, from `[tool.harness] models_dir` (hash-checked against its
+  manifest.json), loaded through the real `from_pretrained(local_dir)` path (safetensors,
+  ``trust_remote_code=False``) once per process;
+- `Zoo.generate(case)` / `generate(...)`: one `generate()` call on any path (plain, assisted,
+  prompt lookup, MTP, ensemble), returning tokens, per-step top-2 margins, the drafts proposed and
+  the number of target forward passes - or the exception transformers raised, as data;
+- `capabilities()`: which generation features the installed version accepts (by introspection,
+  never by version number);
+- `speculative_sampling()`: transformers' own one-step verifier, behind a stable signature.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from harness.fixtures import load as fixtures_load
+from harness.fixtures.prompts import BY_ID
+from harness.schema import Case
+from harness.subjects import error_of, is_subject_error
+
+LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
+EOS = 2
 
 
 def version() -> str:
@@ -41,6 +58,91 @@ def capabilities() -> dict[str, bool]:
     }
 
 
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+@dataclass
+class Loaded:
+    model: Any
+    tokenizer: Any
+    info: dict[str, list[str]]  # missing / unexpected / mismatched keys, error messages
+
+
+def from_pretrained(directory: Path | str, attn: str | None = None) -> tuple[Any, dict[str, list[str]]]:
+    """AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=False), fp32, eval, with the
+    loading info as sorted lists of strings. Missing weights get a seeded init."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"attn_implementation": attn} if attn else {}
+    torch.manual_seed(LOAD_SEED)
+    model, info = AutoModelForCausalLM.from_pretrained(
+        str(directory), dtype=torch.float32, trust_remote_code=False, use_safetensors=True,
+        output_loading_info=True, **kwargs)
+    plain = {key: sorted(str(x) if not isinstance(x, (tuple, list)) else str(x[0]) for x in value)
+             for key, value in sorted(info.items())}
+    return model.eval(), plain
+
+
+class Zoo:
+    """The checkpoints a run loads, from `models_dir`; every load is cached for the process."""
+
+    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR):
+        self.models_dir = Path(models_dir)
+        self._loaded: dict[tuple[str, str | None], Loaded] = {}
+        self._references: dict[str, Any] = {}
+        self._generated: dict[Case, Generated] = {}
+
+    def directory(self, name: str) -> Path:
+        """The checkpoint's directory, every file checked against the manifest (`FixtureError`)."""
+        return fixtures_load.check_files(name, models_dir=self.models_dir)
+
+    def config_json(self, name: str) -> dict[str, Any]:
+        return json.loads((self.models_dir / name / "config.json").read_text())
+
+    def model_type(self, name: str) -> str:
+        return self.config_json(name).get("model_type", "?")
+
+    def load(self, name: str, attn: str | None = None) -> Loaded:
+        """The model as the installed transformers loads it (attn None: its default backend)."""
+        key = (name, attn)
+        if key not in self._loaded:
+            from transformers import AutoTokenizer
+
+            directory = self.directory(name)
+            model, info = from_pretrained(directory, attn)
+            self._loaded[key] = Loaded(model, AutoTokenizer.from_pretrained(str(directory)), info)
+        return self._loaded[key]
+
+    def reference(self, name: str):
+        """The reference engine's model, or None when the engine does not implement the family."""
+        from harness.engine.model import SUPPORTED
+
+        if name not in self._references:
+            supported = self.model_type(name) in SUPPORTED
+            self._references[name] = fixtures_load.load_reference(name, self.models_dir) if supported else None
+        return self._references[name]
+
+    def prompt_ids(self, name: str, prompt: str) -> torch.Tensor:
+        """[1, T] token ids of a held-out prompt under the model's own tokenizer."""
+        return self.load(name).tokenizer(BY_ID[prompt].text, return_tensors="pt").input_ids
+
+    def generate(self, case: Case) -> Generated:
+        """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""
+        if case not in self._generated:
+            assistant = self.load(case.assistant).model if case.assistant else None
+            self._generated[case] = generate(
+                self.load(case.model).model, self.prompt_ids(case.model, case.prompt), case.new_tokens,
+                assistant=assistant, prompt_lookup=case.draft_tokens if case.path == "prompt_lookup" else None,
+                use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens,
+                do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache, first_logit_steps=1)
+        return self._generated[case]
+
+
+# ----------------------------------------------------------------------------------------------
+# generate()
+
+
 @dataclass
 class Generated:
     tokens: list[int] = field(default_factory=list)  # new tokens only
@@ -50,16 +152,28 @@ class Generated:
     target_forwards: int = 0
     error: dict[str, str] | None = None  # {"type": ..., "message": ...} when generate() raised
 
+    def acceptance_trace(self) -> tuple[list[int], list[int]]:
+        """Accepted and drafted counts per step, from the drafts and the emitted tokens: each
+        step emits its accepted drafts plus one target token."""
+        accepted, drafted, pos = [], [], 0
+        for draft in self.drafts:
+            rest = self.tokens[pos:]
+            ok = next((i for i, (a, b) in enumerate(zip(draft, rest, strict=False)) if a != b), min(len(draft), len(rest)))
+            accepted.append(ok)
+            drafted.append(len(draft))
+            pos += ok + 1
+        return accepted, drafted
+
 
 @contextlib.contextmanager
-def record_drafts(sink: list[list[int]]):
+def record_drafts(sink: list[list[int]]) -> Iterator[list[list[int]]]:
     """Record the new candidate tokens of every candidate generator's get_candidates call."""
     from transformers.generation import candidate_generator as cg
 
     classes = [c for c in vars(cg).values() if inspect.isclass(c) and "get_candidates" in vars(c)]
     originals = {c: c.get_candidates for c in classes}
 
-    def wrap(original):
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def get_candidates(self, input_ids, *args, **kwargs):
             out = original(self, input_ids, *args, **kwargs)
             ids = out[0] if isinstance(out, tuple) else out
@@ -77,7 +191,7 @@ def record_drafts(sink: list[list[int]]):
 
 
 @contextlib.contextmanager
-def count_forwards(model):
+def count_forwards(model) -> Iterator[dict[str, int]]:
     counter = {"n": 0}
     original = model.forward
 
@@ -91,6 +205,26 @@ def count_forwards(model):
         yield counter
     finally:
         del model.forward
+
+
+@contextlib.contextmanager
+def draft_schedule(assistant, tokens: int | None) -> Iterator[None]:
+    """Pin the assistant's draft schedule for one call - a constant `tokens` per step, no
+    confidence-threshold early stop - and restore its own generation config afterwards (the
+    loaded assistant is shared by every case of the process)."""
+    if assistant is None or tokens is None:
+        yield
+        return
+    own = assistant.generation_config
+    pinned = copy.deepcopy(own)
+    pinned.num_assistant_tokens = tokens
+    pinned.num_assistant_tokens_schedule = "constant"
+    pinned.assistant_confidence_threshold = 0.0
+    assistant.generation_config = pinned
+    try:
+        yield
+    finally:
+        assistant.generation_config = own
 
 
 def _margin(scores: torch.Tensor) -> float:
@@ -114,24 +248,52 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
         kwargs["use_mtp"] = True
     if ensemble_weight is not None:
         kwargs["assistant_ensemble_weight"] = ensemble_weight
-    if draft_tokens is not None and assistant is not None:
-        # pin the draft schedule: a constant draft length, no confidence-threshold early stop
-        assistant.generation_config.num_assistant_tokens = draft_tokens
-        assistant.generation_config.num_assistant_tokens_schedule = "constant"
-        assistant.generation_config.assistant_confidence_threshold = 0.0
     out = Generated()
     if seed is not None:
         torch.manual_seed(seed)
     try:
-        with record_drafts(out.drafts), count_forwards(model) as counter, torch.no_grad():
+        with (record_drafts(out.drafts), count_forwards(model) as counter, draft_schedule(assistant, draft_tokens),
+              torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)
             result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    except Exception as exc:  # noqa: BLE001 - an error is an observation, recorded as data
-        out.error = {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:300] if str(exc) else ""}
+    except Exception as exc:
+        if not is_subject_error(exc):
+            raise
+        out.error = error_of(exc)
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [_margin(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
     out.target_forwards = counter["n"]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the one-step verifier
+
+
+def speculative_sampling() -> tuple[Callable[[int, torch.Tensor, torch.Tensor, float | None], tuple[int, int]], bool] | None:
+    """transformers' one-step verifier (`generation.utils._speculative_sampling`) as
+    f(draft_token, q_logits, p_logits, w) -> (first emitted token, accepted), and whether it takes
+    an ensemble weight; None when the installed version has no such function."""
+    from transformers.generation import utils
+
+    fn = getattr(utils, "_speculative_sampling", None)
+    if fn is None:
+        return None
+    params = inspect.signature(fn).parameters
+
+    def run(draft: int, q_logits: torch.Tensor, p_logits: torch.Tensor, w: float | None) -> tuple[int, int]:
+        kwargs: dict[str, Any] = {}
+        if "is_done_candidate" in params:
+            kwargs["is_done_candidate"] = False
+        if w is not None:
+            kwargs["assistant_ensemble_weight"] = w
+        # one drafted position; the target scores it and the bonus position (same row: only the
+        # first emitted token is counted)
+        new_logits = torch.stack([p_logits, p_logits])[None]
+        tokens, n_matches = fn(torch.tensor([[0, draft]]), q_logits[None, None], 1, new_logits, **kwargs)
+        return int(tokens[0, 0]), int(n_matches)
+
+    return run, "assistant_ensemble_weight" in params

@@ -1,0 +1,157 @@
+"""The checking core: observed fields + a baseline record + rules -> Outcomes. No pytest, no I/O.
+
+One case at a time (`CaseCheck`):
+
+    check = CaseCheck("outputs", case_id, rules, baseline=record)      # record: Record | None
+    check.observe("tokens", Field("tokens", ids, {"margins": m}))      # against the baseline record
+    check.reference("equals_engine", Field(...), Field(...))           # against the reference engine
+    outcomes = check.outcomes()                                        # Holm, then the run's rules
+
+- Each field is judged by its kind (harness/compare.py `compare_field`).
+- Statistical kinds (rate, distribution, latency) are re-decided together with Holm's procedure
+  at `rules.alpha`, the case's share of the run's family-wise false-alarm rate (harness/stats.py
+  `per_test_alpha`: alpha / m over the m cases of a run).
+- The run's rules apply last: with `regen` (rewriting this env's own records) a difference from
+  the old record is the regeneration (`changed`, category `regenerated`); with `strict` a field that
+  has no baseline is a regression (`missing-record`); a baseline record that cannot be read makes
+  every field a regression (`unreadable-record`).
+
+The pytest plugin (harness/plugin.py) drives one `CaseCheck` per test; `harness compare`
+(harness/cli.py) drives one per pair of recorded cases through `compare_records`, so a field is
+judged the same way in a live run and in an offline comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.compare import Policy, compare_field, decide_with_holm, verdict
+from harness.config import Thresholds
+from harness.golden import normalize_field
+from harness.schema import Category, Field, Outcome, Record, RecordError, Status
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How one run judges its cases."""
+
+    alpha: float  # one case's share of the run's family-wise alpha (Holm within the case)
+    thresholds: Thresholds
+    env: dict[str, Any] | None  # the environment the observations were taken in
+    strict: bool = False  # a field without a baseline fails (CI)
+    regen: bool = False  # rewriting this env's own records: a difference is the regeneration
+    baseline_key: str = ""  # the env whose records are the baseline (for messages)
+
+
+@dataclass
+class _Check:
+    outcome: Outcome
+    policy: Policy
+    observed: Field
+    expected: Field | None
+
+
+class CaseCheck:
+    """The checks of one case against its baseline record (or none) and reference values."""
+
+    def __init__(self, suite: str, case: str, rules: Rules, baseline: Record | None = None,
+                 unreadable: RecordError | None = None):
+        self.suite, self.case, self.rules = suite, case, rules
+        self.baseline, self.unreadable = baseline, unreadable
+        self._checks: dict[str, _Check] = {}
+        self._decided: list[Outcome] = []
+        self.observed: dict[str, Field] = {}  # the fields to write into this env's record
+
+    def _claim(self, name: str) -> None:
+        if name in self._checks or any(o.field == name for o in self._decided):
+            raise ValueError(f"field {name!r} of {self.suite}/{self.case} checked twice; give each check its own name")
+
+    def _policy(self, baseline_env: dict[str, Any] | None, implementations_differ: bool) -> Policy:
+        return Policy(alpha=self.rules.alpha, thresholds=self.rules.thresholds, observed_env=self.rules.env,
+                      baseline_env=baseline_env, implementations_differ=implementations_differ)
+
+    def _place(self, outcome: Outcome, against: str) -> Outcome:
+        return replace(outcome, suite=self.suite, case=self.case, against=against)
+
+    def observe(self, name: str, observed: Field) -> Outcome:
+        """Field `name` as observed now, against the baseline record's field of that name."""
+        self._claim(name)
+        observed = normalize_field(observed)
+        baseline = self.baseline.fields.get(name) if self.baseline else None
+        policy = self._policy(self.baseline.env if self.baseline else None, implementations_differ=False)
+        if self.unreadable is not None:
+            outcome = verdict(name, observed.kind, Status.REGRESSION, str(self.unreadable), Category.UNREADABLE_RECORD,
+                              {"file": str(self.unreadable.path), "reason": self.unreadable.reason})
+        else:
+            outcome = compare_field(name, observed, baseline, policy)
+        self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline)
+        self.observed[name] = observed
+        return self._checks[name].outcome
+
+    def reference(self, name: str, observed: Field, expected: Field, *, implementations_differ: bool = True) -> Outcome:
+        """`observed` against an expected value computed now (nothing is read or written).
+        `implementations_differ`: the two sides come from different code (transformers vs the
+        reference engine), so a near-tie may flip and cross-numerics tolerances apply; False when
+        both sides are the same library (e.g. static vs dynamic cache)."""
+        self._claim(name)
+        observed, expected = normalize_field(observed), normalize_field(expected)
+        policy = self._policy(self.rules.env, implementations_differ)
+        outcome = compare_field(name, observed, expected, policy)
+        self._checks[name] = _Check(self._place(outcome, "reference"), policy, observed, expected)
+        return self._checks[name].outcome
+
+    def add(self, outcome: Outcome) -> Outcome:
+        """An outcome decided by an exact rule outside the comparers (e.g. a mask checked against
+        the reference visibility rule, or a skip with its reason); never a statistical decision."""
+        self._claim(outcome.field)
+        placed = replace(outcome, suite=self.suite, case=self.case)
+        self._decided.append(placed)
+        return placed
+
+    def outcomes(self) -> list[Outcome]:
+        """Every outcome of the case: Holm within the case, then the run's rules."""
+        checks = list(self._checks.values())
+        decided = decide_with_holm([(c.outcome, c.observed, c.expected, c.policy) for c in checks], self.rules.alpha)
+        out = []
+        for check, outcome in zip(checks, decided, strict=True):
+            outcome = self._place(outcome, check.outcome.against)
+            out.append(self._apply_rules(outcome) if outcome.against == "baseline" else outcome)
+        return out + self._decided
+
+    def _apply_rules(self, o: Outcome) -> Outcome:
+        if self.rules.regen and o.status in (Status.REGRESSION, Status.CHANGED):
+            return replace(o, status=Status.CHANGED, category=Category.REGENERATED,
+                           detail=f"record rewritten (--force-regen); was {o.status.value}: {o.detail}",
+                           diff={**o.diff, "was_status": o.status.value, "was_category": o.category.value})
+        if self.rules.strict and o.status is Status.NEW:
+            return replace(o, status=Status.REGRESSION, category=Category.MISSING_RECORD,
+                           detail=f"no golden record in {self.rules.baseline_key or 'the baseline'} "
+                                  "(--strict: missing records fail)")
+        return o
+
+
+def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Record], *, alpha: float,
+                    thresholds: Thresholds, name_a: str = "A", name_b: str = "B") -> list[Outcome]:
+    """Every field of every record of B against A's record of the same case, with the rules of a
+    live run (`CaseCheck`, Holm within a case at `alpha`). A record or field in B only is `new`;
+    in A only, `skipped` (record-removed / field-removed)."""
+    outcomes: list[Outcome] = []
+    for key in sorted(set(records_a) | set(records_b)):
+        a, b = records_a.get(key), records_b.get(key)
+        if a is None or b is None:
+            record, status = (b, Status.NEW) if a is None else (a, Status.SKIPPED)
+            where, other = (name_b, name_a) if a is None else (name_a, name_b)
+            category = Category.RECORD_ADDED if a is None else Category.RECORD_REMOVED
+            outcomes += [Outcome(record.suite, record.case, name, f.kind, status,
+                                 f"record only in {where}; none in {other}", category)
+                         for name, f in record.fields.items()]
+            continue
+        check = CaseCheck(b.suite, b.case, Rules(alpha, thresholds, b.env), baseline=a)
+        for name, f in b.fields.items():
+            check.observe(name, f)
+        outcomes += check.outcomes()
+        outcomes += [Outcome(a.suite, a.case, name, f.kind, Status.SKIPPED, f"field only in {name_a}; none in {name_b}",
+                             Category.FIELD_REMOVED) for name, f in a.fields.items() if name not in b.fields]
+    return outcomes

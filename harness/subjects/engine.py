@@ -1,0 +1,74 @@
+"""The reference engine (harness/engine/, torch only) as the expected side of a case.
+
+- `decode_case(model, assistant, case, prompt)`: the engine's own draft -> verify -> commit loop
+  on the case's path, with the same draft schedule transformers runs;
+- `cache_spec(config)`, `windows`, `lengths`: what the reference dispatcher and caches
+  (harness/engine/cache.py) say a checkpoint's layers should be and hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.engine.cache import build_caches, cache_spec_of
+from harness.engine.decode import Decoded, decode
+from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
+from harness.schema import Case
+
+EOS = 2
+STATIC_MAX_LEN = 256
+
+# layer kind -> (dynamic, static) layer class transformers 5.24 builds for it
+REFERENCE_CLASSES = {
+    "full_attention": ("DynamicLayer", "StaticLayer"),
+    "sliding_attention": ("DynamicSlidingWindowLayer", "StaticSlidingWindowLayer"),
+    "chunked_attention": ("DynamicSlidingWindowLayer", "StaticSlidingWindowLayer"),
+}
+
+
+def drafter_for(case: Case, target, assistant) -> Drafter | None:
+    if case.path in ("assisted", "ensemble"):
+        return AssistantDrafter(assistant)
+    if case.path == "prompt_lookup":
+        return PromptLookupDrafter(eos_token_id=EOS)
+    if case.path == "mtp":
+        return MtpDrafter(target)
+    return None
+
+
+def decode_case(target, assistant, case: Case, prompt: list[int]) -> Decoded:
+    """Greedy (or ensemble-greedy) decoding of the case by the reference engine."""
+    mode = "ensemble_greedy" if case.weight is not None else "greedy"
+    return decode(target, prompt, case.new_tokens, drafter=drafter_for(case, target, assistant),
+                  k=case.draft_tokens or 1, mode=mode, w=case.weight,
+                  static_max_len=STATIC_MAX_LEN if case.cache == "static" else None, eos_token_id=EOS)
+
+
+def cache_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """`cache_spec_of(config.json)`; GPT-BigCode's config.json names the layer count `n_layer`
+    (its config class maps num_hidden_layers onto it), so that alias is resolved here."""
+    if "num_hidden_layers" not in config and "n_layer" in config:
+        config = {**config, "num_hidden_layers": config["n_layer"]}
+    return cache_spec_of(config)
+
+
+def windows(spec: dict[str, Any]) -> list[int | None]:
+    """Per layer: the window transformers' layer should use (chunk size for chunked layers)."""
+    return [spec["sliding_window"] if t == "sliding_attention" else spec["attention_chunk_size"]
+            if t == "chunked_attention" else None for t in spec["layer_types"]]
+
+
+def lengths(spec: dict[str, Any], updates: list[int]) -> list[tuple[list[int], list[int]]]:
+    """Run the reference caches (no slack) through `updates` (tokens per forward) with dummy
+    keys; after each update: (seq_len per layer, entries a next query still needs per layer)."""
+    caches = build_caches(spec["layer_types"], spec["sliding_window"], spec["attention_chunk_size"])
+    out = []
+    for n in updates:
+        for c in caches:
+            s = c.seq_len
+            k = torch.zeros(1, n, 1)
+            c.update(k, k, torch.arange(s, s + n))
+        out.append(([c.seq_len for c in caches], [c.held for c in caches]))
+    return out

@@ -1,0 +1,179 @@
+"""The installed transformers' KV caches and attention calls, as plain data.
+
+Everything version-specific is probed with inspect / hasattr, never with version numbers:
+- `cache_keyword` / `forward`: one forward pass through an explicit cache, whatever the installed
+  version calls the keyword (``cache=`` in 5.24, ``past_key_values=`` before);
+- `new_caches`: DynamicCache(config=) and StaticCache(config=, max_cache_len=), or the error;
+- per-layer introspection: classes, `get_seq_length()`, slots held, windows, bytes;
+- `prefill_and_decode` and `rollback`: the runs the caches suite observes;
+- `record_sdpa`: every torch SDPA call's arguments, for the mask the attention integration passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from harness.subjects import observe
+
+
+def cache_keyword(model) -> str:
+    """The keyword the installed forward() takes the cache by."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def forward(model, ids: torch.Tensor, cache) -> torch.Tensor:
+    """Logits [T, V] of one forward pass that appends `ids` to `cache`."""
+    with torch.no_grad():
+        out = model(ids, use_cache=True, **{cache_keyword(model): cache})
+    return out.logits[0].float()
+
+
+def logits(model, ids: torch.Tensor) -> torch.Tensor:
+    """Logits [T, V] of the whole sequence, no cache."""
+    with torch.no_grad():
+        return model(ids, use_cache=False).logits[0].float()
+
+
+def new_caches(model, max_cache_len: int) -> tuple[Any, dict | None, Any, dict | None]:
+    """(DynamicCache, its error, StaticCache, its error) built from the model's config."""
+    from transformers import DynamicCache, StaticCache
+
+    dynamic, dyn_err = observe(lambda: DynamicCache(config=model.config))
+    static, st_err = observe(lambda: StaticCache(config=model.config, max_cache_len=max_cache_len))
+    return dynamic, dyn_err, static, st_err
+
+
+def dynamic_layer_classes(model) -> list[str]:
+    """Layer classes of a DynamicCache for the model ([] when it cannot be built)."""
+    cache, _ = observe(lambda: new_caches(model, 1)[0])
+    return layer_classes(cache) if cache is not None else []
+
+
+def layer_classes(cache) -> list[str]:
+    return [type(layer).__name__ for layer in cache.layers]
+
+
+def held(layer) -> int:
+    """Key slots the layer physically holds (a static layer: its whole buffer)."""
+    keys = getattr(layer, "keys", None)
+    return int(keys.shape[-2]) if isinstance(keys, torch.Tensor) and keys.dim() >= 2 else 0
+
+
+def seq_length(layer) -> int:
+    return int(layer.get_seq_length())
+
+
+def window(layer) -> int | None:
+    w = getattr(layer, "sliding_window", None)
+    return int(w) if w is not None else None
+
+
+def capacity(layer) -> int | None:
+    """Slots a static layer preallocates (5.24 stores min(max_cache_len, window) for sliding layers)."""
+    n = getattr(layer, "max_cache_len", None)
+    return int(n) if n is not None else None
+
+
+def layer_bytes(layer) -> int:
+    return sum(t.nbytes for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+               if isinstance(t, torch.Tensor))
+
+
+def bytes_by_class(cache) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for layer in cache.layers:
+        out[type(layer).__name__] = out.get(type(layer).__name__, 0) + layer_bytes(layer)
+    return dict(sorted(out.items()))
+
+
+def lengths(cache) -> dict[str, list[int]]:
+    return {"seq_len": [seq_length(x) for x in cache.layers], "held": [held(x) for x in cache.layers]}
+
+
+def prefill_and_decode(model, ids: torch.Tensor, cache, steps: int) -> tuple[list[torch.Tensor], dict[str, list[int]]]:
+    """Prefill + `steps` greedy decode steps; the last logits of each step, and the per-layer
+    lengths right after the prefill."""
+    out = forward(model, ids, cache)
+    after_prefill = lengths(cache)
+    outs = [out[-1]]
+    for _ in range(steps):
+        nxt = outs[-1].argmax().view(1, 1)
+        outs.append(forward(model, nxt, cache)[-1])
+    return outs, after_prefill
+
+
+def rollback(model, ids: torch.Tensor, draft_len: int, follow: int):
+    """(fresh logits, rollback logits, state after crop, fed tokens). Fresh: prompt, then the
+    correct token and `follow` greedy steps. Rollback: prompt, a wrong `draft_len`-token draft in
+    one forward (its lowest-scored tokens), crop it, then the same tokens as fresh."""
+    from transformers import DynamicCache
+
+    def new_cache(croppable: bool):
+        cache = DynamicCache(config=model.config)
+        for layer in cache.layers if croppable else ():
+            if hasattr(layer, "activate_past_recording"):  # 5.24: windowed layers record to be croppable
+                layer.activate_past_recording()
+        return cache
+
+    fresh_cache = new_cache(croppable=False)
+    last = forward(model, ids, fresh_cache)[-1]
+    feed = [int(last.argmax())]
+    fresh = []
+    for _ in range(follow + 1):
+        fresh.append(forward(model, torch.tensor([[feed[-1]]]), fresh_cache)[-1])
+        feed.append(int(fresh[-1].argmax()))
+    draft = [t for t in torch.argsort(last).tolist() if t != feed[0]][:draft_len]
+
+    cache = new_cache(croppable=True)
+    forward(model, ids, cache)
+    forward(model, torch.tensor([draft]), cache)
+    cache.crop(-draft_len)
+    state = {"seq_len_after_crop": [seq_length(x) for x in cache.layers],
+             "held_after_crop": [held(x) for x in cache.layers]}
+    rolled = [forward(model, torch.tensor([[t]]), cache)[-1] for t in feed[: follow + 1]]
+    return torch.stack(fresh), torch.stack(rolled), state, feed[: follow + 1]
+
+
+@contextlib.contextmanager
+def record_sdpa(sink: list[dict]) -> Iterator[list[dict]]:
+    """Wrap torch.nn.functional.scaled_dot_product_attention; append each call's arguments."""
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+
+    def wrapper(*args, **kwargs):
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
+        bound = dict(zip(names, args, strict=False)) | kwargs
+        sink.append({"q": bound["query"].shape, "k": bound["key"].shape, "attn_mask": bound.get("attn_mask"),
+                     "is_causal": bool(bound.get("is_causal", False)), "enable_gqa": bound.get("enable_gqa")})
+        return original(*args, **kwargs)
+
+    functional.scaled_dot_product_attention = wrapper
+    try:
+        yield sink
+    finally:
+        functional.scaled_dot_product_attention = original
+
+
+def prefill_sdpa_calls(model, ids: torch.Tensor, cache_kind: str, max_cache_len: int) -> tuple[list[dict], dict | None]:
+    """The SDPA calls of one prefill through a fresh Dynamic or Static cache, and the error."""
+    from transformers import DynamicCache, StaticCache
+
+    def make():
+        if cache_kind == "static":
+            return StaticCache(config=model.config, max_cache_len=max_cache_len)
+        return DynamicCache(config=model.config)
+
+    calls: list[dict] = []
+    with record_sdpa(calls):
+        _, err = observe(lambda: forward(model, ids, make()))
+    return calls, err
+
+
+def attn_implementation(model) -> str | None:
+    return getattr(model.config, "_attn_implementation", None)

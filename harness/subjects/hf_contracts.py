@@ -1,0 +1,273 @@
+"""API contracts of the installed transformers, probed as plain data.
+
+Each probe is ``probe_<name>(zoo, params, tmp) -> Observation``: it drives transformers and
+returns named fields (see suites/test_contracts.py for the table of cases and what each field
+means). `PROBES` maps the probe name to its function.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import inspect
+import json
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import torch
+
+from harness.schema import Observation
+from harness.subjects import first_line, observe, type_name
+from harness.subjects.hf import Zoo, capabilities, draft_schedule, record_drafts
+from harness.subjects.hf_cache import cache_keyword, forward
+
+TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
+PROMPT = "short-0"
+NEW_TOKENS = 12
+PAD = 0
+DRAFT_TOKENS = 4  # the assistant's pinned schedule: constant 4 tokens, no early stop
+
+
+def _raised(err: dict | None) -> dict[str, Any]:
+    return {"raises": err["type"] if err else None, "message": err["message"] if err else None}
+
+
+def _generate(zoo: Zoo, model_name: str, assistant: bool = False, **kwargs: Any):
+    """(output, prompt length, drafts) of generate() on the short prompt."""
+    model = zoo.load(model_name).model
+    ids = zoo.prompt_ids(model_name, PROMPT)
+    kwargs.setdefault("max_new_tokens", NEW_TOKENS)
+    kwargs.setdefault("pad_token_id", PAD)
+    helper = zoo.load(ASSISTANT).model if assistant else None
+    if helper is not None:
+        kwargs["assistant_model"] = helper
+    drafts: list[list[int]] = []
+    with (record_drafts(drafts), draft_schedule(helper, DRAFT_TOKENS), torch.no_grad(),
+          warnings.catch_warnings()):
+        warnings.simplefilter("ignore")
+        out = model.generate(ids, **kwargs)
+    return out, ids.shape[1], drafts
+
+
+def probe_generate_return(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    obs = Observation()
+    out, err = observe(lambda: _generate(zoo, TARGET, **params)[0])
+    if err:
+        obs.add("result", {"error": err})
+        return obs
+    value: dict[str, Any] = {"type": type_name(out), "is_tensor": isinstance(out, torch.Tensor),
+                             "is_mapping": isinstance(out, dict)}
+    if isinstance(out, torch.Tensor):
+        value |= {"dtype": str(out.dtype), "dims": out.dim()}
+    if isinstance(out, dict):
+        value |= {"keys": list(out.keys()), "value_types": {k: type_name(v) for k, v in out.items()}}
+    obs.add("result", value)
+    return obs
+
+
+def probe_tokenizer(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    obs = Observation()
+    kwargs = dict(params)
+    call = kwargs.pop("call")
+    tok = zoo.load(TARGET).tokenizer
+    text = "the cat sat on the mat"
+    out, err = observe(lambda: getattr(tok, call)(text, **kwargs) if call != "__call__" else tok(text, **kwargs))
+    if err:
+        obs.add("result", {"error": err})
+        return obs
+    value: dict[str, Any] = {"type": type_name(out), "tokenizer_class": type(tok).__name__}
+    if hasattr(out, "keys"):
+        value |= {"keys": sorted(out.keys()), "value_types": {k: type_name(v) for k, v in out.items()}}
+    obs.add("result", value)
+    return obs
+
+
+CUSTOM_CONFIG = """\
+import pathlib
+from transformers import PretrainedConfig
+
+pathlib.Path({marker!r}).write_text("ran")
+
+
+class HarnessCustomConfig(PretrainedConfig):
+    model_type = {model_type!r}
+"""
+
+
+def probe_trust_remote_code(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """A local checkpoint whose config.json points AutoConfig at custom code (auto_map); loaded
+    without passing trust_remote_code. A prompt for consent is answered as a non-interactive
+    session would (EOF). Does the custom code run?"""
+    from transformers import AutoConfig
+
+    model_type = params["model_type"]
+    directory = tmp / "custom"
+    directory.mkdir()
+    marker = tmp / "custom_code_ran"
+    (directory / "config.json").write_text(json.dumps(
+        {"model_type": model_type, "auto_map": {"AutoConfig": "custom_config.HarnessCustomConfig"}}))
+    (directory / "custom_config.py").write_text(CUSTOM_CONFIG.format(marker=str(marker), model_type=model_type))
+    prompts: list[str] = []
+
+    def no_tty(prompt: str = "") -> str:
+        prompts.append(first_line(prompt))
+        raise EOFError("harness: no interactive input")
+
+    with mock.patch.object(builtins, "input", no_tty):
+        config, err = observe(lambda: AutoConfig.from_pretrained(str(directory)), scrub={str(directory): "<dir>"})
+    obs = Observation()
+    obs.add("result", {"prompted": bool(prompts), **_raised(err),
+                       "config_class": type(config).__name__ if config is not None else None,
+                       "custom_code_ran": marker.exists()})
+    return obs
+
+
+def probe_generation_config_keys(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    from transformers import GenerationConfig
+
+    obs = Observation()
+    obs.add("keys", sorted(k for k in vars(GenerationConfig()) if not k.startswith("_")), "capability")
+    return obs
+
+
+def probe_genconfig(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    from transformers import GenerationConfig
+
+    config, init_err = observe(lambda: GenerationConfig(**params))
+    value: dict[str, Any] = {"init": _raised(init_err)}
+    if config is not None:
+        value["stored"] = {k: getattr(config, k, "<absent>") for k in params}
+        strict = "strict" in inspect.signature(config.validate).parameters
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, val_err = observe(lambda: config.validate(strict=True) if strict else config.validate())
+        value["validate_strict" if strict else "validate"] = _raised(val_err)
+    obs = Observation()
+    obs.add("result", value)
+    return obs
+
+
+def probe_generate_error(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    kwargs = dict(params)
+    assistant = kwargs.pop("assistant", False)
+    _, err = observe(lambda: _generate(zoo, TARGET, assistant=assistant, **kwargs))
+    obs = Observation()
+    obs.add("result", _raised(err))
+    return obs
+
+
+def _pathway(run: Callable[[], Any], plain: tuple[list[int], list[list[int]]]) -> tuple[str, dict | None]:
+    """'rejected' (raised), 'accepted' (MTP drafts or different tokens than without the
+    feature) or 'ignored' (ran, no observable effect)."""
+    result, err = observe(run)
+    if err is not None:
+        return "rejected", err
+    out, prompt_len, drafts = result
+    tokens = out[0, prompt_len:].tolist()
+    if tokens != plain[0] or (any(drafts) and not any(plain[1])):
+        return "accepted", None
+    return "ignored", None
+
+
+def probe_acceptance(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    from transformers import GenerationConfig
+
+    feature, value, model = params["feature"], params["value"], params["model"]
+    assistant = bool(params.get("assistant"))
+    out, prompt_len, drafts = _generate(zoo, model, assistant=assistant)
+    plain = (out[0, prompt_len:].tolist(), drafts)
+    config, init_err = observe(lambda: GenerationConfig(**{feature: value}))
+    stored = config is not None and getattr(config, feature, None) == value
+    as_kwarg, kwarg_err = _pathway(lambda: _generate(zoo, model, assistant=assistant, **{feature: value}), plain)
+    as_config, config_err = _pathway(lambda: _generate(zoo, model, assistant=assistant, generation_config=GenerationConfig(
+        max_new_tokens=NEW_TOKENS, pad_token_id=PAD, **{feature: value})), plain)
+    errors = {k: v for k, v in (("init", init_err), ("generate_kwarg", kwarg_err),
+                                ("generation_config", config_err)) if v}
+    obs = Observation()
+    obs.add("acceptance", {"config_field": "rejected" if init_err else "stored" if stored else "dropped",
+                           "generate_kwarg": as_kwarg, "generation_config": as_config},
+            "capability", **({"errors": errors} if errors else {}))
+    return obs
+
+
+def probe_capabilities(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    obs = Observation()
+    obs.add("capabilities", capabilities(), "capability")
+    return obs
+
+
+def probe_cache_api(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    from transformers import DynamicCache, StaticCache, cache_utils
+
+    def names(fn) -> list[str]:
+        return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+    obs = Observation()
+    obs.add("api", {
+        "get_layer_types_and_kwargs": hasattr(cache_utils, "get_layer_types_and_kwargs"),
+        "DynamicCache(config=)": "config" in names(DynamicCache.__init__),
+        "StaticCache(config=, max_cache_len=)": {"config", "max_cache_len"} <= set(names(StaticCache.__init__)),
+        "DynamicCache.crop": hasattr(DynamicCache, "crop"),
+        "DynamicSlidingWindowLayer.activate_past_recording":
+            hasattr(getattr(cache_utils, "DynamicSlidingWindowLayer", None), "activate_past_recording"),
+        "DynamicSlidingWindowLayer(config=)": "config" in names(cache_utils.DynamicSlidingWindowLayer.__init__),
+    }, "capability", layer_classes=sorted(n for n, c in vars(cache_utils).items()
+                                           if inspect.isclass(c) and n.endswith("Layer")))
+    return obs
+
+
+def probe_cache_crop_positive(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """crop(n) with n > 0 (keep the first n tokens) on a filled DynamicCache of full layers."""
+    from transformers import DynamicCache
+
+    model = zoo.load(TARGET).model
+    ids = zoo.prompt_ids(TARGET, PROMPT)
+    cache = DynamicCache(config=model.config)
+    forward(model, ids, cache)
+    keep = ids.shape[1] - 2
+    _, err = observe(lambda: cache.crop(keep))
+    after = cache.get_seq_length()
+    obs = Observation()
+    obs.add("result", {**_raised(err), "cache_after": "cropped" if after == keep else
+                       "unchanged" if after == ids.shape[1] else f"{after} of {ids.shape[1]} tokens"})
+    return obs
+
+
+def probe_forward_cache_keyword(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    from transformers import DynamicCache
+
+    model = zoo.load(TARGET).model
+    ids = zoo.prompt_ids(TARGET, PROMPT)
+    fills, warned = {}, {}
+    for keyword in ("cache", "past_key_values"):
+        cache = DynamicCache(config=model.config)
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            _, err = observe(lambda keyword=keyword, cache=cache: model(ids, use_cache=True, **{keyword: cache}))
+        fills[keyword] = err is None and cache.get_seq_length() == ids.shape[1]
+        warned[keyword] = sorted({w.category.__name__ for w in caught})
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+    obs = Observation()
+    obs.add("fills_cache", fills, "capability", signature=cache_keyword(model), warnings=warned)
+    obs.add("output_keys", list(out.keys()), output_type=type(out).__name__)
+    return obs
+
+
+def probe_save_pretrained_side_effects(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """What save_pretrained changes on the model it saves (5.13 - 5.24: config.dtype becomes a
+    str, which 5.24's MtpModel.from_pretrained then fails on)."""
+    model = copy.deepcopy(zoo.load(ASSISTANT).model)
+    before = type_name(model.config.dtype)
+    _, err = observe(lambda: model.save_pretrained(str(tmp / "saved")))
+    obs = Observation()
+    obs.add("result", {**_raised(err), "config.dtype": {"before": before, "after": type_name(model.config.dtype)}})
+    return obs
+
+
+PROBES: dict[str, Callable[[Zoo, dict[str, Any], Path], Observation]] = {
+    name.removeprefix("probe_"): fn for name, fn in globals().items() if name.startswith("probe_")
+}

@@ -1,0 +1,45 @@
+"""The subject boundary (harness/subjects/__init__.py): only the subject's exceptions are data."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.subjects import error_of, is_subject_error, observe
+
+
+def test_an_exception_raised_inside_the_subject_is_an_observation():
+    from transformers import GenerationConfig
+
+    result, err = observe(lambda: GenerationConfig(max_new_tokens=-1).validate(strict=True))
+    assert result is None and err is not None and err["type"] == "ValueError"
+
+
+
+def test_a_torch_error_in_harness_code_is_the_harness_bug():
+    # the innermost Python frame decides: a bad tensor op written in a probe is the probe's bug
+    with pytest.raises(RuntimeError):
+        observe(lambda: torch.zeros(2) @ torch.zeros(3))
+
+
+def test_a_harness_bug_propagates_with_its_traceback():
+    def probe():
+        return {}["missing"]  # a bug in harness code, not a finding about transformers
+
+    with pytest.raises(KeyError, match="missing"):
+        observe(probe)
+
+
+def test_a_changed_signature_of_the_subject_is_an_observation():
+    from transformers import DynamicCache
+
+    _, err = observe(lambda: DynamicCache(no_such_keyword=1))
+    assert err is not None and err["type"] == "TypeError"
+
+
+def test_error_text_is_scrubbed_of_local_paths():
+    from harness.subjects import _REPO_ROOT
+
+    err = error_of(ValueError(f"cannot open {_REPO_ROOT}/golden/x at 0xdeadbeef12\nsecond line"))
+    assert err == {"type": "ValueError", "message": "cannot open <repo>/golden/x at 0x..."}
+    assert not is_subject_error(ValueError("never raised"))
