@@ -25,17 +25,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import env_key
 from harness.golden import GoldenStore, UnknownEnvError
+from harness.regen import apply_regen, diff_records, print_regen_changes
 from harness.report import ResultsFileError, load_results, render, write_junit
-from harness.schema import Outcome, Record, RecordError, Results, Status
+from harness.report.terminal import print_summary, table, timestamped_dir, write_outputs
+from harness.schema import Outcome, Record, RecordError, Results
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,9 +43,7 @@ else:  # pragma: no cover - python 3.10
     import tomli as tomllib
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
-FIXTURE_FIX = "python -m harness.fixtures build"
 PYTEST_FAILURES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
-MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
 # plugin options the CLI sets itself: as pytest args after -- they would contradict its flags
 OWNED_OPTIONS = {"--harness-results": "", "--golden-dir": "--golden-dir", "--baseline": "--baseline",
                  "--force-regen": "harness regen", "--harness-dtype": "--dtype", "--harness-device": "--device",
@@ -100,34 +98,19 @@ def open_project(args: argparse.Namespace) -> Project:
 
 
 def check_fixtures(settings: HarnessConfig) -> None:
-    """The checkpoints the suites load must exist: the models dir, each model in it (or each one
-    named in [tool.harness] models) with a config.json, and every extra_model_dirs entry."""
-    models_dir = settings.models_dir
-    if not models_dir.is_dir():
-        raise UsageError(f"missing fixture: {models_dir} does not exist ([tool.harness] models_dir); "
-                         f"build the fixture models with `{FIXTURE_FIX}`")
+    """Fail before running anything: every checkpoint the suites will load (all of the manifest's,
+    or those named in [tool.harness] models) is present with its manifest sha256, and every
+    extra_model_dirs entry exists."""
+    from harness.fixtures.load import FixtureError, check_models
+
+    try:
+        check_models(settings.models_dir, settings.models)
+    except FixtureError as exc:
+        raise UsageError(f"missing or corrupt fixture: {exc}") from exc
     for extra in settings.extra_model_dirs:
         if not extra.is_dir():
             raise UsageError(f"missing model dir: {extra} does not exist ([tool.harness] extra_model_dirs); "
                              "fix the path or save a checkpoint there with save_pretrained()")
-        if not (extra / "config.json").is_file() and not any(extra.glob("*/config.json")):
-            raise UsageError(f"missing model dir: {extra} has no config.json (nor any subdirectory with one) "
-                             "([tool.harness] extra_model_dirs); save a checkpoint there with save_pretrained()")
-    if settings.models:
-        for name in settings.models:
-            candidates = [models_dir / name, *(d / name for d in settings.extra_model_dirs),
-                          *(d for d in settings.extra_model_dirs if d.name == name)]
-            if not any((c / "config.json").is_file() for c in candidates):
-                raise UsageError(f"missing fixture: {models_dir / name / 'config.json'} does not exist "
-                                 f"(model {name!r} in [tool.harness] models); build it with `{FIXTURE_FIX}`")
-        return
-    checkpoints = [d for d in sorted(models_dir.iterdir()) if d.is_dir() and not d.name.startswith((".", "_"))]
-    if not checkpoints:
-        raise UsageError(f"missing fixture: {models_dir} holds no model directories; build them with `{FIXTURE_FIX}`")
-    for directory in checkpoints:
-        if not (directory / "config.json").is_file():
-            raise UsageError(f"missing fixture: {directory / 'config.json'} does not exist; "
-                             f"rebuild the fixture models with `{FIXTURE_FIX}`")
 
 
 def current_env_key(args: argparse.Namespace) -> str:
@@ -212,60 +195,6 @@ def pytest_problem(rc: int) -> str | None:
 # output helpers
 
 
-def timestamped_dir(parent: Path) -> Path:
-    """parent/<YYYYmmdd-HHMMSS>[-N], not yet existing."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate, n = parent / stamp, 1
-    while candidate.exists():
-        candidate, n = parent / f"{stamp}-{n}", n + 1
-    return candidate
-
-
-def write_outputs(results: Results, out_dir: Path, results_json: bool = True) -> tuple[Path, Path]:
-    """results.json (unless already there), index.html and junit.xml in out_dir."""
-    from harness.golden import atomic_write_json
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if results_json:
-        atomic_write_json(out_dir / "results.json", results.to_json())
-    return render(results, out_dir), write_junit(results, out_dir / "junit.xml")
-
-
-def shorten(text: Any, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:
-    """Plain-text columns; cells are cut to `widths` when given."""
-    cells = [[str(h) for h in headers]]
-    for row in rows:
-        cells.append([shorten(c, widths[i]) if widths else str(c) for i, c in enumerate(row)])
-    size = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(size[i]) for i, c in enumerate(r)).rstrip() for r in cells]
-    return [lines[0], "  ".join("-" * s for s in size), *lines[1:]]
-
-
-def print_summary(results: Results, title: str) -> None:
-    """Counts per status, then every regression / changed outcome with its old -> new detail."""
-    print()
-    print(title)
-    counts = results.counts()
-    for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
-        print("  " + line)
-    for status in (Status.REGRESSION, Status.CHANGED):
-        listed = [o for o in results.outcomes if o.status is status]
-        if not listed:
-            continue
-        print(f"\n{status.value} ({len(listed)}):")
-        rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
-        for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
-                          (24, 40, 24, 12, 20, 9, 100)):
-            print("  " + line)
-        if len(listed) > MAX_LISTED:
-            print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
-
-
 def unreadable_records(results: Results) -> list[Outcome]:
     return [o for o in results.outcomes if o.category == "unreadable-record"]
 
@@ -344,93 +273,11 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
 # regen
 
 
-@dataclass(frozen=True)
-class RecordChange:
-    """One record file of the current env: what regenerating it would do."""
-
-    name: str  # suite/case
-    change: str  # "added", "removed", "changed"
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    changed: tuple[tuple[str, str], ...] = ()  # (field, deepdiff summary)
-    record: Record | None = None  # the new record ("removed": None)
-    note: str = ""
-
-
-def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """A one-line deepdiff summary of one field's JSON (kind, value, extras)."""
-    from deepdiff import DeepDiff
-
-    lines = DeepDiff(old, new, verbose_level=2).pretty().splitlines()
-    return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
-
-
-def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
-                 complete: bool = True) -> list[RecordChange]:
-    """Per (suite, case, field): what the new records add, remove and change.
-
-    A partial run (`complete=False`: deselected or failing tests) removes nothing: records it did
-    not produce are left alone and fields it did not observe are carried over from the old record.
-    """
-    changes = []
-    for key in sorted(set(old) | set(new)):
-        name = "/".join(key)
-        before, after = old.get(key), new.get(key)
-        if after is None:
-            if complete:
-                fields = tuple(before.fields) if isinstance(before, Record) else ()
-                changes.append(RecordChange(name, "removed", removed=fields))
-        elif before is None:
-            changes.append(RecordChange(name, "added", added=tuple(after.fields), record=after))
-        elif isinstance(before, RecordError):
-            changes.append(RecordChange(name, "changed", added=tuple(after.fields), record=after,
-                                        note=f"replaces an unreadable record ({before.reason})"))
-        else:
-            if not complete:
-                after = replace(after, fields={**before.fields, **after.fields})
-            added = tuple(f for f in after.fields if f not in before.fields)
-            removed = tuple(f for f in before.fields if f not in after.fields)
-            changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
-                            for f in after.fields if f in before.fields
-                            and before.fields[f].to_json() != after.fields[f].to_json())
-            if added or removed or changed:
-                changes.append(RecordChange(name, "changed", added, removed, changed, after))
-    return changes
-
-
-def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
-    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
-    print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
-          f"{unchanged} unchanged")
-    for c in changes:
-        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
-        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
-        for f in c.added:
-            print(f"      + {f} (added)")
-        for f in c.removed:
-            print(f"      - {f} (removed)")
-        for f, summary in c.changed:
-            print(f"      ~ {f} (changed): {shorten(summary, 160)}")
-
-
 def confirm(question: str) -> bool:
     try:
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except EOFError:
         return False
-
-
-def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:
-    """Write only the current env's changed records (each atomically), delete the removed ones."""
-    for c in changes:
-        if c.record is not None:
-            store.write(key, c.record)
-        else:
-            suite, case = c.name.split("/", 1)
-            path = store.root / key / suite / f"{case}.json"
-            path.unlink(missing_ok=True)
-            if path.parent.is_dir() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
 
 
 def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:

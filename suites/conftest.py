@@ -3,6 +3,8 @@
 - `zoo` (session): the installed transformers' view of the checkpoints under
   `[tool.harness] models_dir` (harness/subjects/hf.py `Zoo`), loaded once per worker;
 - one intra-op thread for the tiny forwards unless the run chose a count;
+- before any case runs, every checkpoint the run loads is checked against its manifest sha256: a
+  missing or corrupt one is a usage error naming the file and the fix, never a skip;
 - `[tool.harness] models` (non-empty) keeps only those models' cases: every suite parametrizes
   over a `case` whose `.model` names a checkpoint, and other models' cases are deselected.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.fixtures.load import FixtureError, check_models
 from harness.plugin import settings_of
 from harness.subjects.hf import Zoo
 
@@ -40,7 +43,13 @@ def one_intra_op_thread(harness_env, pytestconfig):
 
 
 def pytest_collection_modifyitems(config, items):
-    models = settings_of(config).models
+    settings = settings_of(config)
+    if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
+        try:  # fail closed: a missing or corrupt checkpoint stops the run, it never skips a case
+            check_models(settings.models_dir, settings.models)
+        except FixtureError as exc:
+            raise pytest.UsageError(f"missing or corrupt fixture: {exc}") from exc
+    models = settings.models
     if not models:
         return
     keep, drop = [], []

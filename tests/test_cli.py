@@ -8,7 +8,10 @@ run pytest (check pass, check regression, regen); the rest stop before running a
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -79,6 +82,11 @@ def project(tmp_path, current) -> Project:
     """))
     (tmp_path / "models" / "tiny").mkdir(parents=True)
     (tmp_path / "models" / "tiny" / "config.json").write_text("{}")
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / "models" / "tiny" / name).write_bytes(b"{}" if name == "config.json" else b"\x00" * 16)
+    files = {n: hashlib.sha256((tmp_path / "models" / "tiny" / n).read_bytes()).hexdigest()
+             for n in ("config.json", "model.safetensors")}
+    (tmp_path / "models" / "manifest.json").write_text(json.dumps({"models": {"tiny": {"files": files}}}))
     (tmp_path / "suites").mkdir()
     (tmp_path / "suites" / "test_toy.py").write_text(SUITE)
     p = Project(tmp_path, *current)
@@ -154,21 +162,30 @@ def test_corrupt_record_names_the_file(project, capfd):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("what", ["models_dir", "no_config", "named_model", "extra_dir"])
-def test_missing_fixture_names_path_and_fix(project, capfd, what):
+@pytest.mark.parametrize("what", ["models_dir", "no_config", "removed_weights", "flipped_bytes", "pickle_swapped",
+                                  "named_model", "extra_dir"])
+def test_missing_or_corrupt_fixture_names_path_and_fix(project, capfd, what):
     models = project.root / "models"
+    weights = models / "tiny" / "model.safetensors"
     if what == "models_dir":
-        (models / "tiny" / "config.json").unlink()
-        (models / "tiny").rmdir()
-        models.rmdir()
+        shutil.rmtree(models)
         missing = models
     elif what == "no_config":
         (models / "tiny" / "config.json").unlink()
         missing = models / "tiny" / "config.json"
+    elif what == "removed_weights":
+        weights.unlink()
+        missing = weights
+    elif what == "flipped_bytes":
+        weights.write_bytes(b"\x01" + weights.read_bytes()[1:])
+        missing = weights
+    elif what == "pickle_swapped":
+        weights.write_bytes(pickle.dumps({"weight": [0.0] * 4}))
+        missing = weights
     elif what == "named_model":
         with (project.root / "pyproject.toml").open("a") as handle:
             handle.write('models = ["tiny", "llama-target"]\n')
-        missing = models / "llama-target" / "config.json"
+        missing = models / "manifest.json"
     else:
         with (project.root / "pyproject.toml").open("a") as handle:
             handle.write('extra_model_dirs = ["private/ckpt"]\n')

@@ -1,0 +1,96 @@
+"""What `harness regen` would do to the current env's records, and doing it.
+
+`diff_records(old, new, complete)` lists, per record file, the fields a regeneration adds,
+removes and changes; `apply_regen` writes them; `print_regen_changes` shows them for review.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.golden import GoldenStore
+from harness.report.terminal import shorten
+from harness.schema import Record, RecordError
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """One record file of the current env: what regenerating it would do."""
+
+    name: str  # suite/case
+    change: str  # "added", "removed", "changed"
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[tuple[str, str], ...] = ()  # (field, deepdiff summary)
+    record: Record | None = None  # the new record ("removed": None)
+    note: str = ""
+
+
+def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A one-line deepdiff summary of one field's JSON (kind, value, extras)."""
+    from deepdiff import DeepDiff
+
+    lines = DeepDiff(old, new, verbose_level=2).pretty().splitlines()
+    return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
+
+
+def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
+                 complete: bool = True) -> list[RecordChange]:
+    """Per (suite, case, field): what the new records add, remove and change.
+
+    A partial run (`complete=False`: deselected or failing tests) removes nothing: records it did
+    not produce are left alone and fields it did not observe are carried over from the old record.
+    """
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        name = "/".join(key)
+        before, after = old.get(key), new.get(key)
+        if after is None:
+            if complete:
+                fields = tuple(before.fields) if isinstance(before, Record) else ()
+                changes.append(RecordChange(name, "removed", removed=fields))
+        elif before is None:
+            changes.append(RecordChange(name, "added", added=tuple(after.fields), record=after))
+        elif isinstance(before, RecordError):
+            changes.append(RecordChange(name, "changed", added=tuple(after.fields), record=after,
+                                        note=f"replaces an unreadable record ({before.reason})"))
+        else:
+            if not complete:
+                after = replace(after, fields={**before.fields, **after.fields})
+            added = tuple(f for f in after.fields if f not in before.fields)
+            removed = tuple(f for f in before.fields if f not in after.fields)
+            changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
+                            for f in after.fields if f in before.fields
+                            and before.fields[f].to_json() != after.fields[f].to_json())
+            if added or removed or changed:
+                changes.append(RecordChange(name, "changed", added, removed, changed, after))
+    return changes
+
+
+def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
+    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
+    print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
+          f"{unchanged} unchanged")
+    for c in changes:
+        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
+        for f in c.added:
+            print(f"      + {f} (added)")
+        for f in c.removed:
+            print(f"      - {f} (removed)")
+        for f, summary in c.changed:
+            print(f"      ~ {f} (changed): {shorten(summary, 160)}")
+
+
+def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:
+    """Write only the current env's changed records (each atomically), delete the removed ones."""
+    for c in changes:
+        if c.record is not None:
+            store.write(key, c.record)
+        else:
+            suite, case = c.name.split("/", 1)
+            path = store.root / key / suite / f"{case}.json"
+            path.unlink(missing_ok=True)
+            if path.parent.is_dir() and not any(path.parent.iterdir()):
+                path.parent.rmdir()

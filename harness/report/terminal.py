@@ -1,0 +1,68 @@
+"""Plain-text output of the command line: columns, the run summary, report files."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.report.junit import write_junit
+from harness.report.page import render
+from harness.schema import Results, Status
+
+MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
+
+
+def timestamped_dir(parent: Path) -> Path:
+    """parent/<YYYYmmdd-HHMMSS>[-N], not yet existing."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate, n = parent / stamp, 1
+    while candidate.exists():
+        candidate, n = parent / f"{stamp}-{n}", n + 1
+    return candidate
+
+
+def write_outputs(results: Results, out_dir: Path, results_json: bool = True) -> tuple[Path, Path]:
+    """results.json (unless already there), index.html and junit.xml in out_dir."""
+    from harness.golden import atomic_write_json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if results_json:
+        atomic_write_json(out_dir / "results.json", results.to_json())
+    return render(results, out_dir), write_junit(results, out_dir / "junit.xml")
+
+
+def shorten(text: Any, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:
+    """Plain-text columns; cells are cut to `widths` when given."""
+    cells = [[str(h) for h in headers]]
+    for row in rows:
+        cells.append([shorten(c, widths[i]) if widths else str(c) for i, c in enumerate(row)])
+    size = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(size[i]) for i, c in enumerate(r)).rstrip() for r in cells]
+    return [lines[0], "  ".join("-" * s for s in size), *lines[1:]]
+
+
+def print_summary(results: Results, title: str) -> None:
+    """Counts per status, then every regression / changed outcome with its old -> new detail."""
+    print()
+    print(title)
+    counts = results.counts()
+    for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
+        print("  " + line)
+    for status in (Status.REGRESSION, Status.CHANGED):
+        listed = [o for o in results.outcomes if o.status is status]
+        if not listed:
+            continue
+        print(f"\n{status.value} ({len(listed)}):")
+        rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
+        for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
+                          (24, 40, 24, 12, 20, 9, 100)):
+            print("  " + line)
+        if len(listed) > MAX_LISTED:
+            print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
