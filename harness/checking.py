@@ -111,7 +111,8 @@ class CaseCheck:
         return placed
 
     def outcomes(self) -> list[Outcome]:
-        """Every outcome of the case: Holm within the case, then the run's rules."""
+        """Every outcome of the case: Holm within the case, then the run's rules. (Baseline fields
+        nobody observed are judged once all of a case's checks are in: `missing_fields`.)"""
         checks = list(self._checks.values())
         decided = decide_with_holm([(c.outcome, c.observed, c.expected, c.policy) for c in checks], self.rules.alpha)
         out = []
@@ -132,11 +133,24 @@ class CaseCheck:
         return o
 
 
+def missing_fields(record: Record, observed: set[str], rules: Rules) -> list[Outcome]:
+    """The baseline record's fields that no check of the case observed (several tests may share
+    one record, so call this once all of them are in): a suite that stops checking something must
+    not stay green. `missing` (accept with a regen), a regression under --strict / in CI."""
+    where = rules.baseline_key or "the baseline"
+    if rules.strict:
+        status, detail = Status.REGRESSION, f"recorded in {where} but not observed (--strict: a field that disappears fails)"
+    else:
+        status, detail = Status.MISSING, f"recorded in {where} but not observed; accept its removal with `harness regen`"
+    return [Outcome(record.suite, record.case, name, f.kind, status, detail, Category.MISSING_FIELD)
+            for name, f in record.fields.items() if name not in observed]
+
+
 def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Record], *, alpha: float,
                     thresholds: Thresholds, name_a: str = "A", name_b: str = "B") -> list[Outcome]:
     """Every field of every record of B against A's record of the same case, with the rules of a
     live run (`CaseCheck`, Holm within a case at `alpha`). A record or field in B only is `new`;
-    in A only, `skipped` (record-removed / field-removed)."""
+    a field in A only is `missing`; a record in A only is `skipped` (record-removed)."""
     outcomes: list[Outcome] = []
     for key in sorted(set(records_a) | set(records_b)):
         a, b = records_a.get(key), records_b.get(key)
@@ -148,10 +162,8 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
                                  f"record only in {where}; none in {other}", category)
                          for name, f in record.fields.items()]
             continue
-        check = CaseCheck(b.suite, b.case, Rules(alpha, thresholds, b.env), baseline=a)
+        check = CaseCheck(b.suite, b.case, Rules(alpha, thresholds, b.env, baseline_key=name_a), baseline=a)
         for name, f in b.fields.items():
             check.observe(name, f)
-        outcomes += check.outcomes()
-        outcomes += [Outcome(a.suite, a.case, name, f.kind, Status.SKIPPED, f"field only in {name_a}; none in {name_b}",
-                             Category.FIELD_REMOVED) for name, f in a.fields.items() if name not in b.fields]
+        outcomes += check.outcomes() + missing_fields(a, set(b.fields), check.rules)
     return outcomes

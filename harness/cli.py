@@ -200,7 +200,12 @@ def unreadable_records(results: Results) -> list[Outcome]:
 
 
 def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True) -> int:
-    """Render, print the summary and the paths, and return the exit code of the verdict."""
+    """Render, print the summary and the paths, and return the exit code of the verdict. A pytest
+    run that broke (collection error, crash) makes the report say ERROR, never PASS."""
+    problem = pytest_problem(pytest_rc)
+    if problem:
+        results.meta["error"] = problem
+        results_json = True  # the plugin's results.json does not know the run broke
     index, junit = write_outputs(results, out_dir, results_json)
     meta = results.meta
     print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
@@ -212,8 +217,8 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
               + f": {broken[0].diff.get('reason') or broken[0].detail}; "
               "fix or delete it, or rewrite the current env's records with `harness regen`")
         return EXIT_USAGE
-    if pytest_rc not in (0, 1):
-        error(pytest_problem(pytest_rc) or f"pytest exit code {pytest_rc}")
+    if problem:
+        error(problem)
         return EXIT_USAGE
     if results.verdict == "regression":
         print("verdict: REGRESSION")
@@ -236,8 +241,17 @@ def error(message: str) -> None:
 # check
 
 
+def require_store(project: Project, args: argparse.Namespace) -> None:
+    """A golden directory that does not exist is a typo or a wrong checkout, never 'no records'."""
+    if not project.store.root.is_dir():
+        source = "--golden-dir" if getattr(args, "golden_dir", None) else "[tool.harness] golden_dir"
+        raise UsageError(f"{project.store.root} does not exist ({source}); fix the path, or create the directory "
+                         "and record this env with `harness regen`")
+
+
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
+    require_store(project, args)
     check_workers(args.workers)
     check_fixtures(project.settings)
     key = current_env_key(args)

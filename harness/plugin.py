@@ -41,6 +41,7 @@ only the controller writes.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -50,10 +51,10 @@ from typing import Any
 import pytest
 
 from harness import stats
-from harness.checking import CaseCheck, Rules
+from harness.checking import CaseCheck, Rules, missing_fields
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
-from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json
+from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 from harness.schema import (
     STATISTICAL_KINDS,
     Category,
@@ -125,7 +126,9 @@ class HarnessSession:
         results = config.getoption("harness_results")
         self.results_path = Path(results).resolve() if results else self.settings.reports_dir / "results.json"
         self.force_regen = bool(config.getoption("force_regen"))
-        self.strict = bool(config.getoption("harness_strict")) or _pytest_strict(config)
+        # CI (the CI environment variable, as CI systems set it) is strict: a field without a baseline fails
+        self.strict = bool(config.getoption("harness_strict")) or _pytest_strict(config) or (
+            bool(os.environ.get("CI")) and not self.force_regen)
         try:
             self.dtype = canonical_dtype(config.getoption("harness_dtype"))
         except ValueError as exc:
@@ -142,6 +145,8 @@ class HarnessSession:
         self.requested_baseline = config.getoption("harness_baseline") or self.settings.baseline or None
         self.is_worker = hasattr(config, "workerinput")
         self.golden_tests = 0  # m: collected tests using `golden`
+        self.suites: set[str] = set()  # suites with a collected golden test
+        self.deselected: set[tuple[str, str]] = set()  # (suite, case) deselected by -k / [tool.harness] models
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
         self._run_env: RunEnv | None = None
@@ -173,16 +178,46 @@ class HarnessSession:
 
     # hooks ---------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.golden_tests = sum(1 for item in session.items if "golden" in getattr(item, "fixturenames", ()))
+        golden = [item for item in session.items if "golden" in getattr(item, "fixturenames", ())]
+        self.golden_tests = len(golden)
+        self.suites |= {suite_name(item) for item in golden}
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """A deselected case (-k, [tool.harness] models) was not dropped: its record is not missing."""
+        self.deselected |= {(suite_name(i), safe_name(case_id(i))) for i in items
+                            if "golden" in getattr(i, "fixturenames", ())}
+
+    def missing(self) -> list[Outcome]:
+        """Every field of the baseline env's records, in the suites this run collected, that no test
+        observed - a field a suite stopped checking, or a whole case dropped from a table."""
+        observed: dict[tuple[str, str], set[str]] = {}
+        for o in self.outcomes:
+            if o.against == "baseline":
+                observed.setdefault((o.suite, safe_name(o.case)), set()).add(o.field)
+        rules, out = self.rules(), []
+        for path in self.store.record_paths(self.baseline_key):
+            key = (path.parent.name, path.stem)
+            if path.parent.name not in self.suites or key in self.deselected:
+                continue
+            try:
+                record = self.store.read_file(path)
+            except RecordError:
+                continue  # an unreadable record is reported where it is read (preflight / its test)
+            out += missing_fields(record, observed.get(key, set()), rules)
+        return out
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
         golden: Golden | None = item.stash.get(GOLDEN_KEY, None)
         try:
             result = yield
+        except pytest.skip.Exception:
+            if golden is not None:
+                golden.finish()  # checks made before a skip (e.g. a capability) are kept
+            raise
         except BaseException:
             if golden is not None:
-                golden.finish()
+                golden.finish(write=False)  # a test that broke leaves its record untouched
             raise
         if golden is not None:
             message = golden.finish()
@@ -193,11 +228,16 @@ class HarnessSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
             payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes,
-                       "golden_tests": self.golden_tests, "env": self._run_env.fingerprint if self._run_env else None}
+                       "golden_tests": self.golden_tests, "suites": sorted(self.suites),
+                       "deselected": sorted(self.deselected),
+                       "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
         if not self.outcomes and not self.golden_tests:
             return  # no golden checks in this run: leave any previous results.json alone
+        self.outcomes += self.missing()
+        if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
         try:
             atomic_write_json(self.results_path, self.results().to_json())
         except OSError as exc:
@@ -212,6 +252,8 @@ class HarnessSession:
         self.outcomes.extend(Outcome.from_json(o) for o in payload["outcomes"])
         self.writes.extend(payload["writes"])
         self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
+        self.suites |= set(payload["suites"])
+        self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
         if payload.get("env"):
             self._worker_envs.append(payload["env"])
 
@@ -370,9 +412,9 @@ class Golden:
         return {"path": path, "fields": {c.field: c.change for c in report.changes if c.change != "unchanged"},
                 "replaced_unreadable": report.replaced_unreadable}
 
-    def finish(self) -> str:
-        """Decide, write the record, hand the outcomes to the session; return the failure
-        message ("" when nothing regressed)."""
+    def finish(self, write: bool = True) -> str:
+        """Decide, write the record (unless the test broke), hand the outcomes to the session;
+        return the failure message ("" when nothing regressed)."""
         if self._finished:
             return ""
         self._finished = True
@@ -381,7 +423,7 @@ class Golden:
         problems: list[str] = []
         outcomes = self._check.outcomes()
         try:
-            written = self._write()
+            written = self._write() if write else None
         except RecordError as exc:
             written = None
             outcomes.append(Outcome(self.suite, self.case, "<record>", "exact", Status.REGRESSION, str(exc),

@@ -43,6 +43,7 @@ class Status(str, Enum):
     CHANGED = "changed"  # differs within the policy of an intended change: needs a regen
     REGRESSION = "regression"  # fails the run
     NEW = "new"  # no baseline to compare with (written, reported)
+    MISSING = "missing"  # in the baseline, not observed this run (a regression under --strict / in CI)
     SKIPPED = "skipped"  # not applicable, with the reason
 
     def __str__(self) -> str:
@@ -80,7 +81,8 @@ class Category(str, Enum):
     KIND_CHANGED = "kind-changed"
     INVALID_VALUE = "invalid-value"
     REGENERATED = "regenerated"
-    MISSING_RECORD = "missing-record"
+    MISSING_RECORD = "missing-record"  # --strict: a field without a baseline
+    MISSING_FIELD = "missing-field"  # a baseline field (or record) nobody observed this run
     UNREADABLE_RECORD = "unreadable-record"
     RECORD_ADDED = "record-added"
     RECORD_REMOVED = "record-removed"
@@ -181,6 +183,31 @@ class RecordError(Exception):
         super().__init__(f"{path}: {reason}")
 
 
+def _numbers(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_numbers(v) for v in value)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or value is None
+
+
+def malformed(kind: str, value: Any, extras: Any) -> str:
+    """Why a stored field cannot be compared as its kind ("" when it can): a record edited by hand
+    or by another tool must fail naming the field, never compare as a mislabelled change."""
+    if not isinstance(extras, dict):
+        return f"'extras' must be a JSON object, got {type(extras).__name__} {extras!r}"
+    ok = {
+        "exact": True,
+        "tokens": isinstance(value, list) and all(isinstance(v, int) or (isinstance(v, list) and all(
+            isinstance(t, int) for t in v)) for v in value),
+        "tensor": _numbers(value) or value == [],
+        "rate": isinstance(value, dict) and (all(isinstance(value.get(k), int) for k in ("k", "n"))
+                                             or isinstance(value.get("p"), (int, float))),
+        "distribution": (isinstance(value, dict) and all(_numbers(v) for v in value.values())) or _numbers(value),
+        "latency": isinstance(value, dict) and _numbers(value.get("samples")),
+        "capability": isinstance(value, (bool, dict, list)),
+    }[kind]
+    return "" if ok else f"a {kind} value cannot be {type(value).__name__} {str(value)[:60]!r}"
+
+
 @dataclass
 class Record:
     """One case's observed fields in one environment, as stored."""
@@ -223,6 +250,9 @@ class Record:
                 raise RecordError(path, f"field {name!r} needs 'kind' and 'value'")
             if raw["kind"] not in KINDS:
                 raise RecordError(path, f"field {name!r} has unknown kind {raw['kind']!r}")
+            problem = malformed(raw["kind"], raw["value"], raw.get("extras", {}))
+            if problem:
+                raise RecordError(path, f"field {name!r}: {problem}")
             fields[name] = Field.from_json(raw)
         return cls(suite=data["suite"], case=data["case"], env=data["env"], fields=fields, schema=schema)
 
@@ -291,11 +321,15 @@ class Results:
 
     @property
     def verdict(self) -> str:
-        """'regression' if any outcome failed, else 'changed' if any needs a regen, else 'pass'."""
+        """'error' if the run itself broke (meta["error"]: a collection error, a crash), else
+        'regression' if any outcome failed, else 'changed' if any needs a regen (a change, or a
+        baseline field no longer observed), else 'pass'."""
+        if self.meta.get("error"):
+            return "error"
         statuses = {o.status for o in self.outcomes}
         if Status.REGRESSION in statuses:
             return "regression"
-        if Status.CHANGED in statuses:
+        if Status.CHANGED in statuses or Status.MISSING in statuses:
             return "changed"
         return "pass"
 

@@ -88,6 +88,7 @@ def project(tmp_path, current) -> Project:
              for n in ("config.json", "model.safetensors")}
     (tmp_path / "models" / "manifest.json").write_text(json.dumps({"models": {"tiny": {"files": files}}}))
     (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
     (tmp_path / "suites" / "test_toy.py").write_text(SUITE)
     p = Project(tmp_path, *current)
     p.values()
@@ -395,3 +396,39 @@ def test_no_tests_collected_is_a_usage_error(project, capfd):
     assert project.run("check") == 2
     assert "collected no tests" in capfd.readouterr().err
     assert not any((project.root / "reports").rglob("*.json"))
+
+
+def test_a_golden_dir_that_does_not_exist_is_an_error_naming_the_key(project, capfd):
+    shutil.rmtree(project.root / "records")
+    assert project.run("check") == 2
+    err = capfd.readouterr().err
+    assert str(project.root / "records") in err and "[tool.harness] golden_dir" in err
+    assert not (project.root / "records").exists()  # nothing was written there
+
+
+def test_a_collection_error_renders_an_error_report_never_a_pass(project, capfd):
+    project.record("one")
+    project.record("two")
+    (project.root / "suites" / "test_broken.py").write_text("def test_x(:\n")
+    assert project.run("check") == 2
+    (run_dir,) = project.run_dirs(project.key)
+    html = (run_dir / "index.html").read_text()
+    assert 'data-verdict="error"' in html and 'data-verdict="pass"' not in html
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    assert root.get("errors") == "1"
+    assert json.loads((run_dir / "results.json").read_text())["meta"]["error"].startswith("pytest stopped")
+
+
+@pytest.mark.parametrize(("field", "raw", "what"), [
+    ("value", {"kind": "exact", "value": 1, "extras": 5}, "'extras' must be a JSON object"),
+    ("tokens", {"kind": "tokens", "value": "oops"}, "a tokens value cannot be str"),
+    ("rate", {"kind": "rate", "value": {"k": "3", "n": 4}}, "a rate value cannot be dict"),
+])
+def test_a_malformed_field_in_a_record_names_the_file_and_field(project, capfd, field, raw, what):
+    path = project.record("one")
+    data = json.loads(path.read_text())
+    data["fields"][field] = raw
+    path.write_text(json.dumps(data))
+    assert project.run("check") == 2
+    err = capfd.readouterr().err
+    assert str(path) in err and f"field {field!r}: {what}" in err and "Traceback" not in err

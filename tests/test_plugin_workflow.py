@@ -135,7 +135,7 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     record = json.loads(record_path(pytester).read_text())
     assert sorted(record["fields"]) == sorted(FIELD_OF.values())
     assert record["case"] == "tiny/plain-0" and record["suite"] == "kinds" and record["env"]["dtype"] == "fp32"
-    run.stdout.fnmatch_lines(["*harness golden records*", "*0 pass, 0 changed, 0 regression, 7 new, 0 skipped*",
+    run.stdout.fnmatch_lines(["*harness golden records*", "*0 pass, 0 changed, 0 regression, 7 new, 0 missing, 0 skipped*",
                               "wrote 7 field(s) in 1 record(s):", "*kinds/tiny_plain-0.json: accepted (new)*"])
     written = record_path(pytester).read_bytes()
 
@@ -398,10 +398,57 @@ def test_xdist_two_workers_merge_records_and_results(pytester: pytest.Pytester):
     assert len(data["outcomes"]) == 28 and {o["status"] for o in data["outcomes"]} == {"new"}
     assert data["meta"]["golden_tests"] == 28 and data["env"]["dtype"] == "fp32"
     assert len(data["meta"]["writes"]) >= 4
-    run.stdout.fnmatch_lines(["*0 pass, 0 changed, 0 regression, 28 new, 0 skipped*"])
+    run.stdout.fnmatch_lines(["*0 pass, 0 changed, 0 regression, 28 new, 0 missing, 0 skipped*"])
     store = GoldenStore(pytester.path / "golden" / "records")
     records = list(store.records(FP32_KEY))
     assert len(records) == 4 and all(sorted(r.fields) == sorted(FIELD_OF.values()) for r in records)
     # and they are a complete baseline: a plain run passes every field
     run_inline(pytester, "--harness-threads", "1").assert_outcomes(passed=28)
     assert {o["status"] for o in results(pytester)["outcomes"]} == {"pass"}
+
+
+def test_a_field_the_suite_stops_checking_is_missing_and_fails_in_ci(pytester: pytest.Pytester, monkeypatch):
+    make_project(pytester)
+    run_inline(pytester).assert_outcomes(passed=7)
+    # the suite drops the tokens check and the capability test
+    module = KINDS_MODULE.replace('    golden.check("tokens", pick("tokens", [5, 6, 7, 8], [5, 6, 9, 8]), kind="tokens", '
+                                  'margins=[2.0, 1.5, 1.2, 1.0])', "    pass")
+    module = module[:module.index("@case_param\ndef test_capability")]
+    (pytester.path / "test_kinds.py").write_text(module)
+    run_inline(pytester).assert_outcomes(passed=7 - 1)
+    got = statuses(results(pytester))
+    assert got["tokens"] == ("missing", "missing-field") and got["features"] == ("missing", "missing-field")
+    assert got["layers"] == ("pass", "")
+    monkeypatch.setenv("CI", "true")  # CI is strict: a field that disappears fails the run
+    run = run_inline(pytester)
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    assert statuses(results(pytester))["tokens"] == ("regression", "missing-field")
+
+
+def test_ci_makes_a_field_without_baseline_fail(pytester: pytest.Pytester, monkeypatch):
+    make_project(pytester)
+    monkeypatch.setenv("CI", "1")
+    run_inline(pytester).assert_outcomes(failed=7)
+    assert not (pytester.path / "golden").exists()
+    run_inline(pytester, "--force-regen").assert_outcomes(passed=7)  # regenerating on purpose is not strict
+
+
+BROKEN_MODULE = '''
+def test_breaks_after_a_check(golden):
+    golden.check("value", BROKEN_VALUE)
+    if BROKEN_VALUE == 2:
+        {}["harness bug"]
+'''
+
+
+def test_a_harness_error_fails_the_test_and_leaves_the_record_untouched(pytester: pytest.Pytester):
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    (pytester.path / "test_broken.py").write_text("BROKEN_VALUE = 1\n" + BROKEN_MODULE)
+    run_inline(pytester).assert_outcomes(passed=1)
+    path = pytester.path / "golden" / "records" / FP32_KEY / "broken" / "test_breaks_after_a_check.json"
+    before = path.read_bytes()
+    (pytester.path / "test_broken.py").write_text("BROKEN_VALUE = 2\n" + BROKEN_MODULE)
+    run = run_inline(pytester, "--force-regen")
+    run.assert_outcomes(failed=1)
+    run.stdout.fnmatch_lines(["*KeyError*harness bug*"])
+    assert path.read_bytes() == before

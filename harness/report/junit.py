@@ -51,7 +51,7 @@ def testcase(outcome: Outcome) -> ET.Element:
         failure.text = body
     elif status == Status.SKIPPED.value:
         ET.SubElement(case, "skipped", message=detail or "skipped")
-    elif status in (Status.CHANGED.value, Status.NEW.value):
+    elif status in (Status.CHANGED.value, Status.NEW.value, Status.MISSING.value):
         label = f"{status} ({xml_text(outcome.category)})" if outcome.category else status
         ET.SubElement(case, "system-out").text = f"{label}: {detail}" if detail else label
     return case
@@ -83,6 +83,12 @@ def junit_tree(results: Results) -> ET.Element:
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
     root.set("skipped", str(totals["skipped"]))
+    if results.meta.get("error"):  # the run broke: one erroring test case says why
+        suite = ET.SubElement(root, "testsuite", name="harness", tests="1", failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="harness", name="run")
+        ET.SubElement(case, "error", message=xml_text(results.meta["error"]), type="run-error")
+        root.set("tests", str(totals["tests"] + 1))
+        root.set("errors", "1")
     return root
 
 

@@ -20,12 +20,14 @@ from harness.report.fmt import flatten, fmt_value, is_long
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
-STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.NEW, Status.SKIPPED, Status.PASS)
+STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.MISSING, Status.NEW, Status.SKIPPED, Status.PASS)
 VERDICT_TEXT = {
     "regression": "At least one field regressed: CI fails. Start with the regressions listed below.",
     "changed": "Differences within the policy of an intended change: review them, then regenerate "
     "the golden records on purpose.",
     "pass": "No regression and nothing to regenerate.",
+    "error": "The run did not complete, so this report checked less than the records hold: fix the error "
+    "(shown below under run metadata) and rerun. Nothing here is a pass.",
 }
 
 
@@ -174,7 +176,8 @@ def context(results: Results) -> dict[str, Any]:
         "env_changes": [r for r in envs if r.differs][:6],
         "has_baseline": results.baseline_env is not None,
         "meta_rows": meta_rows(results.meta),
-        "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value)],
+        "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value,
+                                                         Status.MISSING.value)],
         "suites": suite_views(views),
         "bias_groups": bias_groups(results.outcomes),
         "latency": latency,
