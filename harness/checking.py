@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.compare import Policy, compare_field, decide_with_holm, verdict
+from harness.compare import compare_field, decide_with_holm
 from harness.config import Thresholds
 from harness.golden import normalize_field
+from harness.policy import Policy, verdict
 from harness.schema import Category, Field, Outcome, Record, RecordError, Status
 
 

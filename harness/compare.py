@@ -1,6 +1,8 @@
 """Field kinds and how each is compared: pure functions, no model loading, no I/O.
 
-`compare_field(name, observed, baseline, policy)` dispatches on the field's kind to one
+The deterministic kinds (exact, tokens, tensor, capability) live here, the statistical ones
+(rate, distribution, latency) in harness/compare_stats.py, the `Policy` and tolerances they share
+in harness/policy.py. `compare_field(name, observed, baseline, policy)` dispatches on the field's kind to one
 `compare_<kind>` function and returns a `schema.Outcome` for that field (status, one-line detail
 with old vs new, `Category`, structured diff, and the p-value for the statistical kinds); the
 checking core (harness/checking.py) fills in the suite, case and side it was compared against.
@@ -22,73 +24,17 @@ so the whole run keeps its family-wise false-alarm rate (see stats.py).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from deepdiff import DeepDiff
 
 from harness import stats
-from harness.config import Thresholds
-from harness.env import hardware_class, numerics_differences
+from harness.compare_stats import compare_distribution, compare_latency, compare_rate
+from harness.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
-
-# torch.testing.assert_close defaults (rtol, atol) per dtype; tests/test_compare.py checks this
-# table against torch itself.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "fp64": (1e-7, 1e-7),
-    "fp32": (1.3e-6, 1e-5),
-    "fp16": (1e-3, 1e-5),
-    "bf16": (1.6e-2, 1e-5),
-}
-# unit roundoff u = 2^-(mantissa bits + 1)
-UNIT_ROUNDOFF: dict[str, float] = {"fp64": 2.0**-53, "fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Everything a comparison may depend on besides the two fields.
-
-    implementations_differ: the two sides come from different code (transformers vs the reference
-    engine), so their numerics differ even in one environment.
-    """
-
-    alpha: float = 0.01
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    observed_env: dict[str, Any] | None = None
-    baseline_env: dict[str, Any] | None = None
-    implementations_differ: bool = False
-
-    def numerics_differences(self) -> list[str]:
-        """Why the two sides may round differently ([] = bit-identical numerics expected)."""
-        diffs = numerics_differences(self.observed_env, self.baseline_env)
-        return [*diffs, "implementation"] if self.implementations_differ else diffs
-
-    def with_alpha(self, alpha: float) -> Policy:
-        return replace(self, alpha=alpha)
-
-
-def verdict(name: str, kind: str, status: Status, detail: str = "", category: Category | str = Category.NONE,
-            diff: dict[str, Any] | None = None, p_value: float | None = None) -> Outcome:
-    """The outcome of comparing one field (suite and case are filled in by the checking core)."""
-    return Outcome("", "", name, kind, status, detail, category, dict(diff or {}), p_value=p_value)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _dtype_of(f: Field, env: dict[str, Any] | None) -> str:
-    return str(f.extras.get("dtype") or (env or {}).get("dtype") or "fp32")
-
-
-def _coarser(a: str, b: str) -> str:
-    """The dtype with the larger unit roundoff (unknown names count as fp32)."""
-    return max((a, b), key=lambda d: UNIT_ROUNDOFF.get(d, UNIT_ROUNDOFF["fp32"]))
-
 
 # ----------------------------------------------------------------------------------------------
 # exact
@@ -156,7 +102,7 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
         )
     obs_margins = _margin_rows(observed.extras, len(obs_rows))
     base_margins = _margin_rows(baseline.extras, len(base_rows))
-    dtype = _coarser(_dtype_of(observed, policy.observed_env), _dtype_of(baseline, policy.baseline_env))
+    dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
     eps = policy.thresholds.tie_eps(dtype) if dtype in UNIT_ROUNDOFF else policy.thresholds.tie_eps_fp32
     differs = policy.numerics_differences()
     divergences = []
@@ -220,7 +166,7 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
             name, "tensor", Status.REGRESSION, f"shape changed: old {list(old.shape)} vs new {list(new.shape)}",
             "real-change", {"shape_old": list(old.shape), "shape_new": list(new.shape)},
         )
-    dtype = _coarser(_dtype_of(observed, policy.observed_env), _dtype_of(baseline, policy.baseline_env))
+    dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
     rtol, atol = tensor_tolerance(dtype)
     differs = policy.numerics_differences()
     finite = np.abs(old[np.isfinite(old)])
@@ -252,200 +198,6 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
         f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}"
     )
     return verdict(name, "tensor", Status.REGRESSION, detail, "real-change", diff)
-
-
-# ----------------------------------------------------------------------------------------------
-# rate
-
-
-def _rate(f: Field, side: str) -> tuple[int, int]:
-    value = f.value
-    if not isinstance(value, dict) or "k" not in value or "n" not in value:
-        raise ValueError(f"{side} rate must be {{'k': int, 'n': int}}, got {value!r}")
-    return int(value["k"]), int(value["n"])
-
-
-def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
-    """Acceptance-style counts k/n vs the baseline's: two-sided Fisher exact test
-    (`stats.two_proportion_test`) at policy.alpha. Against an exact probability (baseline value
-    ``{"p": x}``, e.g. the engine's acceptance probability): two-sided binomial test of k out of n
-    at p = x (`stats.binomial_test`). False-alarm rate <= alpha (both tests are exact)."""
-    k1, n1 = _rate(observed, "observed")
-    if isinstance(baseline.value, dict) and "p" in baseline.value:
-        return _rate_vs_probability(name, k1, n1, float(baseline.value["p"]), policy)
-    k2, n2 = _rate(baseline, "baseline")
-    test = stats.two_proportion_test(k1, n1, k2, n2)
-    diff = {
-        "old": {"k": k2, "n": n2, "rate": test.p2}, "new": {"k": k1, "n": n1, "rate": test.p1},
-        "difference": test.difference, "z": test.z, "p_value": test.p_value, "alpha": policy.alpha,
-    }
-    text = f"old {k2}/{n2} = {test.p2:.4f} vs new {k1}/{n1} = {test.p1:.4f} (p = {test.p_value:.3g}, alpha {policy.alpha:.3g})"
-    if test.p_value < policy.alpha:
-        category = "rate-up" if test.difference > 0 else "rate-down"
-        return verdict(name, "rate", Status.REGRESSION, f"rate changed: {text}", category, diff, test.p_value)
-    category = "" if (k1, n1) == (k2, n2) else "within-noise"
-    return verdict(name, "rate", Status.PASS, text, category, diff, test.p_value)
-
-
-def _rate_vs_probability(name: str, k: int, n: int, p: float, policy: Policy) -> Outcome:
-    test = stats.binomial_test(k, n, p, confidence=1 - policy.alpha)
-    diff = {"new": {"k": k, "n": n, "rate": k / n}, "exact": p, "p_value": test.p_value, "alpha": policy.alpha,
-            "ci": [test.low, test.high]}
-    text = (f"{k}/{n} = {k / n:.4f} vs exact {p:.4f} (binomial p = {test.p_value:.3g}, alpha {policy.alpha:.3g}; "
-            f"{1 - policy.alpha:.4g} CI [{test.low:.4f}, {test.high:.4f}])")
-    if test.p_value < policy.alpha:
-        category = "rate-up" if k / n > p else "rate-down"
-        return verdict(name, "rate", Status.REGRESSION, f"rate differs from the exact probability: {text}",
-                       category, diff, test.p_value)
-    return verdict(name, "rate", Status.PASS, text, "", diff, test.p_value)
-
-
-# ----------------------------------------------------------------------------------------------
-# distribution
-
-
-def _aligned(counts: Any, other: Any) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    """Two count/probability vectors on one support (dicts are aligned on the union of keys)."""
-    if isinstance(counts, dict) or isinstance(other, dict):
-        a = counts if isinstance(counts, dict) else {str(i): v for i, v in enumerate(counts)}
-        b = other if isinstance(other, dict) else {str(i): v for i, v in enumerate(other)}
-        keys = sorted(set(a) | set(b), key=lambda k: (len(k), k))
-        return (np.array([float(a.get(k, 0)) for k in keys]), np.array([float(b.get(k, 0)) for k in keys]), keys)
-    a, b = np.asarray(counts, dtype=float), np.asarray(other, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"support sizes differ: {a.shape} vs {b.shape}")
-    return a, b, None
-
-
-EXPECTED_TV = 1e-6  # TV between two records' exact distributions that is only rounding
-
-
-def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[str, Any] | None:
-    """TV between the observed and the baseline's exact expected probabilities, and what is allowed."""
-    old = baseline.extras.get("expected")
-    if old is None:
-        return None
-    try:
-        tv = stats.tv_distance(*_aligned(observed.extras["expected"], old)[:2])
-    except ValueError:
-        tv = 1.0  # a different support is a different distribution
-    allowed = EXPECTED_TV
-    if policy.numerics_differences():
-        dtype = _coarser(_dtype_of(observed, policy.observed_env), _dtype_of(baseline, policy.baseline_env))
-        allowed = max(EXPECTED_TV, policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, 2.0**-24))
-    return {"expected_tv_vs_baseline": tv, "expected_tv_allowed": allowed}
-
-
-def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
-    """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine):
-    G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
-    p = 0 if a draw hit a zero-probability value),
-    plus TV(p^, p) and its upper (1 - alpha) confidence bound (`stats.tv_upper_bound`). A pass
-    whose bound exceeds thresholds.tv_max is marked "underpowered" with the n that would suffice.
-    The expected probabilities are exact math, so they must also agree with the baseline's:
-    ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
-    ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
-    that the exact distribution itself changed: a regression ("expected-changed") until regenerated.
-    Without expected probabilities: two-sample test of the counts against the baseline's
-    (`stats.g_test_two_sample`)."""
-    alpha = policy.alpha
-    expected = observed.extras.get("expected")
-    if expected is not None:
-        counts, probs, keys = _aligned(observed.value, expected)
-        test = stats.g_test(counts, probs, alpha=alpha)
-        n = int(counts.sum())
-        tv_hat = stats.tv_distance(counts, probs) if n else 0.0
-        tv_ucb = stats.tv_upper_bound(counts, probs, delta=alpha)
-        diff: dict[str, Any] = {
-            "test": "g-test-fit", "statistic": test.statistic if math.isfinite(test.statistic) else None,
-            "df": test.df, "p_value": test.p_value, "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
-            "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb,
-            "impossible_draws": test.impossible, "support": keys,
-        }
-        expected_change = _expected_change(observed, baseline, policy)
-        if expected_change is not None:
-            diff.update(expected_change)
-        text = f"n={n}, G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f} <= {tv_ucb:.4f}"
-        if test.p_value < alpha:
-            why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
-            return verdict(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
-        if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
-            detail = (f"exact distribution changed: TV(old expected, new expected) = "
-                      f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
-            return verdict(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
-        tv_max = policy.thresholds.tv_max
-        if tv_ucb > tv_max and tv_max > 0:
-            need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
-            diff["samples_needed"] = need
-            return verdict(
-                name, "distribution", Status.PASS,
-                f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}",
-                "underpowered", diff, test.p_value,
-            )
-        return verdict(name, "distribution", Status.PASS, f"fits: {text}", "", diff, test.p_value)
-    new, old, keys = _aligned(observed.value, baseline.value)
-    test = stats.g_test_two_sample(new, old, alpha=alpha)
-    tv_hat = stats.tv_distance(new, old) if new.sum() and old.sum() else 0.0
-    diff = {"test": "g-test-two-sample", "statistic": test.statistic, "df": test.df, "p_value": test.p_value,
-            "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
-            "alpha": alpha, "tv": tv_hat, "n_old": int(old.sum()), "n_new": int(new.sum()), "support": keys}
-    text = f"old n={int(old.sum())} vs new n={int(new.sum())}: G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f}"
-    if test.p_value < alpha:
-        return verdict(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
-    return verdict(name, "distribution", Status.PASS, text, "", diff, test.p_value)
-
-
-# ----------------------------------------------------------------------------------------------
-# latency
-
-
-def _normalised_samples(f: Field, side: str) -> np.ndarray:
-    value = f.value
-    if not isinstance(value, dict) or "samples" not in value:
-        raise ValueError(f"{side} latency must be {{'samples': [...], 'calibration': x}}, got {_short(value)}")
-    samples = np.asarray(value["samples"], dtype=float)
-    calibration = value.get("calibration")
-    if calibration is None:
-        return samples
-    cal = float(np.median(np.asarray(calibration, dtype=float)))
-    if not cal > 0:
-        raise ValueError(f"{side} latency calibration must be > 0, got {calibration!r}")
-    return samples / cal
-
-
-def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
-    """Timing samples divided by the in-run calibration (median), compared only when both envs have
-    the same hardware class (`env.hardware_class`) and dtype, else skipped with the reason.
-
-    regression ("slowdown") iff the one-sided Mann-Whitney test says new > old * (1 + tol) at
-    policy.alpha; changed ("speedup") iff new * (1 + tol) < old at alpha; pass otherwise. A shift
-    within the tolerance or buried in noise never fails (false-alarm rate <= alpha at the
-    tolerance boundary, lower inside it)."""
-    obs_env, base_env = policy.observed_env, policy.baseline_env
-    if not obs_env or not base_env:
-        return verdict(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
-    hw_new, hw_old = hardware_class(obs_env), hardware_class(base_env)
-    if hw_new != hw_old or obs_env.get("dtype") != base_env.get("dtype"):
-        return verdict(
-            name, "latency", Status.SKIPPED,
-            f"latency is compared on the same hardware class and dtype only: old {hw_old} {base_env.get('dtype')} "
-            f"vs new {hw_new} {obs_env.get('dtype')}",
-            "not-comparable", {"hardware_old": hw_old, "hardware_new": hw_new},
-        )
-    new = _normalised_samples(observed, "observed")
-    old = _normalised_samples(baseline, "baseline")
-    tol = policy.thresholds.latency_tolerance
-    test = stats.latency_shift_test(new, old, tol)
-    diff = {"ratio": test.ratio, "tolerance": tol, "p_slower": test.p_slower, "p_faster": test.p_faster,
-            "alpha": policy.alpha, "n_old": int(old.size), "n_new": int(new.size),
-            "median_old": float(np.median(old)), "median_new": float(np.median(new))}
-    text = (f"old median {np.median(old):.4g} vs new {np.median(new):.4g} (x{test.ratio:.3f}; tolerance "
-            f"{tol:.0%}; p slower {test.p_slower:.3g}, p faster {test.p_faster:.3g}, alpha {policy.alpha:.3g})")
-    if test.p_slower < policy.alpha:
-        return verdict(name, "latency", Status.REGRESSION, f"slower: {text}", "slowdown", diff, test.p_slower)
-    if test.p_faster < policy.alpha:
-        return verdict(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
-    return verdict(name, "latency", Status.PASS, text, "", diff, test.p_slower)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -500,7 +252,7 @@ def compare_field(name: str, observed: Field, baseline: Field | None, policy: Po
     -> regression ("invalid-value") with the reason, never an exception."""
     policy = policy or Policy()
     if baseline is None:
-        return verdict(name, observed.kind, Status.NEW, "no baseline record", "", {"new": _short(observed.value)})
+        return verdict(name, observed.kind, Status.NEW, "no baseline record", "", {"new": short(observed.value)})
     if baseline.kind != observed.kind:
         return verdict(name, observed.kind, Status.CHANGED,
                           f"kind changed: old {baseline.kind} vs new {observed.kind}", "kind-changed",

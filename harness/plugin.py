@@ -51,17 +51,13 @@ from typing import Any
 import pytest
 
 from harness import stats
-from harness.checking import CaseCheck, Rules, missing_fields
+from harness.checking import Rules, missing_fields
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
 from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
+from harness.golden_fixture import Golden
 from harness.schema import (
-    STATISTICAL_KINDS,
-    Category,
-    Field,
-    Observation,
     Outcome,
-    Record,
     RecordError,
     Results,
     Status,
@@ -327,119 +323,9 @@ def _pytest_strict(config: pytest.Config) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# one test's checks
+# fixtures
 
-GOLDEN_KEY = pytest.StashKey["Golden"]()
-
-
-class Golden:
-    """The `golden` fixture: one test's checks (a `CaseCheck`), and the write of its record."""
-
-    def __init__(self, session: HarnessSession, suite: str, case: str, nodeid: str):
-        self.session, self.suite, self.case, self.nodeid = session, suite, case, nodeid
-        self._check: CaseCheck | None = None
-        self._finished = False
-
-    @property
-    def env(self) -> dict[str, Any]:
-        return self.session.run_env.fingerprint
-
-    @property
-    def alpha(self) -> float:
-        """This test's share of the run's family-wise false-alarm rate (for descriptive intervals)."""
-        return self.session.rules().alpha
-
-    @property
-    def core(self) -> CaseCheck:
-        """The case's checks against its baseline record (read on first use)."""
-        if self._finished:
-            raise RuntimeError(f"golden check after the end of test {self.nodeid}")
-        if self._check is None:
-            record: Record | None = None
-            unreadable: RecordError | None = None
-            try:
-                record = self.session.store.read(self.session.baseline_key, self.suite, self.case)
-            except RecordError as exc:
-                unreadable = exc
-            self._check = CaseCheck(self.suite, self.case, self.session.rules(), record, unreadable)
-        return self._check
-
-    def check(self, name: str, value: Any, kind: str = "exact", **extras: Any) -> Outcome:
-        """Observe `value` as field `name` of this case and compare it with the baseline record.
-        Returns the outcome as decided now (Holm may still relax a statistical one at the end of
-        the test; results.json holds the final word). A regression fails the test when it ends."""
-        return self.core.observe(name, Field(kind, value, extras))
-
-    def check_all(self, observation: Observation) -> list[Outcome]:
-        """Every field of a subject's observation, in order."""
-        return [self.core.observe(name, f) for name, f in observation.fields.items()]
-
-    def reference(self, name: str, observed: Any, expected: Any, kind: str = "exact", *,
-                  observed_extras: dict[str, Any] | None = None, expected_extras: dict[str, Any] | None = None,
-                  implementations_differ: bool = True) -> Outcome:
-        """Compare an observation with a value computed in this run (the reference engine's, or
-        the same library's by another route: pass implementations_differ=False then); no golden
-        record is read or written."""
-        return self.core.reference(name, Field(kind, observed, observed_extras or {}),
-                                   Field(kind, expected, expected_extras or {}),
-                                   implementations_differ=implementations_differ)
-
-    def outcome(self, name: str, status: Status | str, kind: str = "exact", detail: str = "",
-                category: Category | str = Category.NONE, diff: dict[str, Any] | None = None,
-                against: str = "reference") -> Outcome:
-        """An outcome decided by an exact rule in the suite (e.g. masks vs the reference visibility
-        rule) or a skip with its reason. Statistical kinds are decided by the comparers only."""
-        if kind in STATISTICAL_KINDS and Status(status) is not Status.SKIPPED:
-            raise ValueError(f"{self.nodeid}: field {name!r} of kind {kind!r} must be compared "
-                             "(golden.check / golden.reference), not decided by the suite")
-        return self.core.add(Outcome(self.suite, self.case, name, kind, Status(status), detail, category,
-                                     dict(diff or {}), against))
-
-    def _write(self) -> dict[str, Any] | None:
-        session, check = self.session, self._check
-        if check is None or not check.observed or session.strict:
-            return None
-        if check.unreadable is not None and session.baseline_key == session.run_env.key and not session.force_regen:
-            return None  # never overwrite a record we could not read, unless regenerating it
-        report = session.store.update(session.run_env.key, self.suite, self.case, self.env, check.observed,
-                                      overwrite=session.force_regen, replace_unreadable=session.force_regen)
-        if not (report.written or report.replaced_unreadable):
-            return None
-        try:
-            path = str(report.path.relative_to(session.store.root))
-        except ValueError:
-            path = str(report.path)
-        return {"path": path, "fields": {c.field: c.change for c in report.changes if c.change != "unchanged"},
-                "replaced_unreadable": report.replaced_unreadable}
-
-    def finish(self, write: bool = True) -> str:
-        """Decide, write the record (unless the test broke), hand the outcomes to the session;
-        return the failure message ("" when nothing regressed)."""
-        if self._finished:
-            return ""
-        self._finished = True
-        if self._check is None:
-            return ""
-        problems: list[str] = []
-        outcomes = self._check.outcomes()
-        try:
-            written = self._write() if write else None
-        except RecordError as exc:
-            written = None
-            outcomes.append(Outcome(self.suite, self.case, "<record>", "exact", Status.REGRESSION, str(exc),
-                                    Category.UNREADABLE_RECORD, {"file": str(exc.path)}, "baseline"))
-        except OSError as exc:
-            written = None
-            problems.append(f"cannot write golden record for {self.suite}/{self.case}: {exc}")
-        if written is not None:
-            self.session.writes.append(written)
-        self.session.outcomes.extend(outcomes)
-        failed = [o for o in outcomes if o.status is Status.REGRESSION]
-        if failed:
-            problems.append(f"golden regression in {self.suite}/{self.case} (baseline {self.session.baseline_key}):")
-            problems.extend(f"  {o.field} [{o.kind}, {o.against}]: {o.detail}" for o in failed)
-        return "\n".join(problems)
-
+GOLDEN_KEY = pytest.StashKey[Golden]()
 
 def case_id(item: pytest.Item) -> str:
     """``case.id`` of a ``case`` parameter, else the parametrize id, else the function name."""

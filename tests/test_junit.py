@@ -57,7 +57,7 @@ def test_testcase_names_and_bodies(results: Results, tmp_path: Path) -> None:
         failure, skipped, out = case.find("failure"), case.find("skipped"), case.find("system-out")
         assert (failure is not None) == (outcome.status is Status.REGRESSION)
         assert (skipped is not None) == (outcome.status is Status.SKIPPED)
-        assert (out is not None) == (outcome.status in (Status.CHANGED, Status.NEW))
+        assert (out is not None) == (outcome.status in (Status.CHANGED, Status.NEW, Status.MISSING))
         if failure is not None:
             assert failure.get("message") == (outcome.detail or "regression")
             assert (failure.text or "").startswith(outcome.detail)

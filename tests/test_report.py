@@ -190,7 +190,7 @@ def test_suites_and_cases_grouped(page, results: Results) -> None:
 
 def test_needs_attention_lists_regressions_and_changes(page, results: Results) -> None:
     rows = dom(page).one("table", cls="attention").find_all("tr", cls=None)[1:]
-    wanted = [o for o in results.outcomes if o.status in (Status.REGRESSION, Status.CHANGED)]
+    wanted = [o for o in results.outcomes if o.status in (Status.REGRESSION, Status.CHANGED, Status.MISSING)]
     assert len(rows) == len(wanted)
     links = [a.attrs["href"] for a in dom(page).one("table", cls="attention").find_all("a")]
     assert links == [f"#o{i}" for i, o in enumerate(results.outcomes) if o in wanted]

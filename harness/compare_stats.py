@@ -1,0 +1,209 @@
+"""The statistical field kinds - rate, distribution, latency - and how each is decided at
+`policy.alpha` (the checking core re-decides them together with Holm within a case; see
+harness/checking.py). Each function states its test and its false-alarm guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from harness import stats
+from harness.env import hardware_class
+from harness.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.schema import Field, Outcome, Status
+
+# ----------------------------------------------------------------------------------------------
+# rate
+
+
+def _rate(f: Field, side: str) -> tuple[int, int]:
+    value = f.value
+    if not isinstance(value, dict) or "k" not in value or "n" not in value:
+        raise ValueError(f"{side} rate must be {{'k': int, 'n': int}}, got {value!r}")
+    return int(value["k"]), int(value["n"])
+
+
+def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+    """Acceptance-style counts k/n vs the baseline's: two-sided Fisher exact test
+    (`stats.two_proportion_test`) at policy.alpha. Against an exact probability (baseline value
+    ``{"p": x}``, e.g. the engine's acceptance probability): two-sided binomial test of k out of n
+    at p = x (`stats.binomial_test`). False-alarm rate <= alpha (both tests are exact)."""
+    k1, n1 = _rate(observed, "observed")
+    if isinstance(baseline.value, dict) and "p" in baseline.value:
+        return _rate_vs_probability(name, k1, n1, float(baseline.value["p"]), policy)
+    k2, n2 = _rate(baseline, "baseline")
+    test = stats.two_proportion_test(k1, n1, k2, n2)
+    diff = {
+        "old": {"k": k2, "n": n2, "rate": test.p2}, "new": {"k": k1, "n": n1, "rate": test.p1},
+        "difference": test.difference, "z": test.z, "p_value": test.p_value, "alpha": policy.alpha,
+    }
+    text = f"old {k2}/{n2} = {test.p2:.4f} vs new {k1}/{n1} = {test.p1:.4f} (p = {test.p_value:.3g}, alpha {policy.alpha:.3g})"
+    if test.p_value < policy.alpha:
+        category = "rate-up" if test.difference > 0 else "rate-down"
+        return verdict(name, "rate", Status.REGRESSION, f"rate changed: {text}", category, diff, test.p_value)
+    category = "" if (k1, n1) == (k2, n2) else "within-noise"
+    return verdict(name, "rate", Status.PASS, text, category, diff, test.p_value)
+
+
+def _rate_vs_probability(name: str, k: int, n: int, p: float, policy: Policy) -> Outcome:
+    test = stats.binomial_test(k, n, p, confidence=1 - policy.alpha)
+    diff = {"new": {"k": k, "n": n, "rate": k / n}, "exact": p, "p_value": test.p_value, "alpha": policy.alpha,
+            "ci": [test.low, test.high]}
+    text = (f"{k}/{n} = {k / n:.4f} vs exact {p:.4f} (binomial p = {test.p_value:.3g}, alpha {policy.alpha:.3g}; "
+            f"{1 - policy.alpha:.4g} CI [{test.low:.4f}, {test.high:.4f}])")
+    if test.p_value < policy.alpha:
+        category = "rate-up" if k / n > p else "rate-down"
+        return verdict(name, "rate", Status.REGRESSION, f"rate differs from the exact probability: {text}",
+                       category, diff, test.p_value)
+    return verdict(name, "rate", Status.PASS, text, "", diff, test.p_value)
+
+
+# ----------------------------------------------------------------------------------------------
+# distribution
+
+
+def _aligned(counts: Any, other: Any) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """Two count/probability vectors on one support (dicts are aligned on the union of keys)."""
+    if isinstance(counts, dict) or isinstance(other, dict):
+        a = counts if isinstance(counts, dict) else {str(i): v for i, v in enumerate(counts)}
+        b = other if isinstance(other, dict) else {str(i): v for i, v in enumerate(other)}
+        keys = sorted(set(a) | set(b), key=lambda k: (len(k), k))
+        return (np.array([float(a.get(k, 0)) for k in keys]), np.array([float(b.get(k, 0)) for k in keys]), keys)
+    a, b = np.asarray(counts, dtype=float), np.asarray(other, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"support sizes differ: {a.shape} vs {b.shape}")
+    return a, b, None
+
+
+EXPECTED_TV = 1e-6  # TV between two records' exact distributions that is only rounding
+
+
+def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[str, Any] | None:
+    """TV between the observed and the baseline's exact expected probabilities, and what is allowed."""
+    old = baseline.extras.get("expected")
+    if old is None:
+        return None
+    try:
+        tv = stats.tv_distance(*_aligned(observed.extras["expected"], old)[:2])
+    except ValueError:
+        tv = 1.0  # a different support is a different distribution
+    allowed = EXPECTED_TV
+    if policy.numerics_differences():
+        dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
+        allowed = max(EXPECTED_TV, policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, 2.0**-24))
+    return {"expected_tv_vs_baseline": tv, "expected_tv_allowed": allowed}
+
+
+def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+    """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine):
+    G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
+    p = 0 if a draw hit a zero-probability value),
+    plus TV(p^, p) and its upper (1 - alpha) confidence bound (`stats.tv_upper_bound`). A pass
+    whose bound exceeds thresholds.tv_max is marked "underpowered" with the n that would suffice.
+    The expected probabilities are exact math, so they must also agree with the baseline's:
+    ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
+    ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
+    that the exact distribution itself changed: a regression ("expected-changed") until regenerated.
+    Without expected probabilities: two-sample test of the counts against the baseline's
+    (`stats.g_test_two_sample`)."""
+    alpha = policy.alpha
+    expected = observed.extras.get("expected")
+    if expected is not None:
+        counts, probs, keys = _aligned(observed.value, expected)
+        test = stats.g_test(counts, probs, alpha=alpha)
+        n = int(counts.sum())
+        tv_hat = stats.tv_distance(counts, probs) if n else 0.0
+        tv_ucb = stats.tv_upper_bound(counts, probs, delta=alpha)
+        diff: dict[str, Any] = {
+            "test": "g-test-fit", "statistic": test.statistic if math.isfinite(test.statistic) else None,
+            "df": test.df, "p_value": test.p_value, "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
+            "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb,
+            "impossible_draws": test.impossible, "support": keys,
+        }
+        expected_change = _expected_change(observed, baseline, policy)
+        if expected_change is not None:
+            diff.update(expected_change)
+        text = f"n={n}, G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f} <= {tv_ucb:.4f}"
+        if test.p_value < alpha:
+            why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
+            return verdict(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
+        if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
+            detail = (f"exact distribution changed: TV(old expected, new expected) = "
+                      f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
+            return verdict(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
+        tv_max = policy.thresholds.tv_max
+        if tv_ucb > tv_max and tv_max > 0:
+            need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
+            diff["samples_needed"] = need
+            return verdict(
+                name, "distribution", Status.PASS,
+                f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}",
+                "underpowered", diff, test.p_value,
+            )
+        return verdict(name, "distribution", Status.PASS, f"fits: {text}", "", diff, test.p_value)
+    new, old, keys = _aligned(observed.value, baseline.value)
+    test = stats.g_test_two_sample(new, old, alpha=alpha)
+    tv_hat = stats.tv_distance(new, old) if new.sum() and old.sum() else 0.0
+    diff = {"test": "g-test-two-sample", "statistic": test.statistic, "df": test.df, "p_value": test.p_value,
+            "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
+            "alpha": alpha, "tv": tv_hat, "n_old": int(old.sum()), "n_new": int(new.sum()), "support": keys}
+    text = f"old n={int(old.sum())} vs new n={int(new.sum())}: G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f}"
+    if test.p_value < alpha:
+        return verdict(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
+    return verdict(name, "distribution", Status.PASS, text, "", diff, test.p_value)
+
+
+# ----------------------------------------------------------------------------------------------
+# latency
+
+
+def _normalised_samples(f: Field, side: str) -> np.ndarray:
+    value = f.value
+    if not isinstance(value, dict) or "samples" not in value:
+        raise ValueError(f"{side} latency must be {{'samples': [...], 'calibration': x}}, got {short(value)}")
+    samples = np.asarray(value["samples"], dtype=float)
+    calibration = value.get("calibration")
+    if calibration is None:
+        return samples
+    cal = float(np.median(np.asarray(calibration, dtype=float)))
+    if not cal > 0:
+        raise ValueError(f"{side} latency calibration must be > 0, got {calibration!r}")
+    return samples / cal
+
+
+def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+    """Timing samples divided by the in-run calibration (median), compared only when both envs have
+    the same hardware class (`env.hardware_class`) and dtype, else skipped with the reason.
+
+    regression ("slowdown") iff the one-sided Mann-Whitney test says new > old * (1 + tol) at
+    policy.alpha; changed ("speedup") iff new * (1 + tol) < old at alpha; pass otherwise. A shift
+    within the tolerance or buried in noise never fails (false-alarm rate <= alpha at the
+    tolerance boundary, lower inside it)."""
+    obs_env, base_env = policy.observed_env, policy.baseline_env
+    if not obs_env or not base_env:
+        return verdict(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
+    hw_new, hw_old = hardware_class(obs_env), hardware_class(base_env)
+    if hw_new != hw_old or obs_env.get("dtype") != base_env.get("dtype"):
+        return verdict(
+            name, "latency", Status.SKIPPED,
+            f"latency is compared on the same hardware class and dtype only: old {hw_old} {base_env.get('dtype')} "
+            f"vs new {hw_new} {obs_env.get('dtype')}",
+            "not-comparable", {"hardware_old": hw_old, "hardware_new": hw_new},
+        )
+    new = _normalised_samples(observed, "observed")
+    old = _normalised_samples(baseline, "baseline")
+    tol = policy.thresholds.latency_tolerance
+    test = stats.latency_shift_test(new, old, tol)
+    diff = {"ratio": test.ratio, "tolerance": tol, "p_slower": test.p_slower, "p_faster": test.p_faster,
+            "alpha": policy.alpha, "n_old": int(old.size), "n_new": int(new.size),
+            "median_old": float(np.median(old)), "median_new": float(np.median(new))}
+    text = (f"old median {np.median(old):.4g} vs new {np.median(new):.4g} (x{test.ratio:.3f}; tolerance "
+            f"{tol:.0%}; p slower {test.p_slower:.3g}, p faster {test.p_faster:.3g}, alpha {policy.alpha:.3g})")
+    if test.p_slower < policy.alpha:
+        return verdict(name, "latency", Status.REGRESSION, f"slower: {text}", "slowdown", diff, test.p_slower)
+    if test.p_faster < policy.alpha:
+        return verdict(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
+    return verdict(name, "latency", Status.PASS, text, "", diff, test.p_slower)
