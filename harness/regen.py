@@ -2,6 +2,9 @@
 
 `diff_records(old, new, complete)` lists, per record file, the fields a regeneration adds,
 removes and changes; `apply_regen` writes them; `print_regen_changes` shows them for review.
+
+`apply_regen` is one transaction (`GoldenStore.replace_records`): the env's full new set is built
+next to it and swapped in, so a killed regen leaves the old set or the new set whole.
 """
 
 from __future__ import annotations
@@ -84,13 +87,8 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
 
 
 def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:
-    """Write only the current env's changed records (each atomically), delete the removed ones."""
-    for c in changes:
-        if c.record is not None:
-            store.write(key, c.record)
-        else:
-            suite, case = c.name.split("/", 1)
-            path = store.root / key / suite / f"{case}.json"
-            path.unlink(missing_ok=True)
-            if path.parent.is_dir() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+    """Write the current env's changed records and delete the removed ones, as one transaction
+    (the env's records are the old set or the new set, whatever happens). OS errors propagate."""
+    write = [c.record for c in changes if c.record is not None]
+    remove = [tuple(c.name.split("/", 1)) for c in changes if c.record is None]
+    store.replace_records(key, write, remove)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import shutil
 import subprocess
@@ -255,6 +256,59 @@ def test_regen_yes_prints_and_writes_only_the_current_env(project, capfd):
     assert not list(project.store.root.rglob("*.tmp"))
 
 
+@pytest.mark.parametrize("failure", ["read-only", "disk-full"])
+def test_regen_a_store_that_cannot_be_written_is_one_line_exit_2(project, capfd, monkeypatch, failure):
+    """A read-only store (simulated: tests run as root, where chmod does not stop writes) fails
+    before the suites run; a full disk while applying leaves the old records. Both: exit 2, one
+    line naming the path, no traceback."""
+    import errno
+
+    import harness.golden as golden
+
+    path = project.record("one", value=1)
+    before = path.read_bytes()
+    project.values(value=2)
+    root = str(project.store.root)
+    real_open, real_replace = golden.os.open, golden.os.replace
+
+    def read_only(file, flags, *args, **kwargs):
+        if str(file).startswith(root) and flags & (golden.os.O_WRONLY | golden.os.O_RDWR | golden.os.O_CREAT):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, flags, *args, **kwargs)
+
+    def disk_full(src, dst, *args, **kwargs):
+        if str(dst).startswith(root):
+            raise OSError(errno.ENOSPC, "No space left on device", str(src))
+        return real_replace(src, dst, *args, **kwargs)
+
+    if failure == "read-only":
+        monkeypatch.setattr(golden.os, "open", read_only)
+    else:
+        monkeypatch.setattr(golden.os, "replace", disk_full)
+    assert project.run("regen", "--yes") == 2
+    captured = capfd.readouterr()
+    err = captured.err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert root in err and ("Permission denied" if failure == "read-only" else "No space left") in err
+    assert ("harness: running pytest" in captured.out) == (failure == "disk-full")  # read-only: fails first
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in project.store.root.iterdir()) == sorted([project.key, f".{project.key}.lock"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through chmod 0o555")
+def test_regen_a_read_only_store_dir_is_one_line_exit_2(project, capfd):
+    path = project.record("one", value=1)
+    project.values(value=2)
+    project.store.root.chmod(0o555)
+    try:
+        assert project.run("regen", "--yes") == 2
+    finally:
+        project.store.root.chmod(0o755)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and str(project.store.root) in err
+    assert project.store.read(project.key, "toy", "one").fields["value"].value == 1 and path.exists()
+
+
 # ----------------------------------------------------------------------------------------------
 # compare, envs, report (nothing runs)
 
@@ -395,3 +449,4 @@ def test_no_tests_collected_is_a_usage_error(project, capfd):
     assert project.run("check") == 2
     assert "collected no tests" in capfd.readouterr().err
     assert not any((project.root / "reports").rglob("*.json"))
+
