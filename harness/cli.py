@@ -320,7 +320,10 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
         complete = rc == 0 and not extra
-        changes = diff_records(old, new, complete)
+        from harness.compare import Policy
+
+        policy = Policy(alpha=project.settings.alpha, thresholds=project.settings.thresholds)
+        changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
         if not complete:
             why = "some tests failed (see pytest's output above)" if rc else "pytest arguments select part of the suites"
