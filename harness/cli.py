@@ -294,6 +294,12 @@ def confirm(question: str) -> bool:
         return False
 
 
+def regen_write_error(exc: OSError, target: Path, outcome: str) -> str:
+    """One line for an OS error (read-only store, full disk, lock not taken) while writing records."""
+    where = f"{exc.filename}: " if exc.filename and str(exc.filename) != str(target) else ""
+    return f"cannot write records under {target}: {where}{exc.strerror or exc}; {outcome}"
+
+
 def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if not (args.yes or args.dry_run or sys.stdin.isatty()):
         raise UsageError("regen asks before writing records but stdin is not a terminal; "
@@ -302,6 +308,13 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
     check_workers(args.workers)
     check_fixtures(project.settings)
     key = current_env_key(args)
+    target = project.store.root / key
+    if not args.dry_run:  # a store that cannot be written fails now, not after the suites ran
+        try:
+            with project.store.lock(key):
+                pass
+        except OSError as exc:
+            raise UsageError(regen_write_error(exc, target, "nothing was run")) from exc
     with tempfile.TemporaryDirectory(prefix="harness-regen-") as tmp:
         scratch = Project(project.root, project.settings, GoldenStore(Path(tmp) / "records"), project.reports_dir)
         results_path = Path(tmp) / "results.json"
@@ -321,18 +334,23 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
         complete = rc == 0 and not extra
-        changes = diff_records(old, new, complete)
+        from harness.compare import Policy
+
+        policy = Policy(alpha=project.settings.alpha, thresholds=project.settings.thresholds)
+        changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
         if not complete:
             why = "some tests failed (see pytest's output above)" if rc else "pytest arguments select part of the suites"
             print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
-        target = project.store.root / key
         if not changes:
             print(f"\n{target}: records are up to date; nothing to write")
         elif args.dry_run:
             print(f"\n--dry-run: nothing written to {target}")
         elif args.yes or confirm(f"\nwrite these changes to {target}?"):
-            apply_regen(project.store, key, changes)
+            try:
+                apply_regen(project.store, key, changes)
+            except OSError as exc:
+                raise UsageError(regen_write_error(exc, target, "the records were left as they were")) from exc
             print(f"\nwrote {sum(c.record is not None for c in changes)} record(s), "
                   f"removed {sum(c.record is None for c in changes)} under {target}")
         else:

@@ -8,25 +8,41 @@ rtol=1.3e-6), so diffs in review are small and stable. Observed values go throug
 
 Safety:
 - writes are atomic: a temporary file in the same directory, fsync, then `os.replace`; a reader
-  (or a process killed mid-write) sees the old record or the new one, never half of one;
-- updates of one record are serialised with an exclusive `fcntl.flock` on a lock file kept
-  outside the store (under the system temp dir), and merge per field: two pytest-xdist workers
-  that add different fields of the same case both keep theirs;
+  (or a process killed mid-write) sees the old record or the new one, never half of one; a
+  written record gets the usual mode (0o666 & ~umask), not the temporary file's 0600;
+- writers of one env are serialised with an exclusive `fcntl.flock` on ``<root>/.<env-key>.lock``
+  (next to the env directory, so it survives the directory being swapped by a regen; listing
+  ignores dot names). The lock is taken only to write: `update` first merges without it and
+  returns when nothing would change, so a read-only run never creates a lock file; otherwise it
+  re-reads and merges under the lock, so two pytest-xdist workers that add different fields of the
+  same case both keep theirs. Waiting longer than `LOCK_TIMEOUT_S` raises `TimeoutError` naming
+  the lock file;
+- a regeneration (`replace_records`) is one transaction: the full new set of the env's records is
+  built in ``<root>/.<env-key>.regen-tmp/`` (same filesystem) and swapped in with an atomic
+  ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames via ``.<env-key>.regen-old``), so a
+  killed regen leaves the old set or the new set whole, never a mix. Leftover scratch trees of a
+  killed run are dot names (never listed as env keys) and are removed by the next regen of that env;
 - corrupt JSON, an unknown schema version, a record of another suite/case or a malformed field
   raise `RecordError` naming the file; nothing is overwritten unless the caller asks for it
-  (``replace_unreadable=True``, what --force-regen does, and reports).
+  (``replace_unreadable=True``, what --force-regen does, and reports);
+- OS errors (read-only store, full disk, a lock that cannot be taken) propagate as `OSError`; the
+  plugin turns them into a test failure message, `harness regen` into one line and exit 2.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import ctypes
+import errno
 import json
 import math
 import os
 import re
+import shutil
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +56,7 @@ except ImportError:  # pragma: no cover - Windows: no inter-process lock, single
 
 FLOAT_DIGITS = 8  # significant digits kept for every float in a record
 RECORD_SUFFIX = ".json"
+LOCK_TIMEOUT_S = 300.0  # how long a writer waits for another one's lock on the same env
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._=+-]+")
 
 
@@ -127,11 +144,28 @@ class WriteReport:
         return [c.field for c in self.changes if c.change != "unchanged"]
 
 
+def _file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file: 0o666 & ~umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # make renames in `directory` durable
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers only ever see a complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp creates 0600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -141,12 +175,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    _fsync_dir(path.parent)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -154,22 +183,33 @@ def atomic_write_json(path: Path, data: Any) -> None:
     _atomic_write_text(Path(path), dumps(data))
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Exclusive inter-process lock for one record path (a lock file under the temp dir, so the
-    store itself never holds lock files)."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    lock_dir = Path(tempfile.gettempdir()) / "harness-golden-locks"
-    lock_dir.mkdir(exist_ok=True)
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:40]
-    with open(lock_dir / f"{digest}.lock", "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+def _copy_durable(src: str, dst: str) -> str:
+    """Copy a file's bytes (new file, usual mode) and fsync it."""
+    with open(src, "rb") as source, open(dst, "wb") as target:
+        shutil.copyfileobj(source, target)
+        target.flush()
+        os.fsync(target.fileno())
+    return dst
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux renameat2 RENAME_EXCHANGE); False when the
+    platform or filesystem cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 class UnknownEnvError(ValueError):
@@ -265,11 +305,44 @@ class GoldenStore:
             return None
         return self._load(path, suite=suite, case=case)
 
+    # locking ------------------------------------------------------------------------------
+    def lock_path(self, env_key: str) -> Path:
+        return self.root / f".{safe_name(env_key)}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, env_key: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+        """Exclusive inter-process lock for writing one env's records (creates the store root and
+        ``<root>/.<env-key>.lock``; `TimeoutError` naming it after `timeout` seconds). Not
+        re-entrant: do not nest."""
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        path = self.lock_path(env_key)
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(errno.ETIMEDOUT, f"lock held by another process for over {timeout:g} s",
+                                           str(path)) from None
+                    time.sleep(0.01)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
     # writing ------------------------------------------------------------------------------
     def write(self, env_key: str, record: Record) -> Path:
         """Write a whole record atomically (no merge; prefer `update`)."""
         path = self.path(env_key, record.suite, record.case)
-        with _locked(path):
+        with self.lock(env_key):
             atomic_write_json(path, record.to_json())
         return path
 
@@ -294,35 +367,113 @@ class GoldenStore:
         An unreadable record raises `RecordError` unless `replace_unreadable` (then it is replaced
         and the report says so).
         """
-        path = self.path(env_key, suite, case)
-        report = WriteReport(path=path)
-        with _locked(path):
-            try:
-                record = self.read(env_key, suite, case)
-            except RecordError as exc:
-                if not replace_unreadable:
-                    raise
-                report.replaced_unreadable = str(exc)
-                record = None
-            if record is None:
-                record = Record(suite=suite, case=case, env=to_plain(env))
-            dirty = bool(report.replaced_unreadable)
-            for name, new in fields.items():
-                new = normalize_field(new)
-                old = record.fields.get(name)
-                if old is None:
-                    change = "new"
-                elif overwrite and old.to_json() != new.to_json():
-                    change = "changed"
-                else:
-                    change = "unchanged"
-                report.changes.append(FieldChange(name, change))
-                if change != "unchanged":
-                    record.fields[name] = new
-                    dirty = True
-            if dirty:
-                if overwrite or not path.exists():
-                    record.env = to_plain(env)
-                atomic_write_json(path, record.to_json())
+        report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable)
+        if record is None:
+            return report  # nothing to write: no lock taken (a read-only run creates no lock file)
+        with self.lock(env_key):  # merge again under the lock: another writer may have been first
+            report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable)
+            if record is not None:
+                atomic_write_json(report.path, record.to_json())
                 report.written = True
         return report
+
+    def _merge(self, env_key: str, suite: str, case: str, env: dict[str, Any], fields: Mapping[str, Field],
+               overwrite: bool, replace_unreadable: bool) -> tuple[WriteReport, Record | None]:
+        """What `update` would do now: (report, the record to write or None when nothing changes)."""
+        path = self.path(env_key, suite, case)
+        report = WriteReport(path=path)
+        try:
+            record = self.read(env_key, suite, case)
+        except RecordError as exc:
+            if not replace_unreadable:
+                raise
+            report.replaced_unreadable = str(exc)
+            record = None
+        existed = record is not None
+        if record is None:
+            record = Record(suite=suite, case=case, env=to_plain(env))
+        dirty = bool(report.replaced_unreadable)
+        for name, new in fields.items():
+            new = normalize_field(new)
+            old = record.fields.get(name)
+            if old is None:
+                change = "new"
+            elif overwrite and old.to_json() != new.to_json():
+                change = "changed"
+            else:
+                change = "unchanged"
+            report.changes.append(FieldChange(name, change))
+            if change != "unchanged":
+                record.fields[name] = new
+                dirty = True
+        if not dirty:
+            return report, None
+        if overwrite or not existed:
+            record.env = to_plain(env)
+        return report, record
+
+    # regeneration: one transaction per env ---------------------------------------------------
+    def scratch_dirs(self, env_key: str) -> tuple[Path, Path]:
+        """(the scratch tree a regen builds, where the fallback swap parks the old tree)."""
+        key = safe_name(env_key)
+        return self.root / f".{key}.regen-tmp", self.root / f".{key}.regen-old"
+
+    def _recover(self, env_key: str) -> None:
+        """Under the lock: undo what a killed regen left (an unfinished fallback swap is rolled
+        back to the old set; scratch trees are removed)."""
+        env_dir = self.root / safe_name(env_key)
+        scratch, parked = self.scratch_dirs(env_key)
+        if parked.exists():
+            if env_dir.exists():
+                shutil.rmtree(parked)
+            else:
+                os.rename(parked, env_dir)
+        if scratch.exists():
+            shutil.rmtree(scratch)
+
+    def replace_records(self, env_key: str, write: Iterable[Record], remove: Iterable[tuple[str, str]] = ()) -> None:
+        """Rewrite one env's records as a single transaction: its current records (stray temp
+        files dropped), minus `remove` ((suite dir, file stem) pairs), with `write` written over
+        them, are built in a scratch tree next to it and swapped in. Killed at any moment, the env
+        directory holds the old set or the new set whole. OS errors propagate (the old set is
+        then left in place)."""
+        env_dir = self.root / safe_name(env_key)
+        scratch, parked = self.scratch_dirs(env_key)
+        with self.lock(env_key):
+            self._recover(env_key)
+            try:
+                if env_dir.is_dir():
+                    shutil.copytree(env_dir, scratch, ignore=shutil.ignore_patterns(".*"),
+                                    copy_function=_copy_durable)
+                else:
+                    scratch.mkdir()
+                for suite_dir, stem in remove:
+                    path = scratch / suite_dir / f"{stem}{RECORD_SUFFIX}"
+                    path.unlink(missing_ok=True)
+                    if path.parent.is_dir() and not any(path.parent.iterdir()):
+                        path.parent.rmdir()
+                for record in write:
+                    target = self.path(env_key, record.suite, record.case)
+                    atomic_write_json(scratch / target.relative_to(env_dir), record.to_json())
+                self._swap(scratch, env_dir, parked)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    if scratch.exists() and env_dir.exists():
+                        shutil.rmtree(scratch)
+                raise
+            _fsync_dir(self.root)
+            # after the swap: the scratch path (exchange) or the parked one holds the old set
+            for leftover in (scratch, parked):
+                shutil.rmtree(leftover, ignore_errors=True)
+
+    @staticmethod
+    def _swap(scratch: Path, env_dir: Path, parked: Path) -> None:
+        if not env_dir.exists():
+            os.rename(scratch, env_dir)
+        elif not _rename_exchange(scratch, env_dir):
+            os.rename(env_dir, parked)
+            try:
+                os.rename(scratch, env_dir)
+            except BaseException:
+                os.rename(parked, env_dir)
+                raise

@@ -2,16 +2,27 @@
 
 `diff_records(old, new, complete)` lists, per record file, the fields a regeneration adds,
 removes and changes; `apply_regen` writes them; `print_regen_changes` shows them for review.
+
+A field counts as changed only when its kind's own rule says so (`compare.compare_field` with the
+two records' envs: status pass = unchanged, e.g. last-digit float noise in a tensor or a different
+thread count); the record's env fingerprint alone is never a change. An unchanged field keeps its
+old value, so a regen's diff in review shows real changes only.
+
+`apply_regen` is one transaction (`GoldenStore.replace_records`): the env's full new set is built
+next to it and swapped in, so a killed regen leaves the old set or the new set whole.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.golden import GoldenStore
 from harness.report.terminal import shorten
-from harness.schema import Record, RecordError
+from harness.schema import Field, Record, RecordError, Status
+
+if TYPE_CHECKING:  # harness.compare pulls in numpy and scipy: imported when diffing
+    from harness.compare import Policy
 
 
 @dataclass(frozen=True)
@@ -35,13 +46,30 @@ def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
 
 
+def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> bool:
+    """True when `after` is `before` for regen purposes: equal JSON, or the kind's comparison
+    passes (tolerance, tie-flip, statistical noise) under `policy` with the two records' envs."""
+    from harness.compare import compare_field
+
+    if before.to_json() == after.to_json():
+        return True
+    if before.kind != after.kind:
+        return False
+    return compare_field(name, after, before, policy).status is Status.PASS
+
+
 def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
-                 complete: bool = True) -> list[RecordChange]:
+                 complete: bool = True, policy: Policy | None = None) -> list[RecordChange]:
     """Per (suite, case, field): what the new records add, remove and change.
 
     A partial run (`complete=False`: deselected or failing tests) removes nothing: records it did
     not produce are left alone and fields it did not observe are carried over from the old record.
+    Fields are compared with `field_unchanged` (`policy` gives alpha and thresholds; its envs are
+    each record's); an unchanged field keeps its old value in the new record.
     """
+    from harness.compare import Policy
+
+    policy = policy or Policy()
     changes = []
     for key in sorted(set(old) | set(new)):
         name = "/".join(key)
@@ -58,11 +86,14 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
         else:
             if not complete:
                 after = replace(after, fields={**before.fields, **after.fields})
+            same = replace(policy, observed_env=after.env, baseline_env=before.env)
+            kept = {f for f in after.fields if f in before.fields
+                    and field_unchanged(f, before.fields[f], after.fields[f], same)}
+            after = replace(after, fields={f: before.fields[f] if f in kept else v for f, v in after.fields.items()})
             added = tuple(f for f in after.fields if f not in before.fields)
             removed = tuple(f for f in before.fields if f not in after.fields)
             changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
-                            for f in after.fields if f in before.fields
-                            and before.fields[f].to_json() != after.fields[f].to_json())
+                            for f in after.fields if f in before.fields and f not in kept)
             if added or removed or changed:
                 changes.append(RecordChange(name, "changed", added, removed, changed, after))
     return changes
@@ -84,13 +115,8 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
 
 
 def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:
-    """Write only the current env's changed records (each atomically), delete the removed ones."""
-    for c in changes:
-        if c.record is not None:
-            store.write(key, c.record)
-        else:
-            suite, case = c.name.split("/", 1)
-            path = store.root / key / suite / f"{case}.json"
-            path.unlink(missing_ok=True)
-            if path.parent.is_dir() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+    """Write the current env's changed records and delete the removed ones, as one transaction
+    (the env's records are the old set or the new set, whatever happens). OS errors propagate."""
+    write = [c.record for c in changes if c.record is not None]
+    remove = [tuple(c.name.split("/", 1)) for c in changes if c.record is None]
+    store.replace_records(key, write, remove)  # type: ignore[arg-type]

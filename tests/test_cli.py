@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import shutil
 import subprocess
@@ -256,6 +257,91 @@ def test_regen_yes_prints_and_writes_only_the_current_env(project, capfd):
     assert not list(project.store.root.rglob("*.tmp"))
 
 
+@pytest.mark.parametrize("failure", ["read-only", "disk-full"])
+def test_regen_a_store_that_cannot_be_written_is_one_line_exit_2(project, capfd, monkeypatch, failure):
+    """A read-only store (simulated: tests run as root, where chmod does not stop writes) fails
+    before the suites run; a full disk while applying leaves the old records. Both: exit 2, one
+    line naming the path, no traceback."""
+    import errno
+
+    import harness.golden as golden
+
+    path = project.record("one", value=1)
+    before = path.read_bytes()
+    project.values(value=2)
+    root = str(project.store.root)
+    real_open, real_replace = golden.os.open, golden.os.replace
+
+    def read_only(file, flags, *args, **kwargs):
+        if str(file).startswith(root) and flags & (golden.os.O_WRONLY | golden.os.O_RDWR | golden.os.O_CREAT):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, flags, *args, **kwargs)
+
+    def disk_full(src, dst, *args, **kwargs):
+        if str(dst).startswith(root):
+            raise OSError(errno.ENOSPC, "No space left on device", str(src))
+        return real_replace(src, dst, *args, **kwargs)
+
+    if failure == "read-only":
+        monkeypatch.setattr(golden.os, "open", read_only)
+    else:
+        monkeypatch.setattr(golden.os, "replace", disk_full)
+    assert project.run("regen", "--yes") == 2
+    captured = capfd.readouterr()
+    err = captured.err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert root in err and ("Permission denied" if failure == "read-only" else "No space left") in err
+    assert ("harness: running pytest" in captured.out) == (failure == "disk-full")  # read-only: fails first
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in project.store.root.iterdir()) == sorted([project.key, f".{project.key}.lock"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through chmod 0o555")
+def test_regen_a_read_only_store_dir_is_one_line_exit_2(project, capfd):
+    path = project.record("one", value=1)
+    project.values(value=2)
+    project.store.root.chmod(0o555)
+    try:
+        assert project.run("regen", "--yes") == 2
+    finally:
+        project.store.root.chmod(0o755)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and str(project.store.root) in err
+    assert project.store.read(project.key, "toy", "one").fields["value"].value == 1 and path.exists()
+
+
+NOISY_SUITE = SUITE + textwrap.dedent("""
+
+    def test_vec(golden):
+        golden.check("vec", DATA["vec"], kind="tensor")
+""")
+
+
+def test_regen_dry_run_of_float_noise_reports_nothing_changed(project, capfd):
+    """Last-digit float noise in a tensor and another thread count in the env are no change."""
+    (project.root / "suites" / "test_toy.py").write_text(NOISY_SUITE)
+    vec = [0.12345678, 1.2345678, -3.3333333e-5, 7.0]
+    noisy = [v * (1 + 1e-7) for v in vec]  # moves the 8th significant digit; fp32 rtol is 1.3e-6
+    env = {**project.fp, "threads": project.fp["threads"] + 3}  # the env key ignores threads
+    for case in ("one", "two"):
+        project.record(case, env=env)
+    vec_path = project.store.update(project.key, "toy", "test_vec", env, {"vec": Field("tensor", vec)}).path
+    (project.root / "value.json").write_text(json.dumps({"value": 1, "features": ["a"], "vec": noisy}))
+    before = {p: p.read_bytes() for p in project.store.record_paths(project.key)}
+    assert project.run("regen", "--dry-run") == 0
+    out = capfd.readouterr().out
+    assert "0 record(s) added, 0 changed, 0 removed, 3 unchanged" in out and "records are up to date" in out
+    assert project.run("regen", "--yes") == 0
+    assert {p: p.read_bytes() for p in project.store.record_paths(project.key)} == before
+    # a change beyond the tolerance is still a change
+    (project.root / "value.json").write_text(json.dumps({"value": 1, "features": ["a"],
+                                                         "vec": [v * 1.001 for v in vec]}))
+    assert project.run("regen", "--dry-run") == 0
+    out = capfd.readouterr().out
+    assert "0 added, 1 changed" not in out and "1 changed" in out and "~ vec (changed)" in out
+    assert vec_path.read_bytes() == before[vec_path]
+
+
 # ----------------------------------------------------------------------------------------------
 # compare, envs, report (nothing runs)
 
@@ -432,3 +518,29 @@ def test_a_malformed_field_in_a_record_names_the_file_and_field(project, capfd, 
     assert project.run("check") == 2
     err = capfd.readouterr().err
     assert str(path) in err and f"field {field!r}: {what}" in err and "Traceback" not in err
+
+
+def test_regen_diff_compares_fields_by_their_kind():
+    env_a, env_b = {"dtype": "fp32", "threads": 2}, {"dtype": "fp32", "threads": 8}
+
+    def rec(env: dict, **fields: Field) -> Record:
+        return Record("toy", "a", env, fields)
+
+    old = {("toy", "a"): rec(env_a, vec=Field("tensor", [1.0, 2.0]), ids=Field("exact", [1, 2]),
+                             acc=Field("rate", {"k": 50, "n": 100}))}
+    # float noise, an equal value, a rate within noise, another env fingerprint: nothing changed
+    same = {("toy", "a"): rec(env_b, vec=Field("tensor", [1.0000001, 2.0]), ids=Field("exact", [1, 2]),
+                              acc=Field("rate", {"k": 51, "n": 100}))}
+    assert diff_records(old, same) == []
+    # a real change: the changed field only; unchanged fields keep their old values
+    moved = {("toy", "a"): rec(env_b, vec=Field("tensor", [1.0000001, 2.0]), ids=Field("exact", [1, 3]),
+                               acc=Field("rate", {"k": 51, "n": 100}))}
+    (change,) = diff_records(old, moved)
+    assert [f for f, _ in change.changed] == ["ids"] and not change.added and not change.removed
+    assert change.record.fields["vec"].value == [1.0, 2.0] and change.record.fields["acc"].value["k"] == 50
+    assert change.record.fields["ids"].value == [1, 3] and change.record.env == env_b
+    # beyond tolerance, a rate change beyond noise, a kind change: changed
+    far = {("toy", "a"): rec(env_a, vec=Field("tensor", [1.01, 2.0]), ids=Field("tokens", [1, 2]),
+                             acc=Field("rate", {"k": 95, "n": 100}))}
+    (change,) = diff_records(old, far)
+    assert sorted(f for f, _ in change.changed) == ["acc", "ids", "vec"]

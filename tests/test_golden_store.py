@@ -238,3 +238,144 @@ def test_listing_validates_records_against_their_path(tmp_path):
     store.path(KEY, "greedy", "tiny/plain").rename(moved)
     with pytest.raises(RecordError, match="other.json: record is for greedy/tiny/plain, which does not belong"):
         list(store.records(KEY))
+
+
+# ----------------------------------------------------------------------------------------------
+# file modes, locks
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_written_records_get_the_usual_mode(tmp_path, umask):
+    store = GoldenStore(tmp_path)
+    old = os.umask(umask)
+    try:
+        updated = store.update(KEY, "s", "c", ENV, fields(x=1)).path
+        whole = store.write(KEY, Record(suite="s", case="d", env=ENV, fields=fields(x=2)))
+        store.replace_records(KEY, [Record(suite="s", case="e", env=ENV, fields=fields(x=3))])
+    finally:
+        os.umask(old)
+    for path in (updated, whole, store.path(KEY, "s", "e"), store.lock_path(KEY)):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
+
+
+def test_lock_lives_next_to_the_store_and_only_writers_take_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-tmp"))  # nothing may go there
+    store = GoldenStore(tmp_path / "records")
+    store.update(KEY, "s", "c", ENV, fields(x=1))
+    lock = tmp_path / "records" / f".{KEY}.lock"
+    assert lock.is_file() and store.env_keys() == [KEY]
+    lock.unlink()
+    # a run that writes nothing (existing fields, no regen) reads without any lock
+    report = store.update(KEY, "s", "c", ENV, fields(x=1))
+    assert not report.written and not lock.exists()
+    assert store.update(KEY, "s", "c", ENV, fields(x=9)).changes[0].change == "unchanged"
+    assert not lock.exists()
+    assert not (tmp_path / "no-such-tmp").exists()
+
+
+def test_a_lock_that_cannot_be_taken_names_the_lock_file(tmp_path):
+    import fcntl
+
+    store = GoldenStore(tmp_path)
+    store.update(KEY, "s", "c", ENV, fields(x=1))
+    with open(store.lock_path(KEY), "a+") as holder:  # another process's lock (flock is per open file)
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(TimeoutError) as info, store.lock(KEY, timeout=0.2):
+            pass
+    assert info.value.filename == str(store.lock_path(KEY)) and "held by another process" in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------
+# regen transactions
+
+
+def _versioned(version: int, cases=range(4)) -> list[Record]:
+    return [Record(suite="s", case=f"c{i}", env={"v": version}, fields=fields(version=version, i=i)) for i in cases]
+
+
+def _env_state(store: GoldenStore) -> dict[str, int]:
+    return {f"{r.suite}/{r.case}": r.fields["version"].value for r in store.records(KEY)}
+
+
+def test_replace_records_swaps_in_the_full_new_set(tmp_path):
+    store = GoldenStore(tmp_path)
+    store.replace_records(KEY, _versioned(0))
+    (tmp_path / KEY / "s" / ".c0.json.abc.tmp").write_text("{")  # a stray temp file of a killed write
+    store.update("other-env", "s", "c0", ENV, fields(x=1))
+    store.replace_records(KEY, _versioned(1, cases=[0, 5]), remove=[("s", "c1")])
+    assert _env_state(store) == {"s/c0": 1, "s/c2": 0, "s/c3": 0, "s/c5": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, "other-env", f".{KEY}.lock", ".other-env.lock"])
+    assert not list(tmp_path.rglob("*.tmp"))
+    assert store.env_keys() == sorted([KEY, "other-env"])
+
+
+KILL_SCRIPT = """
+import os, sys
+import harness.golden as golden
+from harness.golden import GoldenStore
+from harness.schema import Field, Record
+
+root, mode = sys.argv[1], sys.argv[2]
+new = [Record(suite="s", case=f"c{i}", env={"v": 1}, fields={"version": Field("exact", 1), "i": Field("exact", i)})
+       for i in (0, 1, 2, 5)]
+die = lambda *a, **k: os._exit(9)
+if mode == "mid-write":  # killed after two of the new records are written
+    calls = []
+    real = golden.atomic_write_json
+    golden.atomic_write_json = lambda *a: (calls.append(1), die() if len(calls) > 2 else real(*a))
+elif mode == "before-swap":
+    golden.GoldenStore._swap = staticmethod(die)
+elif mode == "after-swap":  # killed before the old tree is removed
+    real_swap = golden.GoldenStore._swap
+    golden.GoldenStore._swap = staticmethod(lambda *a: (real_swap(*a), die()))
+elif mode == "between-renames":  # no RENAME_EXCHANGE: killed after parking the old tree
+    golden._rename_exchange = lambda a, b: False
+    real_rename, renames = os.rename, []
+    os.rename = lambda a, b: (renames.append(1), die() if len(renames) > 1 else real_rename(a, b))
+elif mode == "fallback":
+    golden._rename_exchange = lambda a, b: False
+GoldenStore(root).replace_records(sys.argv[3], new, remove=[("s", "c3")])
+"""
+
+
+@pytest.mark.parametrize("mode, expect", [("mid-write", 0), ("before-swap", 0), ("after-swap", 1),
+                                          ("between-renames", 0), ("fallback", 1)])
+def test_killed_regen_leaves_the_old_or_the_new_set_whole(tmp_path, mode, expect):
+    store = GoldenStore(tmp_path)
+    store.replace_records(KEY, _versioned(0))
+    old_state = _env_state(store)
+    new_state = {"s/c0": 1, "s/c1": 1, "s/c2": 1, "s/c5": 1}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(tmp_path), mode, KEY], env=env, timeout=120)
+    assert proc.returncode == (0 if mode == "fallback" else 9)
+    if mode == "between-renames":  # the env dir is parked under a dot name until the next regen
+        assert store.env_keys() == [] and (tmp_path / f".{KEY}.regen-old").is_dir()
+    else:
+        assert _env_state(store) == (old_state if expect == 0 else new_state)
+    assert store.env_keys() in ([KEY], [])  # scratch trees are never env keys
+    assert not list((tmp_path / KEY).rglob("*.tmp")) if (tmp_path / KEY).exists() else True
+    # the next regen rolls back / cleans up what the killed one left, then applies its own set
+    store.replace_records(KEY, [Record(suite="s", case="c9", env={"v": 2}, fields=fields(version=2))])
+    assert _env_state(store) == {**(old_state if expect == 0 else new_state), "s/c9": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, f".{KEY}.lock"])
+
+
+def test_interrupted_regen_keeps_the_old_set(tmp_path, monkeypatch):
+    store = GoldenStore(tmp_path)
+    store.replace_records(KEY, _versioned(0))
+    old_state = _env_state(store)
+    import harness.golden as golden
+
+    real, calls = golden.atomic_write_json, []
+
+    def interrupt(*args):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        real(*args)
+
+    monkeypatch.setattr(golden, "atomic_write_json", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store.replace_records(KEY, _versioned(1))
+    assert _env_state(store) == old_state
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, f".{KEY}.lock"])
