@@ -20,175 +20,44 @@ no tests collected). User errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config import ConfigError, HarnessConfig, load_config
-from harness.env import env_key
-from harness.golden import GoldenStore, UnknownEnvError
+from harness.config import ConfigError, HarnessConfig
+from harness.golden import GoldenStore
+from harness.project import (
+    Project,
+    UsageError,
+    check_fixtures,
+    check_workers,
+    current_env_key,
+    open_project,
+    preflight_records,
+    pytest_command,
+    pytest_problem,
+    run_pytest,
+    validate_env_key,
+)
 from harness.regen import apply_regen, diff_records, print_regen_changes
 from harness.report import ResultsFileError, load_results, render, write_junit
-from harness.report.terminal import print_summary, table, timestamped_dir, write_outputs
+from harness.report.terminal import (
+    print_summary,
+    printable,
+    relative_to,
+    table,
+    timestamped_dir,
+    write_outputs,
+)
 from harness.schema import Outcome, Record, RecordError, Results
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - python 3.10
-    import tomli as tomllib
-
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
-PYTEST_FAILURES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # plugin options the CLI sets itself: as pytest args after -- they would contradict its flags
 OWNED_OPTIONS = {"--harness-results": "", "--golden-dir": "--golden-dir", "--baseline": "--baseline",
                  "--force-regen": "harness regen", "--harness-dtype": "--dtype", "--harness-device": "--device",
                  "--harness-attn": "--attn", "--harness-threads": "--threads", "--rootdir": "--root"}
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit 2."""
-
-
-# ----------------------------------------------------------------------------------------------
-# project, settings, store
-
-
-def find_root(explicit: str | None) -> Path:
-    """--root, else the nearest directory upward from cwd whose pyproject.toml has [tool.harness]."""
-    if explicit:
-        root = Path(explicit).resolve()
-        if not root.is_dir():
-            raise UsageError(f"--root {explicit}: not a directory")
-        return root
-    here = Path.cwd().resolve()
-    for directory in (here, *here.parents):
-        pyproject = directory / "pyproject.toml"
-        if not pyproject.is_file():
-            continue
-        try:
-            with pyproject.open("rb") as handle:
-                if "harness" in tomllib.load(handle).get("tool", {}):
-                    return directory
-        except tomllib.TOMLDecodeError:  # load_config will name the problem
-            return directory
-        except OSError:
-            continue
-    raise UsageError(f"no pyproject.toml with [tool.harness] in {here} or above; run inside the project or pass --root")
-
-
-@dataclass(frozen=True)
-class Project:
-    root: Path
-    settings: HarnessConfig
-    store: GoldenStore
-    reports_dir: Path
-
-
-def open_project(args: argparse.Namespace) -> Project:
-    root = find_root(args.root)
-    settings = load_config(root)
-    golden = Path(args.golden_dir).resolve() if getattr(args, "golden_dir", None) else settings.golden_dir
-    reports = Path(args.reports_dir).resolve() if getattr(args, "reports_dir", None) else settings.reports_dir
-    return Project(root, settings, GoldenStore(golden), reports)
-
-
-def check_fixtures(settings: HarnessConfig) -> None:
-    """Fail before running anything: every checkpoint the suites will load (all of the manifest's,
-    or those named in [tool.harness] models) is present with its manifest sha256, and every
-    extra_model_dirs entry exists."""
-    from harness.fixtures.load import FixtureError, check_models
-
-    try:
-        check_models(settings.models_dir, settings.models)
-    except FixtureError as exc:
-        raise UsageError(f"missing or corrupt fixture: {exc}") from exc
-    for extra in settings.extra_model_dirs:
-        if not extra.is_dir():
-            raise UsageError(f"missing model dir: {extra} does not exist ([tool.harness] extra_model_dirs); "
-                             "fix the path or save a checkpoint there with save_pretrained()")
-
-
-def current_env_key(args: argparse.Namespace) -> str:
-    """The env key this machine's runs are recorded under (imports torch: only when needed)."""
-    from harness.env import fingerprint
-
-    try:
-        return env_key(fingerprint(dtype=args.dtype, attn_implementation=args.attn, device=args.device))
-    except ValueError as exc:
-        raise UsageError(f"--dtype/--device: {exc}") from exc
-
-
-def validate_env_key(store: GoldenStore, key: str, source: str, current: str | None = None) -> None:
-    try:
-        store.require_env(key, source, current)
-    except UnknownEnvError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def preflight_records(store: GoldenStore, key: str) -> None:
-    """Fail before running anything when a record of the baseline env cannot be read."""
-    try:
-        store.env_records(key)
-    except RecordError as exc:
-        raise UsageError(f"corrupt golden record {exc}; fix or delete the file "
-                         "(or, if it is the current env's, rewrite it with `harness regen`)") from exc
-
-
-# ----------------------------------------------------------------------------------------------
-# running pytest
-
-
-def check_workers(value: str | None) -> None:
-    if value is None:
-        return
-    if not (value.isdigit() or value in ("auto", "logical")):
-        raise UsageError(f"-n {value!r}: expected a number of workers, 'auto' or 'logical'")
-    if importlib.util.find_spec("xdist") is None:
-        raise UsageError("-n needs pytest-xdist; install it (pip install pytest-xdist) or drop -n")
-
-
-def suites_dir(project: Project, args: argparse.Namespace) -> Path:
-    path = Path(args.suites).resolve() if args.suites else project.root / "suites"
-    if not path.exists():
-        raise UsageError(f"suites {path} do not exist; pass --suites PATH")
-    return path
-
-
-def pytest_command(project: Project, args: argparse.Namespace, results: Path, extra: Sequence[str]) -> list[str]:
-    command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), "-p", "no:cacheprovider",
-               "--rootdir", str(project.root), "--harness-results", str(results),
-               "--golden-dir", str(project.store.root),
-               "--harness-dtype", args.dtype, "--harness-device", args.device, "--harness-attn", args.attn]
-    if args.threads:
-        command += ["--harness-threads", str(args.threads)]
-    if args.workers is not None:
-        command += ["-n", args.workers]
-    if not args.verbose:
-        command.append("-q")
-    return command + list(extra)
-
-
-def run_pytest(command: list[str], cwd: Path) -> int:
-    """Run pytest with the terminal attached (its output is the progress display)."""
-    print("harness: running " + " ".join(command[2:]), flush=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return subprocess.run(command, cwd=cwd, check=False).returncode
-
-
-def pytest_problem(rc: int) -> str | None:
-    """A message for pytest exit codes that mean the run itself did not work (-> exit 2)."""
-    if rc in (0, 1):
-        return None
-    if rc == 5:
-        return "pytest collected no tests (exit 5): check --suites and the PYTEST ARGS after --"
-    what = PYTEST_FAILURES.get(rc, "killed or crashed" if rc < 0 else "unexpected exit code")
-    return f"pytest stopped with exit code {rc} ({what}); see its output above"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,7 +103,7 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
 
 
 def error(message: str) -> None:
-    print(f"harness: error: {message}", file=sys.stderr, flush=True)
+    print(f"harness: error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -375,7 +244,7 @@ def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b:
     outcomes = compare_records(records_a, records_b, alpha=alpha, thresholds=settings.thresholds,
                                name_a=key_a, name_b=key_b)
     meta = {"command": "harness compare", "env_key": key_b, "baseline_key": key_a, "alpha": settings.alpha,
-            "alpha_per_test": alpha, "compared_cases": compared, "golden_dir": str(store.root),
+            "alpha_per_test": alpha, "compared_cases": compared, "golden_dir": relative_to(settings.rootdir, store.root),
             "multiple_testing": "Bonferroni across cases (alpha/m), Holm within a case"}
     return Results(env=store.env_of(key_b) or {}, baseline_env=store.env_of(key_a), outcomes=outcomes, meta=meta)
 

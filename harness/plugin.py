@@ -56,6 +56,7 @@ from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
 from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 from harness.golden_fixture import Golden
+from harness.report.terminal import relative_to
 from harness.schema import (
     Outcome,
     RecordError,
@@ -266,13 +267,13 @@ class HarnessSession:
             "alpha_per_test": stats.per_test_alpha(self.settings.alpha, self.golden_tests),
             "golden_tests": self.golden_tests,
             "multiple_testing": "Bonferroni across tests (alpha/m), Holm within a test",
-            "argv": list(self.config.invocation_params.args),
+            "argv": [relative_to(self.settings.rootdir, arg) for arg in self.config.invocation_params.args],
             "duration_s": round(time.time() - self.start, 3),
             "env_key": key,
             "baseline_key": baseline_key,
             "force_regen": self.force_regen,
             "strict": self.strict,
-            "golden_dir": str(self.store.root),
+            "golden_dir": relative_to(self.settings.rootdir, self.store.root),
             "writes": merged_writes(self.writes),
         }
         ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))

@@ -544,3 +544,31 @@ def test_regen_diff_compares_fields_by_their_kind():
                              acc=Field("rate", {"k": 95, "n": 100}))}
     (change,) = diff_records(old, far)
     assert sorted(f for f, _ in change.changed) == ["acc", "ids", "vec"]
+
+
+def test_reports_carry_no_local_paths(project):
+    project.record("one")
+    project.record("two")
+    assert project.run("check") == 0
+    (run_dir,) = project.run_dirs(project.key)
+    text = (run_dir / "results.json").read_text()
+    meta = json.loads(text)["meta"]
+    assert meta["golden_dir"] == "records"
+    assert str(project.root) not in text and str(project.root) not in (run_dir / "index.html").read_text()
+
+
+def test_terminal_output_strips_control_characters_and_survives_lone_surrogates(capsys):
+    from harness.report.terminal import printable, shorten
+
+    hostile = "old\x1b[2J\x1b]0;pwned\x07 new\r\nnext \ud800 end"
+    shown = printable(hostile)
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown and "\ud800" not in shown
+    assert shown.encode("utf-8")  # printable to a UTF-8 terminal
+    assert shorten(hostile, 200) == "old [2J ]0;pwned new next ? end"
+    finish_results = Results(env={}, baseline_env=None, outcomes=[
+        Outcome("s", hostile, "f", "exact", Status.REGRESSION, hostile, "real-change")], meta={"env_key": hostile})
+    from harness.report.terminal import print_summary
+
+    print_summary(finish_results, hostile)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\ud800" not in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -33,9 +35,28 @@ def write_outputs(results: Results, out_dir: Path, results_json: bool = True) ->
     return render(results, out_dir), write_junit(results, out_dir / "junit.xml")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: Any) -> str:
+    """`text` safe for a terminal: control characters (escape sequences, bells, carriage returns)
+    become spaces, and what the terminal's encoding cannot show (a lone surrogate) becomes '?'."""
+    cleaned = _CONTROL.sub(" ", str(text))
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return cleaned.encode(encoding, "replace").decode(encoding, "replace")
+
+
 def shorten(text: Any, width: int) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(printable(text).split())
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def relative_to(root: Path, value: Any) -> str:
+    """A path (or text naming one) under `root` as a path relative to it, so reports and results
+    carry no machine-specific directories; anything else unchanged."""
+    text = str(value)
+    prefix = str(Path(root).resolve())
+    return text.replace(prefix + "/", "").replace(prefix, ".")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:
@@ -51,7 +72,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequenc
 def print_summary(results: Results, title: str) -> None:
     """Counts per status, then every regression / changed outcome with its old -> new detail."""
     print()
-    print(title)
+    print(printable(title))
     counts = results.counts()
     for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
         print("  " + line)
