@@ -76,8 +76,9 @@ class CaseCheck:
     def _place(self, outcome: Outcome, against: str) -> Outcome:
         return replace(outcome, suite=self.suite, case=self.case, against=against)
 
-    def observe(self, name: str, observed: Field) -> Outcome:
-        """Field `name` as observed now, against the baseline record's field of that name."""
+    def observe(self, name: str, observed: Field, show: dict[str, Any] | None = None) -> Outcome:
+        """Field `name` as observed now, against the baseline record's field of that name. `show`:
+        data for the reader (e.g. a chart's series), added to the outcome's diff, never compared."""
         self._claim(name)
         observed = normalize_field(observed)
         baseline = self.baseline.fields.get(name) if self.baseline else None
@@ -87,6 +88,8 @@ class CaseCheck:
                               {"file": str(self.unreadable.path), "reason": self.unreadable.reason})
         else:
             outcome = compare_field(name, observed, baseline, policy)
+        if show:
+            outcome = replace(outcome, diff={**show, **outcome.diff})
         self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline)
         self.observed[name] = observed
         return self._checks[name].outcome

@@ -214,9 +214,22 @@ def _features(value: Any, name: str) -> set[str] | None:
     return None
 
 
+# (old, new) word of a probed feature that means it now silently does nothing
+SILENT_LOSS = {("accepted", "ignored"), ("stored", "dropped")}
+
+
 def compare_capability(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Feature sets (True flags, or listed names): added / removed -> changed with category
-    feature-added / feature-removed (removed wins when both); never a regression."""
+    feature-added / feature-removed (removed wins when both). A feature that is still accepted but
+    silently does nothing (a probed pathway going "accepted" -> "ignored", or a config field
+    "stored" -> "dropped") is a regression (feature-ignored): a caller gets no error and no effect.
+    A feature that is refused outright is only removed (the caller sees the error)."""
+    if isinstance(observed.value, dict) and isinstance(baseline.value, dict):
+        lost = sorted(k for k, v in observed.value.items() if (baseline.value.get(k), v) in SILENT_LOSS)
+        if lost:
+            detail = "; ".join(f"{k}: {baseline.value[k]} -> {observed.value[k]}" for k in lost)
+            return verdict(name, "capability", Status.REGRESSION, f"silently ignored now: {detail}", "feature-ignored",
+                           {"ignored": lost, "old": baseline.value, "new": observed.value})
     new, old = _features(observed.value, name), _features(baseline.value, name)
     if new is None or old is None:
         diff = DeepDiff(baseline.value, observed.value, verbose_level=2)

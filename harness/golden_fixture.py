@@ -55,11 +55,12 @@ class Golden:
             self._check = CaseCheck(self.suite, self.case, self.session.rules(), record, unreadable)
         return self._check
 
-    def check(self, name: str, value: Any, kind: str = "exact", **extras: Any) -> Outcome:
+    def check(self, name: str, value: Any, kind: str = "exact", *, show: dict[str, Any] | None = None,
+              **extras: Any) -> Outcome:
         """Observe `value` as field `name` of this case and compare it with the baseline record.
         Returns the outcome as decided now (Holm may still relax a statistical one at the end of
         the test; results.json holds the final word). A regression fails the test when it ends."""
-        return self.core.observe(name, Field(kind, value, extras))
+        return self.core.observe(name, Field(kind, value, extras), show)
 
     def check_all(self, observation: Observation) -> list[Outcome]:
         """Every field of a subject's observation, in order."""

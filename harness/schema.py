@@ -73,6 +73,7 @@ class Category(str, Enum):
     # features
     FEATURE_ADDED = "feature-added"
     FEATURE_REMOVED = "feature-removed"
+    FEATURE_IGNORED = "feature-ignored"  # accepted before, silently does nothing now
     CAPABILITY_CHANGED = "capability-changed"
     NOT_APPLICABLE = "not-applicable"
     UNSUPPORTED = "unsupported"

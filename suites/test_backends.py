@@ -21,10 +21,10 @@ GPTNeoX, GPTBigCode). Fields per case:
     eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
                                   "sdpa" agree within fp32 tolerance
   test_checkpoint
-    checkpoint_keys        exact  tensor names in the committed model.safetensors (saved by the
-                                  baseline version at build time; layer indices folded, see
-                                  `fold_keys`)
     loading_info           exact  missing / unexpected / mismatched keys reported by from_pretrained
+                                  (the committed checkpoint is hash-checked, so what can change is
+                                  how the installed version maps its tensor names; layer indices
+                                  folded, see `fold_keys`)
     state_dict_keys        exact  the loaded model's state_dict names
     logits                 tensor logits at the first and last position of "long-0": a checkpoint saved by the
                                   baseline version must load into the installed one with the same
@@ -241,11 +241,9 @@ def _positions(n: int) -> list[int]:
 @pytest.mark.parametrize("case", CASES)
 def test_checkpoint(case, golden, tmp_path, zoo):
     lm = zoo.load(case.model)
-    directory = zoo.directory(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
     positions = _positions(ids.shape[1])
     full = logits(lm.model, ids)
-    golden.check("checkpoint_keys", fold_keys(_safetensor_keys(f"{directory}/model.safetensors")))
     golden.check("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()})
     golden.check("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
     golden.check("logits", full[positions].tolist(), kind="tensor", positions=positions, prompt=PROMPT)

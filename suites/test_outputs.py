@@ -6,11 +6,15 @@ One test, parametrized by the case table (harness/fixtures/cases.py). Per case i
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step
   target_forwards exact number of target forward passes
-  acceptance    rate    accepted / drafted tokens (speculative paths)
-and against the reference engine (our own decode loop):
-  lossless greedy paths equal plain greedy token for token;
-  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens;
-  ensemble greedy is reported against plain greedy as a bias (where it first differs).
+  acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
+                        exactly); rate (Fisher test) for a sampled one
+  acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
+  divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
+and, computed in the same run:
+  equals_plain_greedy      lossless greedy paths equal plain greedy token for token (same library,
+                           same numerics: no near-tie allowance)
+  equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
+                           (different implementations: a flip at a near-tie is a tie-flip).
 A path the installed version does not support records its capability and skips with the reason.
 """
 
@@ -45,30 +49,29 @@ def test_generate(case: Case, golden, zoo):
     golden.check("target_forwards", got.target_forwards)
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
-        golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
-        golden.outcome("acceptance_per_step", "pass", kind="exact", against="baseline",
-                       detail=f"{sum(accepted)}/{sum(drafted)} drafted tokens accepted over {len(drafted)} steps",
-                       diff={"accepted_per_step": accepted, "drafted_per_step": drafted})
+        if case.decoding != "greedy":  # seeded sampling: a count, judged statistically
+            golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
+            return
+        golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)})  # greedy is deterministic
+        per_step = {"accepted_per_step": accepted, "drafted_per_step": drafted}
+        golden.check("acceptance_per_step", per_step, show=per_step)
     if case.decoding != "greedy":
         return
     plain = zoo.generate(case.plain()) if case.path != "plain" else None
     if plain is not None and plain.error is not None:
-        golden.outcome("equals_plain_greedy" if case.lossless else "bias_vs_plain_greedy", "skipped", kind="tokens",
+        golden.outcome("equals_plain_greedy" if case.lossless else "divergence_from_plain", "skipped", kind="tokens",
                        category="not-applicable",
                        detail=f"plain greedy raised {plain.error['type']}: {plain.error['message']}")
         plain = None
     if case.lossless and plain is not None:
         golden.reference("equals_plain_greedy", [got.tokens], [plain.tokens], kind="tokens",
-                         observed_extras={"margins": [got.margins]}, expected_extras={"margins": [plain.margins]})
+                         observed_extras={"margins": [got.margins]}, expected_extras={"margins": [plain.margins]},
+                         implementations_differ=False)
     assistant = zoo.reference(case.assistant) if case.assistant else None
     ours = engine.decode_case(zoo.reference(case.model), assistant, case,
                               zoo.prompt_ids(case.model, case.prompt)[0].tolist())
     golden.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [ours.margins]})
     if case.path == "ensemble" and plain is not None:
-        step = first_divergence(got.tokens, plain.tokens)
-        detail = ("equals plain greedy" if step is None else
-                  f"differs from plain greedy from step {step} (w={case.weight}); expected: the ensemble verifier is biased")
-        golden.outcome("bias_vs_plain_greedy", "pass", kind="tokens", category="bias", detail=detail,
-                       diff={"first_divergence_step": step, "w": case.weight,
-                             "plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
+        golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight,
+                     show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})

@@ -346,3 +346,15 @@ def test_distribution_expected_change_is_a_regression_until_regenerated():
     cross = compare_field("d", Field("distribution", counts, {"expected": drift}),
                           Field("distribution", counts, {"expected": EXPECTED}), BF16_VS_FP32)
     assert cross.status is Status.PASS and cross.diff["expected_tv_allowed"] == pytest.approx(0.125)
+
+
+def test_a_feature_that_goes_from_accepted_to_ignored_is_a_regression():
+    old = {"config_field": "stored", "generate_kwarg": "accepted", "generation_config": "accepted"}
+    ignored = cmp("capability", {**old, "generate_kwarg": "ignored"}, old)
+    dropped = cmp("capability", {**old, "config_field": "dropped"}, old)
+    refused = cmp("capability", {**old, "generate_kwarg": "rejected"}, old)
+    assert (ignored.status, ignored.category) == (Status.REGRESSION, Category.FEATURE_IGNORED)
+    assert "generate_kwarg: accepted -> ignored" in ignored.detail
+    assert dropped.status is Status.REGRESSION
+    assert refused.status is Status.CHANGED  # refused outright: the caller sees an error
+    assert cmp("capability", old, {**old, "generate_kwarg": "ignored"}).status is Status.CHANGED  # starts working

@@ -45,16 +45,19 @@ def version() -> str:
 def capabilities() -> dict[str, bool]:
     """Feature -> accepted by the installed transformers (by introspection, not version numbers);
     computed once per process. Callers must not mutate the returned dict."""
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig, GenerationMixin
     from transformers.generation import candidate_generator as cg
+    from transformers.generation import configuration_utils
 
     fields = set(inspect.signature(GenerationConfig.__init__).parameters) | set(vars(GenerationConfig()))
+    cache_kinds = set(getattr(configuration_utils, "ALL_CACHE_IMPLEMENTATIONS", ()))
     return {
-        "assistant_model": True,
+        "assistant_model": "assistant_model" in inspect.signature(GenerationMixin.generate).parameters
+        and hasattr(cg, "AssistedCandidateGenerator"),
         "prompt_lookup": hasattr(cg, "PromptLookupCandidateGenerator"),
         "use_mtp": hasattr(cg, "MTPCandidateGenerator") and "use_mtp" in fields,
         "assistant_ensemble_weight": "assistant_ensemble_weight" in fields,
-        "static_cache": True,
+        "static_cache": "static" in cache_kinds,
     }
 
 
