@@ -63,10 +63,15 @@ def _rows(value: Any) -> list[list[Any]]:
 
 
 def _margin_rows(extras: dict[str, Any], rows: int) -> list[list[float] | None]:
+    """Per-row margins, shaped like the token rows: a batch of rows, or one row given either flat
+    ([m0, m1, ...]) or nested like its tokens ([[m0, m1, ...]])."""
     margins = extras.get("margins")
     if margins is None:
         return [None] * rows
-    shaped = _rows(margins) if rows > 1 else [margins if isinstance(margins, list) else [margins]]
+    if not isinstance(margins, list):
+        margins = [margins]
+    nested = bool(margins) and all(isinstance(m, list) for m in margins)
+    shaped = margins if nested else [margins]
     return shaped + [None] * (rows - len(shaped))
 
 

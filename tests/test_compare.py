@@ -358,3 +358,15 @@ def test_a_feature_that_goes_from_accepted_to_ignored_is_a_regression():
     assert dropped.status is Status.REGRESSION
     assert refused.status is Status.CHANGED  # refused outright: the caller sees an error
     assert cmp("capability", old, {**old, "generate_kwarg": "ignored"}).status is Status.CHANGED  # starts working
+
+
+def test_a_single_row_with_nested_margins_finds_its_margin():
+    # the outputs suite records one row as tokens [[...]] with margins [[...]]
+    margins = [[2.0, 1.5, 0.0004, 1.0]]
+    extras = {"margins": margins}
+    tie = cmp("tokens", [[5, 6, 9, 8]], [[5, 6, 7, 8]], Policy(observed_env=BF16, baseline_env=FP32), extras, extras)
+    assert (tie.status, tie.category) == (Status.PASS, Category.TIE_FLIP)
+    assert tie.diff["divergences"][0]["margin"] == 0.0004
+    real = cmp("tokens", [[5, 6, 9, 8]], [[5, 6, 7, 8]], Policy(observed_env=BF16, baseline_env=FP32),
+               {"margins": [[2.0, 1.5, 3.0, 1.0]]}, {"margins": [[2.0, 1.5, 3.0, 1.0]]})
+    assert real.status is Status.REGRESSION and "margin 3" in real.detail
