@@ -20,8 +20,9 @@ from harness.subjects.hf import Zoo
 
 
 @pytest.fixture(scope="session")
-def zoo(harness_config) -> Zoo:
-    return Zoo(harness_config.models_dir)
+def zoo(harness_config, harness_env) -> Zoo:
+    """Checkpoints from [tool.harness] models_dir, loaded in the run's dtype on its device."""
+    return Zoo(harness_config.models_dir, harness_env.dtype, harness_env.device)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -4,6 +4,9 @@ Cases: one per zoo model (`harness.fixtures.cases.model_cases()`: Llama x2, Mist
 GPTNeoX, GPTBigCode). Fields per case:
 
   test_attention_flags
+    loaded_as_env          ref    the parameters' dtype and device equal the env key's (a run can never
+                                  record fp32 data under a bf16 key); also kept as an extra of
+                                  default_attn_implementation
     supports               capability  the class's _supports_sdpa / _supports_flash_attn /
                                        _supports_flex_attn / _supports_attention_backend /
                                        _can_compile_fullgraph (a flag that appears or vanishes is
@@ -46,7 +49,7 @@ import torch
 from harness.engine.cache import visible
 from harness.fixtures.cases import model_cases
 from harness.subjects import engine, observe
-from harness.subjects.hf import from_pretrained
+from harness.subjects.hf import from_pretrained, loaded_as
 from harness.subjects.hf_cache import attn_implementation, logits, prefill_sdpa_calls
 
 PROMPT = "long-0"
@@ -58,8 +61,12 @@ CASES = [pytest.param(c, id=c.id) for c in model_cases()]
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_attention_flags(case, golden, zoo):
+def test_attention_flags(case, golden, zoo, harness_env):
     lm = zoo.load(case.model)
+    # the run's dtype and device are real: the loaded parameters must be in the env key's numerics
+    golden.reference("loaded_as_env", loaded_as(lm.model),
+                     {"dtype": harness_env.dtype, "device": harness_env.device.split(":")[0]},
+                     implementations_differ=False)
     cls = type(lm.model)
     flags = {flag: getattr(cls, flag, None) for flag in FLAGS}
     present = {k: v for k, v in flags.items() if isinstance(v, bool)}
@@ -67,7 +74,7 @@ def test_attention_flags(case, golden, zoo):
                  **({"not_bool": {k: repr(v) for k, v in flags.items() if k not in present}}
                     if len(present) < len(flags) else {}))
     golden.check("default_attn_implementation", attn_implementation(lm.model),
-                 model_class=cls.__name__)
+                 model_class=cls.__name__, loaded_as=loaded_as(lm.model))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,7 +259,7 @@ def test_checkpoint(case, golden, tmp_path, zoo):
         golden.outcome("logits_vs_engine", "skipped", "tensor", "the reference engine does not implement "
                        f"model_type {zoo.model_type(case.model)!r}", "not-applicable")
     else:
-        expected = reference.forward(ids[0], torch.arange(ids.shape[1]), None).logits
+        expected = reference.forward(ids[0].cpu(), torch.arange(ids.shape[1]), None).logits
         golden.reference("logits_vs_engine", full.tolist(), expected.tolist(), kind="tensor")
 
     resaved = tmp_path / "resaved"
@@ -268,7 +275,7 @@ def test_checkpoint(case, golden, tmp_path, zoo):
     files = sorted(p.name for p in resaved.glob("*.safetensors"))
     keys = [k for f in files for k in _safetensor_keys(resaved / f)]
     golden.check("resaved_keys", fold_keys(keys), files=files)
-    reloaded, err = observe(lambda: from_pretrained(resaved))
+    reloaded, err = observe(lambda: from_pretrained(resaved, dtype=zoo.dtype, device=zoo.device))
     if err is not None:
         golden.outcome("resave_roundtrip", "regression", "exact",
                        f"reloading its own save_pretrained output raised {err['type']}: {err['message']}",

@@ -164,6 +164,6 @@ def test_rollback(case, golden, zoo):
         golden.outcome("rollback_vs_engine", "skipped", "tensor", "the reference engine does not implement "
                        f"model_type {zoo.model_type(case.model)!r}", "not-applicable")
         return
-    tokens = torch.cat([ids[0], torch.tensor(feed)])
+    tokens = torch.cat([ids[0].cpu(), torch.tensor(feed)])
     expected = reference.forward(tokens, torch.arange(tokens.shape[0]), None).logits[-len(feed):]
     golden.reference("rollback_vs_engine", rolled.tolist(), expected.tolist(), kind="tensor")

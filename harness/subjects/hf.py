@@ -72,26 +72,42 @@ class Loaded:
     info: dict[str, list[str]]  # missing / unexpected / mismatched keys, error messages
 
 
-def from_pretrained(directory: Path | str, attn: str | None = None) -> tuple[Any, dict[str, list[str]]]:
-    """AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=False), fp32, eval, with the
-    loading info as sorted lists of strings. Missing weights get a seeded init."""
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
+
+
+def from_pretrained(directory: Path | str, attn: str | None = None, dtype: str = "fp32",
+                    device: str = "cpu") -> tuple[Any, dict[str, list[str]]]:
+    """AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=False) in the run's dtype on its
+    device, eval, with the loading info as sorted lists of strings. Missing weights get a seeded
+    init."""
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"attn_implementation": attn} if attn else {}
     torch.manual_seed(LOAD_SEED)
     model, info = AutoModelForCausalLM.from_pretrained(
-        str(directory), dtype=torch.float32, trust_remote_code=False, use_safetensors=True,
+        str(directory), dtype=TORCH_DTYPES[dtype], trust_remote_code=False, use_safetensors=True,
         output_loading_info=True, **kwargs)
     plain = {key: sorted(str(x) if not isinstance(x, (tuple, list)) else str(x[0]) for x in value)
              for key, value in sorted(info.items())}
-    return model.eval(), plain
+    return model.to(device).eval(), plain
+
+
+def loaded_as(model) -> dict[str, str]:
+    """The dtype and device the model's parameters really are in (the run must not claim others)."""
+    from harness.env import canonical_dtype
+
+    param = next(model.parameters())
+    return {"dtype": canonical_dtype(param.dtype), "device": param.device.type}
 
 
 class Zoo:
-    """The checkpoints a run loads, from `models_dir`; every load is cached for the process."""
+    """The checkpoints a run loads, from `models_dir`, in the run's dtype on its device (the env
+    fingerprint's); every load is cached for the process. The reference engine stays an fp32 CPU
+    oracle: comparisons with it use the tolerances of the run's dtype (harness/policy.py)."""
 
-    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR):
+    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu"):
         self.models_dir = Path(models_dir)
+        self.dtype, self.device = dtype, device
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
@@ -113,7 +129,7 @@ class Zoo:
             from transformers import AutoTokenizer
 
             directory = self.directory(name)
-            model, info = from_pretrained(directory, attn)
+            model, info = from_pretrained(directory, attn, self.dtype, self.device)
             self._loaded[key] = Loaded(model, AutoTokenizer.from_pretrained(str(directory)), info)
         return self._loaded[key]
 
@@ -128,7 +144,7 @@ class Zoo:
 
     def prompt_ids(self, name: str, prompt: str) -> torch.Tensor:
         """[1, T] token ids of a held-out prompt under the model's own tokenizer."""
-        return self.load(name).tokenizer(BY_ID[prompt].text, return_tensors="pt").input_ids
+        return self.load(name).tokenizer(BY_ID[prompt].text, return_tensors="pt").input_ids.to(self.device)
 
     def generate(self, case: Case) -> Generated:
         """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""

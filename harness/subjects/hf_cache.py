@@ -126,17 +126,17 @@ def rollback(model, ids: torch.Tensor, draft_len: int, follow: int):
     feed = [int(last.argmax())]
     fresh = []
     for _ in range(follow + 1):
-        fresh.append(forward(model, torch.tensor([[feed[-1]]]), fresh_cache)[-1])
+        fresh.append(forward(model, ids.new_tensor([[feed[-1]]]), fresh_cache)[-1])
         feed.append(int(fresh[-1].argmax()))
     draft = [t for t in torch.argsort(last).tolist() if t != feed[0]][:draft_len]
 
     cache = new_cache(croppable=True)
     forward(model, ids, cache)
-    forward(model, torch.tensor([draft]), cache)
+    forward(model, ids.new_tensor([draft]), cache)
     cache.crop(-draft_len)
     state = {"seq_len_after_crop": [seq_length(x) for x in cache.layers],
              "held_after_crop": [held(x) for x in cache.layers]}
-    rolled = [forward(model, torch.tensor([[t]]), cache)[-1] for t in feed[: follow + 1]]
+    rolled = [forward(model, ids.new_tensor([[t]]), cache)[-1] for t in feed[: follow + 1]]
     return torch.stack(fresh), torch.stack(rolled), state, feed[: follow + 1]
 
 
