@@ -242,7 +242,8 @@ def g_test(
     resamples: int | None = None,
 ) -> GTest:
     """Do the counts fit the exact probabilities? G statistic, Monte Carlo p-value drawn from
-    Multinomial(n, p) (`GTest`, `g_test_pvalues`). `alpha` only sizes B (`monte_carlo_resamples`)."""
+    Multinomial(n, p) (`GTest`, `g_test_pvalues`). `alpha` only sizes B (`monte_carlo_resamples`).
+    Repeated calls with the same input return the remembered result (`_G_TESTS`)."""
     obs = np.asarray(counts, dtype=float)
     prob = np.asarray(probabilities, dtype=float)
     if obs.shape != prob.shape or obs.ndim != 1:
@@ -258,9 +259,20 @@ def g_test(
     if n == 0 or obs.size < 2:
         return GTest(0.0, 0, 1.0, 1.0, int(obs.size))
     b = resamples or monte_carlo_resamples(alpha)
-    g = float(g_statistic(obs, n * prob))
-    p_value = float(g_test_pvalues(obs, prob, resamples=b)[0])
-    return GTest(g, int(obs.size - 1), p_value, float(sps.chi2.sf(g, obs.size - 1)), int(obs.size), b)
+    key = (obs.tobytes(), prob.tobytes(), b)
+    if key not in _G_TESTS:
+        g = float(g_statistic(obs, n * prob))
+        p_value = float(g_test_pvalues(obs, prob, resamples=b)[0])
+        if len(_G_TESTS) >= 64:
+            _G_TESTS.pop(next(iter(_G_TESTS)))
+        _G_TESTS[key] = GTest(g, int(obs.size - 1), p_value, float(sps.chi2.sf(g, obs.size - 1)), int(obs.size), b)
+    return _G_TESTS[key]
+
+
+# The Monte Carlo p-value is a deterministic function of (counts, probabilities, B) (its generator is
+# seeded from the data), and one case often tests the same counts twice (its record field and its
+# reference field, then Holm's re-decision): the last 64 results are kept.
+_G_TESTS: dict[tuple[bytes, bytes, int], GTest] = {}
 
 
 def g_test_two_sample(
@@ -326,6 +338,19 @@ def samples_needed(tv: float, power: float = 0.8, alpha: float = 0.01, k: int = 
         upper *= 2.0
     lam = optimize.brentq(gap, 1e-12, upper, xtol=1e-10)
     return max(1, math.ceil(lam / (4.0 * tv * tv)))
+
+
+def detectable_tv(n: int, power: float = 0.8, alpha: float = 0.01, k: int = 2) -> float:
+    """The smallest TV distance the G-test with `n` draws over `k` outcomes detects with
+    probability >= `power` at level `alpha` (the inverse of `samples_needed` in tv, see
+    `gtest_power`): ``tv = sqrt(lambda* / (4 n))``."""
+    if n <= 0:
+        raise ValueError(f"n must be > 0, got {n!r}")
+    if not 0.0 < power < 1.0 or not 0.0 < alpha < 1.0:
+        raise ValueError(f"power and alpha must be in (0, 1), got power={power!r}, alpha={alpha!r}")
+    if gtest_power(n, 1.0, alpha, k) < power:
+        return math.inf
+    return float(optimize.brentq(lambda tv: gtest_power(n, tv, alpha, k) - power, 1e-9, 1.0, xtol=1e-12))
 
 
 # ----------------------------------------------------------------------------------------------

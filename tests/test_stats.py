@@ -255,3 +255,10 @@ def test_latency_false_alarm_rate_at_the_tolerance_boundary():
     single = stats.latency_shift_test([1.0, 1.1, 0.9], [1.0, 1.05, 0.95], tol)
     assert isinstance(single.ratio, float) and single.ratio == pytest.approx(1.0)
 
+
+
+@pytest.mark.parametrize(("n", "k", "alpha"), [(3000, 4, 6e-5), (800, 10, 0.01), (10_000, 2, 0.05)])
+def test_detectable_tv_inverts_samples_needed(n, k, alpha):
+    tv = stats.detectable_tv(n, 0.8, alpha, k)
+    assert stats.gtest_power(n, tv, alpha, k) == pytest.approx(0.8, abs=1e-6)
+    assert stats.samples_needed(tv * 1.0001, 0.8, alpha, k) <= n <= stats.samples_needed(tv * 0.9999, 0.8, alpha, k)
