@@ -14,7 +14,7 @@ models = []                      # fixture model names the suites run (empty = a
 extra_model_dirs = []            # more checkpoint directories (e.g. private models)
 
 [tool.harness.thresholds]        # see `Thresholds`
-tie_eps_bf16 = 0.25
+tie_eps_bf16 = 0.75
 ```
 """
 
@@ -42,8 +42,11 @@ class Thresholds:
     tie_eps_<dtype>: a greedy step whose top-2 logit margin is below this is a near-tie: across
         different numerics (hardware, dtype, threads, torch) the argmax may flip there. Measured on a
         2-layer fixture-sized transformer (logits up to ~12): the margin error across thread counts in
-        fp32 is ~5e-6, fp16 ~0.04, bf16 ~0.09 (bf16 also rounds logits to 2^-5 near 8). Defaults
-        leave a 2.5x-200x safety factor.
+        fp32 is ~5e-6, fp16 ~0.04, bf16 ~0.09 (bf16 also rounds logits to 2^-5 near 8). On the real
+        suites, bf16 vs fp32 on CPU (969 aligned greedy steps of the zoo's outputs cases, before
+        their first divergence): |margin_bf16 - margin_fp32| has p99 0.14 and max 0.38 - the max on
+        the 46-layer GLM trunk, where rounding accumulates over depth; a flip at margin 0.25 was seen
+        there. bf16's default is 2x that max; fp32 and fp16 keep a 2.5x-200x factor.
     tensor_cross_env_ulps: k in the cross-numerics tensor tolerance
         ``|a - b| <= atol + rtol*|b| + k * u(dtype) * max|b|`` (u = unit roundoff: 2^-24 fp32,
         2^-11 fp16, 2^-8 bf16). Low-precision forward errors scale with the tensor's magnitude, not
@@ -56,7 +59,7 @@ class Thresholds:
 
     tie_eps_fp32: float = 1e-3
     tie_eps_fp16: float = 0.1
-    tie_eps_bf16: float = 0.25
+    tie_eps_bf16: float = 0.75
     tie_eps_fp64: float = 1e-9
     tensor_cross_env_ulps: float = 32.0
     latency_tolerance: float = 0.25

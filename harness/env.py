@@ -89,6 +89,8 @@ def _device_info(device: str) -> dict[str, Any]:
     if kind == "cpu":
         return {"type": "cpu", "name": _cpu_name(), "arch": platform.machine()}
     if kind == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ValueError("device 'mps' requested but torch.backends.mps.is_available() is False")
         return {"type": "mps", "name": _cpu_name(), "arch": platform.machine()}
     raise ValueError(f"unknown device {device!r}; expected cpu, cuda[:N] or mps")
 

@@ -59,7 +59,9 @@ class Golden:
               **extras: Any) -> Outcome:
         """Observe `value` as field `name` of this case and compare it with the baseline record.
         Returns the outcome as decided now (Holm may still relax a statistical one at the end of
-        the test; results.json holds the final word). A regression fails the test when it ends."""
+        the test; results.json holds the final word). A regression fails the test when it ends.
+        ``follows="tokens"`` (an extra): this field is derived from the case's tokens field and
+        inherits its tie-flip (see `checking.CaseCheck.observe`)."""
         return self.core.observe(name, Field(kind, value, extras), show)
 
     def check_all(self, observation: Observation) -> list[Outcome]:

@@ -77,6 +77,10 @@ class Category(str, Enum):
     CAPABILITY_CHANGED = "capability-changed"
     NOT_APPLICABLE = "not-applicable"
     UNSUPPORTED = "unsupported"
+    # errors: the subject's exception recorded as data
+    FIXED = "fixed"  # raised before, generates now (changed, not a regression)
+    BROKEN = "broken"  # generated before, raises now
+    ERROR_CHANGED = "error-changed"  # another exception than before
     # records
     REAL_CHANGE = "real-change"
     KIND_CHANGED = "kind-changed"

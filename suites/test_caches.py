@@ -20,7 +20,8 @@ Cases: one per zoo model (`harness.fixtures.cases.model_cases()`), prompt "long-
                                    exact  per layer: get_seq_length() and key slots held
     static_seq_len_after_decode, static_buffer_len
                                    exact  the same for StaticCache
-    bytes                          exact  key+value bytes per layer class, dynamic and static
+    cache_elements                 exact  key+value elements per layer class, dynamic and static (the
+                                          layout, whatever the dtype; the bytes ride along as an extra)
     seq_len_vs_reference           ref    get_seq_length() equals the reference caches' length
     held_vs_reference              ref    every layer holds what the next query needs (reference
                                           rule) and a windowed layer at most its window
@@ -46,6 +47,7 @@ from harness.subjects.hf_cache import (
     bytes_by_class,
     capacity,
     dynamic_layer_classes,
+    elements_by_class,
     held,
     layer_classes,
     new_caches,
@@ -120,8 +122,9 @@ def test_lengths_and_bytes(case, golden, zoo):
                          kind="tensor", implementations_differ=False)
     else:
         golden.check("static_run_error", st_run_err)
-    golden.check("bytes", {"dynamic": bytes_by_class(dynamic),
-                           "static": bytes_by_class(static) if st_run_err is None else None})
+    golden.check("cache_elements", {"dynamic": elements_by_class(dynamic),
+                                    "static": elements_by_class(static) if st_run_err is None else None},
+                 bytes={"dynamic": bytes_by_class(dynamic), "static": bytes_by_class(static) if st_run_err is None else None})
 
     # the reference: lengths of the reference caches after the same updates, and the window bound
     ref = engine.cache_spec(zoo.config_json(case.model))

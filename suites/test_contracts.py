@@ -86,8 +86,10 @@ CONTRACTS: tuple[Case, ...] = (
     contract("generate-use-mtp-without-heads", "generate_error", "use_mtp", _p(use_mtp=True)),
     contract("accept-use-mtp", "acceptance", params=_p(feature="use_mtp", value=True, model=MTP)),
     contract("accept-use-mtp-without-heads", "acceptance", params=_p(feature="use_mtp", value=True, model=TARGET)),
+    # w = 0.1: v = 0.1 p + 0.9 q accepts nearly every greedy draft, an effect no numerics can hide
+    # (at w = 0.5 a bf16 run happened to accept exactly what the lossless verifier accepts)
     contract("accept-ensemble-weight", "acceptance",
-             params=_p(feature="assistant_ensemble_weight", value=0.5, model=TARGET, assistant=True)),
+             params=_p(feature="assistant_ensemble_weight", value=0.1, model=TARGET, assistant=True)),
     contract("capabilities", "capabilities"),
     contract("cache-api", "cache_api"),
     contract("cache-crop-positive", "cache_crop_positive"),

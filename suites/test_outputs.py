@@ -6,8 +6,12 @@ One test, parametrized by the case table (harness/fixtures/cases.py). Per case i
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step
   target_forwards exact number of target forward passes
+  drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
+                        speculative paths; prompt lookup has no margins)
   acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
                         exactly); rate (Fisher test) for a sampled one
+A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
+tie-flip of the stream it follows across numerics (harness/checking.py), never a real change.
   acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
   divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
 and, computed in the same run:
@@ -44,17 +48,21 @@ def test_generate(case: Case, golden, zoo):
         return
     tok = zoo.load(case.model).tokenizer
     golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])
-    golden.check("text", tok.decode(got.tokens))
+    golden.check("text", tok.decode(got.tokens), follows="tokens")
     golden.check("first_logits", got.first_logits, kind="tensor")
-    golden.check("target_forwards", got.target_forwards)
+    golden.check("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
         if case.decoding != "greedy":  # seeded sampling: a count, judged statistically
             golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
             return
-        golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)})  # greedy is deterministic
+        # greedy is deterministic: the drafts (with the drafter's own margins, where it has any) and
+        # what the verifier accepted of them are exact, and consequences of both token streams
+        golden.check("drafts", [[t for d in got.drafts for t in d]], kind="tokens", follows="tokens",
+                     margins=[[m for d in got.draft_margins for m in d]])
+        golden.check("acceptance", {"k": sum(accepted), "n": sum(drafted)}, follows=["tokens", "drafts"])
         per_step = {"accepted_per_step": accepted, "drafted_per_step": drafted}
-        golden.check("acceptance_per_step", per_step, show=per_step)
+        golden.check("acceptance_per_step", per_step, show=per_step, follows=["tokens", "drafts"])
     if case.decoding != "greedy":
         return
     plain = zoo.generate(case.plain()) if case.path != "plain" else None
@@ -73,5 +81,5 @@ def test_generate(case: Case, golden, zoo):
     golden.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [ours.margins]})
     if case.path == "ensemble" and plain is not None:
-        golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight,
+        golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                      show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})

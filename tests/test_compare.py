@@ -93,10 +93,10 @@ def test_tokens_identical_pass():
 @pytest.mark.parametrize(
     ("policy", "margin", "status", "category"),
     [
-        # bf16 vs fp32: tie eps 0.25
+        # bf16 vs fp32: tie eps Thresholds().tie_eps_bf16 (0.75)
         (BF16_VS_FP32, 0.10, Status.PASS, "tie-flip"),
-        (BF16_VS_FP32, 0.24, Status.PASS, "tie-flip"),
-        (BF16_VS_FP32, 0.26, Status.REGRESSION, "real-change"),
+        (BF16_VS_FP32, Thresholds().tie_eps_bf16 - 0.01, Status.PASS, "tie-flip"),
+        (BF16_VS_FP32, Thresholds().tie_eps_bf16 + 0.01, Status.REGRESSION, "real-change"),
         (BF16_VS_FP32, 3.00, Status.REGRESSION, "real-change"),
         # thread count only, fp32: tie eps 1e-3
         (THREADS, 5e-4, Status.PASS, "tie-flip"),
@@ -113,12 +113,16 @@ def test_tokens_tie_flip_threshold(policy, margin, status, category):
     assert "old [3, 4] vs new [9, 4]" in result.detail
 
 
-def test_tokens_either_sides_margin_counts():
-    new_margins, old_margins = [2.0, 0.05, 1.0], [2.0, 1.5, 1.0]  # only the bf16 side is near a tie
-    result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": new_margins}, {"margins": old_margins})
-    assert (result.status, result.category) == (Status.PASS, "tie-flip")
-    result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": old_margins}, {"margins": new_margins})
-    assert result.category == "tie-flip"
+def test_tokens_a_tie_flip_needs_a_near_tie_on_both_sides():
+    # rounding noise d moves a margin by ~d: a flip at a step where one side was sure (1.5 > eps) is
+    # a real change, whichever side is the sure one
+    sure, unsure = [2.0, 1.5, 1.0], [2.0, 0.05, 1.0]
+    for new, old in ((unsure, sure), (sure, unsure)):
+        result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": new}, {"margins": old})
+        assert (result.status, result.category) == (Status.REGRESSION, "real-change")
+        assert result.diff["divergences"][0]["margin"] == 1.5
+    both = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": unsure}, {"margins": [2.0, 0.3, 1.0]})
+    assert (both.status, both.category) == (Status.PASS, "tie-flip")
 
 
 def test_tokens_without_margins_cannot_be_a_tie_flip():
@@ -370,3 +374,15 @@ def test_a_single_row_with_nested_margins_finds_its_margin():
     real = cmp("tokens", [[5, 6, 9, 8]], [[5, 6, 7, 8]], Policy(observed_env=BF16, baseline_env=FP32),
                {"margins": [[2.0, 1.5, 3.0, 1.0]]}, {"margins": [[2.0, 1.5, 3.0, 1.0]]})
     assert real.status is Status.REGRESSION and "margin 3" in real.detail
+
+
+def test_an_exception_that_a_release_fixes_is_a_change_not_a_regression():
+    err = {"type": "IndexError", "message": "index_copy_(): index 43 is out of bounds"}
+    fixed = cmp("exact", None, err)
+    broken = cmp("exact", err, None)
+    other = cmp("exact", {"type": "ValueError", "message": "no"}, err)
+    assert (fixed.status, fixed.category) == (Status.CHANGED, Category.FIXED)
+    assert (broken.status, broken.category) == (Status.REGRESSION, Category.BROKEN)
+    assert "raises now: IndexError: index_copy_()" in broken.detail
+    assert (other.status, other.category) == (Status.REGRESSION, Category.ERROR_CHANGED)
+    assert cmp("exact", {"a": 1}, None).category is Category.REAL_CHANGE  # not an error value

@@ -260,11 +260,14 @@ import pytest
 
 def test_greedy(golden, harness_env):
     bf16 = harness_env.dtype == "bf16"
-    # step 2 is a near-tie (margin 0.05 < bf16 tie eps 0.25): bf16 may pick the other token
+    # step 2 is a near-tie (margin 0.05 < bf16 tie eps 0.75): bf16 may pick the other token
     golden.check("near_tie", [1, 2, 8 if bf16 else 3, 4], kind="tokens", margins=[3.0, 2.0, 0.05, 1.0])
     # step 1 has a clear margin: a different token there is a real change
     real = os.environ.get("REAL_CHANGE") == "1"
     golden.check("clear", [1, 9 if real else 2, 3], kind="tokens", margins=[3.0, 2.5, 1.0])
+    # derived from the streams: they inherit a tie-flip, never a real change
+    golden.check("near_tie_text", "a b " + ("h" if bf16 else "c"), follows="near_tie")
+    golden.check("clear_text", "a " + ("i" if real else "b"), follows="clear")
 '''
 
 
@@ -277,7 +280,8 @@ def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
     run.assert_outcomes(passed=1)
     data = results(pytester)
     assert data["env"]["dtype"] == "bf16" and data["baseline_env"]["dtype"] == "fp32"
-    assert statuses(data) == {"near_tie": ("pass", "tie-flip"), "clear": ("pass", "")}
+    assert statuses(data) == {"near_tie": ("pass", "tie-flip"), "clear": ("pass", ""),
+                              "near_tie_text": ("pass", "tie-flip"), "clear_text": ("pass", "")}
     store = GoldenStore(pytester.path / "golden" / "records")
     assert store.env_keys() == sorted([FP32_KEY, BF16_KEY])  # the bf16 run wrote only its own records
     assert store.read(BF16_KEY, "cross", "test_greedy").fields["near_tie"].value == [1, 2, 8, 4]
@@ -286,7 +290,8 @@ def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
     monkeypatch.setenv("REAL_CHANGE", "1")
     run = run_inline(pytester, "--harness-dtype", "bf16", "--baseline", FP32_KEY)
     run.assert_outcomes(failed=1)
-    run.stdout.fnmatch_lines(["*clear [[]tokens, baseline[]]: tokens differ from step 1*margin 2.5 >= tie eps 0.25*"])
+    run.stdout.fnmatch_lines(["*clear [[]tokens, baseline[]]: tokens differ from step 1*margin 2.5 >= tie eps 0.75*"])
+    assert statuses(results(pytester))["clear_text"] == ("regression", "real-change")
     # the bf16 run against its own records: the near-tie flip is no tie-flip there (same numerics)
     monkeypatch.delenv("REAL_CHANGE")
     run_inline(pytester, "--harness-dtype", "bf16").assert_outcomes(passed=1)

@@ -168,6 +168,7 @@ class Generated:
     margins: list[float] = field(default_factory=list)  # top-1 minus top-2 of the scores of each new token
     first_logits: list[list[float]] = field(default_factory=list)  # processed scores of the first steps
     drafts: list[list[int]] = field(default_factory=list)  # candidate tokens proposed at each step
+    draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
     target_forwards: int = 0
     error: dict[str, str] | None = None  # {"type": ..., "message": ...} when generate() raised
 
@@ -185,8 +186,10 @@ class Generated:
 
 
 @contextlib.contextmanager
-def record_drafts(sink: list[list[int]]) -> Iterator[list[list[int]]]:
-    """Record the new candidate tokens of every candidate generator's get_candidates call."""
+def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | None = None) -> Iterator[list[list[int]]]:
+    """Record the new candidate tokens of every candidate generator's get_candidates call, and
+    (into `margins`) the drafter's top-2 margin for each, where it returns its scores (an
+    assistant or MTP head does; prompt lookup has none: None)."""
     from transformers.generation import candidate_generator as cg
 
     classes = [c for c in vars(cg).values() if inspect.isclass(c) and "get_candidates" in vars(c)]
@@ -196,7 +199,13 @@ def record_drafts(sink: list[list[int]]) -> Iterator[list[list[int]]]:
         def get_candidates(self, input_ids, *args, **kwargs):
             out = original(self, input_ids, *args, **kwargs)
             ids = out[0] if isinstance(out, tuple) else out
-            sink.append(ids[0, input_ids.shape[1]:].tolist())
+            new = ids[0, input_ids.shape[1]:].tolist()
+            sink.append(new)
+            if margins is not None:
+                scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+                rows = scores[0, -len(new):] if scores is not None and len(new) and scores.dim() == 3 else None
+                margins.append([_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
+                               else [None] * len(new))
             return out
         return get_candidates
 
@@ -271,7 +280,8 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     if seed is not None:
         torch.manual_seed(seed)
     try:
-        with (record_drafts(out.drafts), count_forwards(model) as counter, draft_schedule(assistant, draft_tokens),
+        with (record_drafts(out.drafts, out.draft_margins), count_forwards(model) as counter,
+              draft_schedule(assistant, draft_tokens),
               torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)

@@ -80,16 +80,25 @@ def capacity(layer) -> int | None:
     return int(n) if n is not None else None
 
 
-def layer_bytes(layer) -> int:
-    return sum(t.nbytes for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-               if isinstance(t, torch.Tensor))
+def _kv(layer) -> list[torch.Tensor]:
+    return [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if isinstance(t, torch.Tensor)]
+
+
+def per_class(cache, size) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for layer in cache.layers:
+        out[type(layer).__name__] = out.get(type(layer).__name__, 0) + sum(size(t) for t in _kv(layer))
+    return dict(sorted(out.items()))
+
+
+def elements_by_class(cache) -> dict[str, int]:
+    """Key+value elements held per layer class (what the layout holds, whatever the dtype)."""
+    return per_class(cache, torch.Tensor.numel)
 
 
 def bytes_by_class(cache) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for layer in cache.layers:
-        out[type(layer).__name__] = out.get(type(layer).__name__, 0) + layer_bytes(layer)
-    return dict(sorted(out.items()))
+    """Key+value bytes held per layer class (elements x the run's element size)."""
+    return per_class(cache, lambda t: t.nbytes)
 
 
 def lengths(cache) -> dict[str, list[int]]:

@@ -160,14 +160,15 @@ def probe_generate_error(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
 
 
 def _pathway(run: Callable[[], Any], plain: tuple[list[int], list[list[int]]]) -> tuple[str, dict | None]:
-    """'rejected' (raised), 'accepted' (MTP drafts or different tokens than without the
-    feature) or 'ignored' (ran, no observable effect)."""
+    """'rejected' (raised), 'accepted' (an observable effect: other tokens, or other drafts - MTP
+    drafting where there was none, or an ensemble verifier accepting differently, which changes
+    what is drafted next, even where the tokens happen to coincide) or 'ignored' (no effect)."""
     result, err = observe(run)
     if err is not None:
         return "rejected", err
     out, prompt_len, drafts = result
     tokens = out[0, prompt_len:].tolist()
-    if tokens != plain[0] or (any(drafts) and not any(plain[1])):
+    if tokens != plain[0] or drafts != plain[1]:
         return "accepted", None
     return "ignored", None
 
