@@ -46,14 +46,27 @@ def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
 
 
+def same_shape(old: Any, new: Any) -> bool:
+    """Equal up to the values of floats: the same keys, list lengths, strings, ints and flags (an
+    extra a suite added - e.g. `follows`, `loaded_as` - or dropped is a change; float noise is not)."""
+    if isinstance(old, float) or isinstance(new, float):
+        return isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool)
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(same_shape(old[k], new[k]) for k in old)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(same_shape(a, b) for a, b in zip(old, new, strict=True))
+    return old == new
+
+
 def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> bool:
     """True when `after` is `before` for regen purposes: equal JSON, or the kind's comparison
-    passes (tolerance, tie-flip, statistical noise) under `policy` with the two records' envs."""
+    passes (tolerance, tie-flip, statistical noise) under `policy` with the two records' envs and
+    the extras keep their shape (`same_shape`)."""
     from harness.compare import compare_field
 
     if before.to_json() == after.to_json():
         return True
-    if before.kind != after.kind:
+    if before.kind != after.kind or not same_shape(before.extras, after.extras):
         return False
     return compare_field(name, after, before, policy).status is Status.PASS
 

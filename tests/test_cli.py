@@ -572,3 +572,12 @@ def test_terminal_output_strips_control_characters_and_survives_lone_surrogates(
     print_summary(finish_results, hostile)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\ud800" not in out
+
+
+def test_regen_keeps_float_noise_but_writes_a_new_extra():
+    from harness.regen import same_shape
+
+    assert same_shape({"margins": [[1.0, 2.0]], "dtype": "fp32"}, {"margins": [[1.0000001, 2.0]], "dtype": "fp32"})
+    assert not same_shape({"margins": [[1.0]]}, {"margins": [[1.0]], "follows": "tokens"})
+    assert not same_shape({"loaded_as": {"dtype": "fp32"}}, {"loaded_as": {"dtype": "bf16"}})
+    assert not same_shape({"margins": [[1.0]]}, {"margins": [[1.0, 2.0]]})
