@@ -17,11 +17,15 @@ HELD_OUT = [p for p in prompts.PROMPTS if p.length == "short"]
 
 
 def test_manifest_lists_every_model_and_sizes_are_small():
+    """Sizes are measured on the committed files (the manifest's `bytes` must agree with them),
+    and the README's limits hold: each model under 2 MB."""
     models = load.manifest()["models"]
     assert sorted(models) == sorted(NAMES)
+    sizes = {}
     for name, entry in models.items():
-        assert entry["bytes"] < 2_000_000, f"{name} is {entry['bytes']} bytes (limit 2 MB)"
-    assert sum(e["bytes"] for e in models.values()) < 20_000_000
+        sizes[name] = sum((load.MODELS_DIR / name / f).stat().st_size for f in entry["files"])
+        assert entry["bytes"] == sizes[name], f"{name}: manifest says {entry['bytes']} bytes, files hold {sizes[name]}"
+        assert sizes[name] < 2_000_000, f"{name} is {sizes[name]} bytes (limit 2 MB)"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -90,7 +94,6 @@ def test_recorded_acceptance_rates_are_reproduced_by_the_engine(name, kind):
     """The manifest's rates were measured at build time by teacher forcing through
     transformers; the reference engine's decode loop must count the same accepted/drafted."""
     recorded = load.manifest()["models"][name]["acceptance"][kind]
-    assert recorded["rate"] >= 0.5, f"{name}: greedy acceptance {recorded['rate']} is below 0.5"
     if kind == "assistant":
         target, assistant = load.load_reference("llama-target"), load.load_reference(name)
         accepted, drafted = _decode_rate(target, lambda: AssistantDrafter(assistant), recorded["k"])
@@ -98,3 +101,6 @@ def test_recorded_acceptance_rates_are_reproduced_by_the_engine(name, kind):
         target = load.load_reference(name)
         accepted, drafted = _decode_rate(target, lambda: MtpDrafter(target), 1)
     assert (accepted, drafted) == (recorded["accepted"], recorded["drafted"])
+    assert recorded["rate"] == round(accepted / drafted, 4)
+    # the zoo is only useful if drafts are mostly accepted (random weights would give ~0)
+    assert accepted / drafted >= 0.5, f"{name}: greedy acceptance {accepted}/{drafted} measured, below 0.5"
