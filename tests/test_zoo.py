@@ -104,3 +104,41 @@ def test_recorded_acceptance_rates_are_reproduced_by_the_engine(name, kind):
     assert recorded["rate"] == round(accepted / drafted, 4)
     # the zoo is only useful if drafts are mostly accepted (random weights would give ~0)
     assert accepted / drafted >= 0.5, f"{name}: greedy acceptance {accepted}/{drafted} measured, below 0.5"
+
+
+def test_tokenizer_training_reproduces_the_committed_tokenizer(tmp_path):
+    """The build's tokenizer step, rerun on the committed corpus: the same vocabulary and merges
+    as every committed model's tokenizer.json, specials at fixed ids, any text encodable."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from harness.fixtures import tokenizer
+    from harness.fixtures.zoo import VOCAB_SIZE
+
+    tok = tokenizer.train(build.CORPUS_PATH.read_text(), VOCAB_SIZE)
+    assert [tok.token_to_id(t) for t in tokenizer.SPECIAL_TOKENS] == [0, 1, 2]
+    tokenizer.save(tok, tmp_path)
+    committed = json.loads((load.MODELS_DIR / "llama-target" / "tokenizer.json").read_text())
+    ours = json.loads((tmp_path / "tokenizer.json").read_text())
+    assert ours["model"]["vocab"] == committed["model"]["vocab"] and ours["model"]["merges"] == committed["model"]["merges"]
+    fast = AutoTokenizer.from_pretrained(tmp_path)
+    assert (fast.pad_token_id, fast.bos_token_id, fast.eos_token_id) == (0, 1, 2)
+    hostile = "nul\x00 esc\x1b emoji \U0001f600 \u00e9t\u00e9"
+    assert fast.decode(fast(hostile).input_ids) == hostile  # byte-level: no unknown token
+
+
+def test_build_command_line(monkeypatch, capsys):
+    """`python -m harness.fixtures build [--only NAME ...]` calls the build with the names; an
+    unknown name is refused by argparse before anything is trained."""
+    from harness.fixtures import __main__ as fixtures_cli
+
+    calls = []
+    monkeypatch.setattr(build, "build", lambda only: calls.append(only))
+    assert fixtures_cli.main(["build"]) == 0
+    assert fixtures_cli.main(["build", "--only", NAMES[0], NAMES[1]]) == 0
+    assert calls == [None, [NAMES[0], NAMES[1]]]
+    with pytest.raises(SystemExit) as exit_info:
+        fixtures_cli.main(["build", "--only", "no-such-model"])
+    assert exit_info.value.code == 2 and "no-such-model" in capsys.readouterr().err
+    assert calls == [None, [NAMES[0], NAMES[1]]]
