@@ -580,8 +580,7 @@ def test_terminal_output_strips_control_characters_and_survives_lone_surrogates(
 
 def test_check_baseline_and_strict_reach_the_run(project, capfd):
     """--baseline compares with another env's records (one of the two cases recorded there);
-    --strict turns the unrecorded case from 'new' into a regression. Nothing is written for the
-    current env while comparing against another one under --strict."""
+    --strict turns the unrecorded case from 'new' into a regression and writes nothing."""
     project.record("one", key=OTHER_KEY, env=other_env(project.fp))
     assert project.run("check", "--baseline", OTHER_KEY) == 0
     out = capfd.readouterr().out
@@ -593,6 +592,8 @@ def test_check_baseline_and_strict_reach_the_run(project, capfd):
     assert status == {("one", "value"): "pass", ("one", "features"): "pass",
                       ("two", "value"): "new", ("two", "features"): "new"}
     shutil.rmtree(project.root / "reports")
+    written = {p: p.read_bytes() for p in project.store.record_paths(project.key)}
+    shutil.rmtree(project.store.root / project.key)  # what a strict run would write, it must not
     assert project.run("check", "--baseline", OTHER_KEY, "--strict") == 1
     out = capfd.readouterr().out
     assert "--harness-strict" in out and "verdict: REGRESSION" in out
@@ -601,6 +602,8 @@ def test_check_baseline_and_strict_reach_the_run(project, capfd):
               for o in json.loads((run_dir / "results.json").read_text())["outcomes"]}
     assert status[("one", "value")] == "pass"
     assert status[("two", "value")] == "regression" and status[("two", "features")] == "regression"
+    assert {p.stem for p in written} == {"one", "two"}  # the non-strict run recorded this env
+    assert project.store.record_paths(project.key) == []
 
 
 def test_workers_and_threads_are_forwarded_to_pytest(project, capfd):
@@ -627,7 +630,7 @@ def test_workers_without_xdist_is_a_usage_error(project, capfd, monkeypatch):
 @pytest.mark.parametrize(("argv", "says"), [
     (("check", "--dtype", "fp8"), "--dtype/--device: unknown dtype 'fp8'"),
     (("check", "--device", "tpu"), "--dtype/--device: unknown device 'tpu'"),
-    (("check", "--suites", "nowhere"), "suites"),
+    (("check", "--suites", "nowhere"), "do not exist; pass --suites PATH"),
     (("regen", "--yes", "--suites", "nowhere"), "pass --suites PATH"),
 ])
 def test_bad_run_flags_stop_before_pytest(project, capfd, argv, says):
