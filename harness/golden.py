@@ -2,7 +2,7 @@
 
 A record is ``{"schema": N, "suite": ..., "case": ..., "env": {fingerprint}, "fields": {name:
 Field.to_json()}}``, written as JSON with sorted keys, two-space indent and every float rounded to
-`FLOAT_DIGITS` significant digits (relative error <= 5e-9, far below the fp32 tensor tolerance
+`FLOAT_DIGITS` significant digits (relative error <= 5e-8, far below the fp32 tensor tolerance
 rtol=1.3e-6), so diffs in review are small and stable. Observed values go through the same
 `normalize_field` before they are compared, so a freshly written record compares equal to itself.
 

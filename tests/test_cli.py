@@ -581,3 +581,208 @@ def test_regen_keeps_float_noise_but_writes_a_new_extra():
     assert not same_shape({"margins": [[1.0]]}, {"margins": [[1.0]], "follows": "tokens"})
     assert not same_shape({"loaded_as": {"dtype": "fp32"}}, {"loaded_as": {"dtype": "bf16"}})
     assert not same_shape({"margins": [[1.0]]}, {"margins": [[1.0, 2.0]]})
+
+
+# ----------------------------------------------------------------------------------------------
+# flags that reach the pytest run: --baseline, --strict, -n, --threads
+
+
+def test_check_baseline_and_strict_reach_the_run(project, capfd):
+    """--baseline compares with another env's records (one of the two cases recorded there);
+    --strict turns the unrecorded case from 'new' into a regression and writes nothing."""
+    project.record("one", key=OTHER_KEY, env=other_env(project.fp))
+    assert project.run("check", "--baseline", OTHER_KEY) == 0
+    out = capfd.readouterr().out
+    assert f"--baseline {OTHER_KEY}" in out and "--harness-strict" not in out
+    (run_dir,) = project.run_dirs(project.key)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["meta"]["baseline_key"] == OTHER_KEY and results["baseline_env"]["transformers"] == "5.13.0"
+    status = {(o["case"], o["field"]): o["status"] for o in results["outcomes"]}
+    assert status == {("one", "value"): "pass", ("one", "features"): "pass",
+                      ("two", "value"): "new", ("two", "features"): "new"}
+    shutil.rmtree(project.root / "reports")
+    written = {p: p.read_bytes() for p in project.store.record_paths(project.key)}
+    shutil.rmtree(project.store.root / project.key)  # what a strict run would write, it must not
+    assert project.run("check", "--baseline", OTHER_KEY, "--strict") == 1
+    out = capfd.readouterr().out
+    assert "--harness-strict" in out and "verdict: REGRESSION" in out
+    (run_dir,) = project.run_dirs(project.key)
+    status = {(o["case"], o["field"]): o["status"]
+              for o in json.loads((run_dir / "results.json").read_text())["outcomes"]}
+    assert status[("one", "value")] == "pass"
+    assert status[("two", "value")] == "regression" and status[("two", "features")] == "regression"
+    assert {p.stem for p in written} == {"one", "two"}  # the non-strict run recorded this env
+    assert project.store.record_paths(project.key) == []
+
+
+def test_workers_and_threads_are_forwarded_to_pytest(project, capfd):
+    project.record("one")
+    project.record("two")
+    assert project.run("check", "-n", "1", "--threads", "1") == 0
+    out = capfd.readouterr().out
+    running = next(line for line in out.splitlines() if line.startswith("harness: running"))
+    assert " -n 1" in running and "--harness-threads 1" in running
+    assert "verdict: pass" in out  # xdist's worker ran the toy suite and its outcomes came back
+    (run_dir,) = project.run_dirs(project.key)
+    assert len(json.loads((run_dir / "results.json").read_text())["outcomes"]) == 4
+
+
+def test_workers_without_xdist_is_a_usage_error(project, capfd, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xdist" else real(name, *a))
+    assert project.run("check", "-n", "2") == 2
+    assert "pip install pytest-xdist" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (("check", "--dtype", "fp8"), "--dtype/--device: unknown dtype 'fp8'"),
+    (("check", "--device", "tpu"), "--dtype/--device: unknown device 'tpu'"),
+    (("check", "--suites", "nowhere"), "do not exist; pass --suites PATH"),
+    (("regen", "--yes", "--suites", "nowhere"), "pass --suites PATH"),
+])
+def test_bad_run_flags_stop_before_pytest(project, capfd, argv, says):
+    assert project.run(*argv) == 2
+    captured = capfd.readouterr()
+    assert says in captured.err and "harness: running" not in captured.out and "Traceback" not in captured.err
+
+
+# ----------------------------------------------------------------------------------------------
+# finding the project root
+
+
+def test_root_is_found_from_a_subdirectory(project, capfd, monkeypatch):
+    write_two_envs(project)
+    nested = project.root / "suites" / "deeper"
+    nested.mkdir()
+    # a pyproject.toml without [tool.harness] on the way up (a sub-package) is passed over
+    (project.root / "suites" / "pyproject.toml").write_text("[project]\nname = 'other'\n")
+    monkeypatch.chdir(nested)
+    assert main(["envs"]) == 0
+    out = capfd.readouterr().out
+    assert f"recorded envs under {project.root / 'records'}" in out and OTHER_KEY in out
+
+
+def test_root_with_a_broken_pyproject_is_named(project, capfd, monkeypatch):
+    (project.root / "pyproject.toml").write_text("[tool.harness\n")
+    monkeypatch.chdir(project.root / "suites")
+    assert main(["envs"]) == 2
+    err = capfd.readouterr().err
+    assert str(project.root / "pyproject.toml") in err and "Traceback" not in err
+
+
+def test_root_that_is_not_a_directory(tmp_path, capfd):
+    assert main(["envs", "--root", str(tmp_path / "nope")]) == 2
+    assert f"--root {tmp_path / 'nope'}: not a directory" in capfd.readouterr().err
+
+
+def test_envs_with_no_records(project, capfd):
+    assert project.run("envs") == 0
+    assert f"no recorded envs under {project.root / 'records'}" in capfd.readouterr().out
+
+
+def test_interrupt_is_one_line_exit_2(project, capfd, monkeypatch):
+    import harness.cli as cli
+
+    def interrupted(args, extra):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_envs", interrupted)
+    assert project.run("envs") == 2
+    assert capfd.readouterr().err.strip() == "harness: error: interrupted"
+
+
+# ----------------------------------------------------------------------------------------------
+# regen: the interactive confirm, failing suites, unreadable records
+
+
+@pytest.mark.parametrize("answer", ["y", "n", EOFError])
+def test_regen_asks_on_a_terminal_and_writes_only_on_yes(project, capfd, monkeypatch, answer):
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    asked = []
+
+    def fake_input(prompt: str) -> str:
+        asked.append(prompt)
+        if answer is EOFError:
+            raise EOFError
+        return answer
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    path = project.record("one", value=1)
+    before = path.read_bytes()
+    project.values(value=3)
+    code = project.run("regen")
+    out = capfd.readouterr().out
+    (prompt,) = asked
+    assert prompt.endswith("[y/N] ") and str(project.store.root / project.key) in prompt
+    if answer == "y":
+        assert code == 0 and "wrote 2 record(s), removed 0" in out
+        assert project.store.read(project.key, "toy", "one").fields["value"].value == 3
+    else:
+        assert code == 2 and "not confirmed; nothing written" in out
+        assert path.read_bytes() == before and not project.store.path(project.key, "toy", "two").exists()
+
+
+FAILING_SUITE = SUITE + textwrap.dedent("""
+
+    def test_broken(golden):
+        golden.check("value", DATA["value"])
+        assert False, "a suite that fails"
+""")
+
+
+@pytest.mark.parametrize("partial", ["failing-test", "pytest-args"])
+def test_regen_of_a_partial_run_keeps_what_it_did_not_see(project, capfd, partial):
+    """A failing test (exit 1) or a -k selection: the fields and records that were observed are
+    written, nothing else is removed; the failing test itself writes nothing."""
+    one = project.record("one", value=1, gone=Field("exact", "kept"))
+    stale = project.record("stale")
+    project.values(value=4)
+    if partial == "failing-test":
+        (project.root / "suites" / "test_toy.py").write_text(FAILING_SUITE)
+        code, why, written = project.run("regen", "--yes"), "some tests failed", {"one", "two"}
+    else:
+        code = main(["regen", "--yes", "--root", str(project.root), "--", "-k", "one"])
+        why, written = "pytest arguments select part of the suites", {"one"}
+    out = capfd.readouterr().out
+    assert code == (1 if partial == "failing-test" else 0)
+    assert f"partial run: {why}" in out and "removed" in out
+    assert stale.exists() and "- toy/stale" not in out
+    record = project.store.read(project.key, "toy", "one")
+    assert record.fields["value"].value == 4 and record.fields["gone"].value == "kept" and one.exists()
+    cases = {p.stem for p in project.store.record_paths(project.key)}
+    assert cases == written | {"one", "stale"}
+
+
+def test_regen_rewrites_an_unreadable_record(project, capfd):
+    path = project.record("one")
+    path.write_text('{"schema": 1, "suite": "toy", "ca')
+    assert project.run("regen", "--yes") == 0
+    out = capfd.readouterr().out
+    assert "~ toy/one" in out and "unreadable" in out
+    assert project.store.read(project.key, "toy", "one").fields["value"].value == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# check: runs whose tests never reach the `golden` fixture
+
+
+@pytest.mark.parametrize(("body", "code", "says"), [
+    ("def test_plain():\n    assert 1 + 1 == 2\n", 0, "no test used the `golden` fixture; nothing to report"),
+    ("def test_plain():\n    assert 1 + 1 == 3\n", 1, "tests failed and no results.json was written"),
+])
+def test_check_without_golden_observations(project, capfd, body, code, says):
+    (project.root / "suites" / "test_toy.py").write_text(body)
+    assert project.run("check") == code
+    captured = capfd.readouterr()
+    assert says in captured.out + captured.err
+    assert not (project.root / "reports").exists() or not any((project.root / "reports").iterdir())
+
+
+def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
+    from harness.cli import confirm
+
+    for typed, expected in (("y", True), (" YES ", True), ("", False), ("no", False), ("yep", False)):
+        monkeypatch.setattr("builtins.input", lambda prompt, typed=typed: typed)
+        assert confirm("write?") is expected, typed

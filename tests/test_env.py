@@ -75,3 +75,52 @@ def test_numerics_differences_and_hardware_class():
     assert numerics_differences(a, None) == list(NUMERICS_KEYS)
     assert hardware_class(a) != hardware_class(b)  # threads are part of a CPU's hardware class
     assert hardware_class(a) == hardware_class({**a, "dtype": "bf16"})
+
+
+def test_a_package_that_is_not_installed_is_recorded_as_absent(monkeypatch):
+    import harness.env as env
+
+    def not_installed(name):
+        raise env.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(env.metadata, "version", not_installed)
+    fp = fingerprint()
+    assert {fp[name] for name in env.VERSIONED_PACKAGES} == {"absent"}
+    assert env_key(fp).startswith("tfabsent-torchabsent-cpu-")
+
+
+def test_cpu_name_without_proc_cpuinfo_falls_back_to_platform(monkeypatch):
+    import harness.env as env
+
+    def unreadable(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(env, "open", unreadable, raising=False)
+    monkeypatch.setattr(env.platform, "processor", lambda: "")
+    monkeypatch.setattr(env.platform, "machine", lambda: "riscv64")
+    assert fingerprint()["device"] == {"type": "cpu", "name": "riscv64", "arch": "riscv64"}
+    monkeypatch.setattr(env.platform, "machine", lambda: "")
+    assert env._cpu_name() == "unknown"
+
+
+def test_cuda_fingerprint_key_and_hardware_class(monkeypatch):
+    """What a GPU run records (torch.cuda faked: the device is read through its API only)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="torch.cuda.is_available\\(\\) is False"):
+        fingerprint(device="cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: {0: (9, 0), 1: (8, 0)}[i])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: {0: "NVIDIA H200", 1: "NVIDIA A100"}[i])
+    h200, a100 = fingerprint(device="cuda", dtype="bf16"), fingerprint(device="cuda:1")
+    assert h200["device"]["name"] == "NVIDIA H200" and h200["device"]["capability"] == "9.0"
+    assert env_key(h200).endswith("-cuda-sm90-bf16") and env_key(a100).endswith("-cuda-sm80-fp32")
+    assert hardware_class(h200) == "cuda/NVIDIA H200/sm90"
+    # on a GPU the thread count is not part of the hardware class (it is on a CPU)
+    assert hardware_class({**h200, "threads": 99}) == hardware_class(h200) != hardware_class(a100)
+
+
+def test_mps_fingerprint():
+    fp = fingerprint(device="mps")
+    assert fp["device"]["type"] == "mps" and env_key(fp).split("-")[2] == "mps"
+

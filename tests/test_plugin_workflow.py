@@ -457,3 +457,47 @@ def test_a_harness_error_fails_the_test_and_leaves_the_record_untouched(pytester
     run.assert_outcomes(failed=1)
     run.stdout.fnmatch_lines(["*KeyError*harness bug*"])
     assert path.read_bytes() == before
+
+
+def test_a_record_that_cannot_be_written_fails_the_test_naming_it(pytester: pytest.Pytester, monkeypatch):
+    """A full disk while a plain run writes a new record: the test fails with one line naming
+    the case and the OS error; the outcome itself is still reported."""
+    import errno
+
+    from harness import golden
+
+    def disk_full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    (pytester.path / "test_broken.py").write_text("BROKEN_VALUE = 1\n" + BROKEN_MODULE)
+    monkeypatch.setattr(golden.GoldenStore, "update", disk_full)
+    run = run_inline(pytester)
+    run.assert_outcomes(failed=1)
+    run.stdout.fnmatch_lines(["*cannot write golden record for broken/test_breaks_after_a_check: *No space left*"])
+    assert [o["status"] for o in results(pytester)["outcomes"]] == ["new"]
+    assert not (pytester.path / "golden" / "records" / FP32_KEY).exists()
+
+
+LEAKED_MODULE = '''
+KEPT = []
+
+
+def test_keeps_the_fixture(golden):
+    golden.check("value", 1)
+    KEPT.append(golden)
+
+
+def test_uses_it_later():
+    KEPT[0].check("value", 2)
+'''
+
+
+def test_a_golden_fixture_used_after_its_test_is_an_error(pytester: pytest.Pytester):
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    (pytester.path / "test_leaked.py").write_text(LEAKED_MODULE)
+    run = run_inline(pytester)
+    run.assert_outcomes(passed=1, failed=1)
+    run.stdout.fnmatch_lines(["*RuntimeError: golden check after the end of test *test_keeps_the_fixture*"])
+    record = GoldenStore(pytester.path / "golden" / "records").read(FP32_KEY, "leaked", "test_keeps_the_fixture")
+    assert record.fields["value"].value == 1  # the late check changed nothing

@@ -172,10 +172,14 @@ def test_a_row_per_outcome_in_order(page, results: Results) -> None:
             assert row.one("span", cls="cat").text == outcome.category
 
 
-def test_every_kind_and_status_is_rendered(results: Results) -> None:
-    kinds = {o.kind for o in results.outcomes}
-    assert kinds == {"exact", "tokens", "tensor", "rate", "distribution", "latency", "capability"}
-    assert {o.status for o in results.outcomes} == set(Status)
+def test_every_kind_and_status_is_rendered(page, results: Results) -> None:
+    """The sample holds every kind and status; each outcome's row shows its own kind and status."""
+    rows = {row.attrs["id"]: row for row in dom(page).find_all("tbody", cls="outcome")}
+    shown = [(rows[f"o{i}"].one("td", cls="c-kind").text, rows[f"o{i}"].attrs["data-status"])
+             for i in range(len(results.outcomes))]
+    assert shown == [(o.kind, o.status.value) for o in results.outcomes]
+    assert {k for k, _ in shown} == {"exact", "tokens", "tensor", "rate", "distribution", "latency", "capability"}
+    assert {s for _, s in shown} == {s.value for s in Status}
 
 
 def test_suites_and_cases_grouped(page, results: Results) -> None:
@@ -485,13 +489,22 @@ def test_any_diff_shape_renders(diff: dict, env: dict) -> None:
     assert len(root.find_all("tbody", cls="outcome")) == 1
 
 
-@pytest.mark.parametrize("diff", [None, "a string", [1, 2], {"first_divergence": "x", "deepdiff": [1, {}]}])
-def test_non_dict_diffs_render(diff) -> None:
+@pytest.mark.parametrize(("diff", "shown"), [
+    (None, None),
+    ("a string", {"diff": "a string"}),
+    ([1, 2], {"diff": "[1, 2]"}),
+    # keys of known sections with the wrong shape fall back to the generic key/value table
+    ({"first_divergence": "x", "deepdiff": [1, {}]}, {"first_divergence": "x", "deepdiff": "[1, {}]"}),
+])
+def test_non_dict_diffs_render(diff, shown) -> None:
     outcome = Outcome("s", "c", "f", "exact", Status.REGRESSION, diff=diff)  # type: ignore[arg-type]
     root = parse(render_html(Results(env={}, baseline_env=None, outcomes=[outcome]))).root
     row = root.one("tbody", cls="outcome")
-    if diff not in (None,):
-        assert row.find_all("tr", cls="diff-row")
+    if shown is None:  # nothing to show: no diff row at all
+        assert row.find_all("tr", cls="diff-row") == []
+        return
+    generic = row.one("tr", cls="diff-row").one("table", cls="generic")
+    assert {tr.one("th").text: tr.one("td").text for tr in generic.find_all("tr")} == shown
 
 
 def test_control_characters_and_surrogates_do_not_break_the_file(tmp_path: Path) -> None:

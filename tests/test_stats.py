@@ -3,9 +3,20 @@
 Every statistical test here is measured, not assumed: null runs give its false-alarm rate,
 alternative runs its power. A measured rate is an estimate from N runs, so "at or below alpha"
 is asserted as: the measured count of false alarms is consistent with a true rate <= alpha
-(one-sided binomial test, its own false-alarm rate 1e-3; for N = 1000 and alpha = 0.05 this
-fails once the measured rate exceeds ~0.073, and catches a true rate of 0.09 with probability
-> 0.99). Seeds are fixed, so the numbers are reproducible.
+(one-sided binomial test, its own false-alarm rate 1e-3; for N = 1000 and alpha = 0.05 it
+fails from 74 false alarms, a measured rate of 0.074, and catches a true rate of 0.09 with
+probability 0.969). Against a rate 1.5 x alpha - a miscalibration that matters - the checks
+below have power (computed in `test_rate_check_figures`):
+
+    runs x alpha     fails from       power at 1.5 alpha
+    1000 x 0.05      74 (0.074)       0.565
+    2000 x 0.05      132 (0.066)      0.944
+    5000 x 0.05      300 (0.060)      > 0.9999
+    5000 x 0.01      74 (0.0148)      0.562
+    20000 x 0.01     246 (0.0123)     0.9994
+
+so the 1000- and 5000 x 0.01-run checks are near-certain to catch only a rate nearer 2 alpha
+(power at 2 alpha: 0.998 and 0.997). Seeds are fixed, so the numbers are reproducible.
 """
 
 from __future__ import annotations
@@ -27,6 +38,30 @@ def assert_rate_at_most(alarms: int, runs: int, alpha: float) -> float:
     rate = alarms / runs
     assert p_value >= CHECK_LEVEL, f"false-alarm rate {rate:.4f} over {runs} null runs exceeds alpha {alpha}"
     return rate
+
+
+def first_failing_count(runs: int, alpha: float) -> int:
+    """The smallest number of false alarms in `runs` null runs that `assert_rate_at_most` rejects."""
+    counts = np.arange(runs + 1)
+    return int(counts[sps.binom.sf(counts - 1, runs, alpha) < CHECK_LEVEL][0])
+
+
+def rate_check_power(runs: int, alpha: float, true_rate: float) -> float:
+    """Probability that `assert_rate_at_most` fails when the test's true false-alarm rate is `true_rate`."""
+    return float(sps.binom.sf(first_failing_count(runs, alpha) - 1, runs, true_rate))
+
+
+def test_rate_check_figures():
+    """The figures stated in the module docstring."""
+    assert first_failing_count(1000, 0.05) == 74 and round(rate_check_power(1000, 0.05, 0.09), 3) == 0.969
+    table = {(1000, 0.05): (74, 0.565), (2000, 0.05): (132, 0.944), (5000, 0.05): (300, 1.0),
+             (5000, 0.01): (74, 0.562), (20000, 0.01): (246, 0.9994)}
+    for (runs, alpha), (fails_from, power) in table.items():
+        assert first_failing_count(runs, alpha) == fails_from
+        assert rate_check_power(runs, alpha, 1.5 * alpha) == pytest.approx(power, abs=5e-4 if power < 1 else 1e-4)
+    assert round(rate_check_power(1000, 0.05, 0.1), 3) == 0.998 and round(rate_check_power(5000, 0.01, 0.02), 3) == 0.997
+    # the check itself has false-alarm rate <= CHECK_LEVEL at a true rate of exactly alpha
+    assert rate_check_power(1000, 0.05, 0.05) <= CHECK_LEVEL
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,7 +140,9 @@ def test_two_proportion_false_alarm_rate_1000_null_runs():
 
 
 def test_two_proportion_power_and_statistic():
-    """0.30 vs 0.42 at n = 400 per side: power ~0.93 at alpha 0.05 (measured >= 0.85 over 300 runs)."""
+    """0.30 vs 0.42 at n = 400 per side: the Fisher test's power at alpha 0.05 is 0.936 (exact:
+    its rejections summed over both binomials' outcomes, 1e-9 tails dropped; 9 s, so not
+    repeated here); measured >= 0.85 over 300 runs (P(measured < 0.85 | 0.936) < 1e-6)."""
     rng = np.random.default_rng(22)
     runs, n = 300, 400
     k1, k2 = rng.binomial(n, 0.42, runs), rng.binomial(n, 0.30, runs)

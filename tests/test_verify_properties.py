@@ -9,6 +9,16 @@ of examples and seeds. The run itself is reproducible: hypothesis is derandomize
 example database, and every torch.Generator seed is derived from the example (crc32 of its
 values), so a given checkout passes or fails the same way every time.
 
+Power (`harness.stats.gtest_power`, least favourable alternative, asserted in
+`test_stated_power_of_the_property_examples`): with N_DRAWS = 600 one example detects a verifier
+whose first token is off by TV 0.05 with probability only 0.075 / 0.046 / 0.019 (V = 2 / 3 / 6),
+by TV 0.1 with 0.843 / 0.763 / 0.590, and by TV 0.2 with >= 0.9999: the examples catch gross errors
+across many distributions. The smallest effect that matters, thresholds.tv_max = 0.05, is the
+negative control's: a verifier biased by exactly TV 0.05, N = stats.samples_needed(0.05, 0.99,
+ALPHA, 3) = 4257 draws, detection probability >= 0.99 (0.9990 for that alternative), measured in
+`test_g_test_power_at_tv_max_is_as_stated`. The decode loop is checked at TV 0.05 in
+tests/test_decode_sampling.py.
+
 Exact properties (no randomness) are checked to 1e-6 or tighter.
 """
 
@@ -21,8 +31,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy import stats as sps
 from scipy.stats import power_divergence
 
+from harness.config import Thresholds
 from harness.engine.verify import (
     acceptance_probability,
     emitted_distribution,
@@ -32,8 +44,10 @@ from harness.engine.verify import (
     step_distribution,
     tv_distance,
 )
+from harness.stats import gtest_power, samples_needed
 
 ALPHA = 1e-4
+TV_MAX = Thresholds().tv_max
 N_EXAMPLES = 8
 N_DRAWS = 600
 
@@ -117,14 +131,64 @@ def test_first_token_matches_step_distribution(w, pq):
 
 
 def test_g_test_has_power_against_a_wrong_verifier():
-    """Negative control: a verifier that always accepts (emits q instead of p) is caught."""
-    p_row, q_row = [0.6, 0.3, 0.1], [0.2, 0.5, 0.3]  # TV(p, q) = 0.4
+    """Gross negative control: a verifier that always accepts (emits q instead of p, TV 0.4)."""
+    p_row, q_row = [0.6, 0.3, 0.1], [0.2, 0.5, 0.3]
+    assert tv_distance(torch.tensor(p_row), torch.tensor(q_row)) == pytest.approx(0.4)
 
     def always_accept(d, g):
         return type("V", (), {"tokens": [int(d[0])]})()
 
     counts = first_token_counts(p_row, q_row, None, seed_of("control"), verifier=always_accept)
     assert g_test_pvalue(counts, step_distribution(p_row, q_row).numpy()) < ALPHA
+
+
+# the negative control at the smallest effect that matters: the lossless verifier silently
+# replaced by the static ensemble at the weight whose bias (1 - w) TV(p, q) is exactly tv_max
+CONTROL_P, CONTROL_Q = [0.6, 0.3, 0.1], [0.2, 0.5, 0.3]
+CONTROL_W = 1 - TV_MAX / 0.4
+CONTROL_POWER = 0.99
+CONTROL_N = samples_needed(TV_MAX, CONTROL_POWER, ALPHA, 3)
+
+
+def control_power() -> float:
+    """Asymptotic power of the G-test against the control's own alternative: noncentral
+    chi-square with df = 2 and noncentrality N * chi2(v || p)."""
+    p = np.array(CONTROL_P)
+    v = step_distribution(CONTROL_P, CONTROL_Q, CONTROL_W).numpy()
+    return float(sps.ncx2.sf(sps.chi2.ppf(1 - ALPHA, 2), 2, CONTROL_N * ((v - p) ** 2 / p).sum()))
+
+
+def test_stated_power_of_the_property_examples():
+    """The figures in the module docstring, computed."""
+    rounded = {V: [round(gtest_power(N_DRAWS, tv, ALPHA, V), 3) for tv in (0.05, 0.1)] for V in (2, 3, 6)}
+    assert rounded == {2: [0.075, 0.843], 3: [0.046, 0.763], 6: [0.019, 0.590]}
+    assert min(gtest_power(N_DRAWS, 0.2, ALPHA, V) for V in range(2, 7)) >= 0.9999
+    assert CONTROL_N == 4257 and gtest_power(CONTROL_N, TV_MAX, ALPHA, 3) >= CONTROL_POWER
+    assert step_bias(CONTROL_P, CONTROL_Q, CONTROL_W) == pytest.approx(TV_MAX, abs=1e-12)
+    assert round(control_power(), 4) == 0.9990
+
+
+def test_wrong_verifier_at_tv_max_is_caught():
+    """A 'lossless' verifier whose first token is biased by exactly TV 0.05, through the real
+    ensemble verifier: detected at ALPHA with probability >= 0.99 (this draw: detected)."""
+    counts = first_token_counts(CONTROL_P, CONTROL_Q, CONTROL_W, seed_of("control", TV_MAX), n=CONTROL_N)
+    expected = step_distribution(CONTROL_P, CONTROL_Q).numpy()  # what a lossless verifier must emit
+    assert g_test_pvalue(counts, expected) < ALPHA
+    # and the same draws fit the biased distribution they come from
+    assert g_test_pvalue(counts, step_distribution(CONTROL_P, CONTROL_Q, CONTROL_W).numpy()) > ALPHA
+
+
+def test_g_test_power_at_tv_max_is_as_stated():
+    """The stated detection probability is met: 2000 count vectors of CONTROL_N draws from the
+    biased distribution, the same pooled G-test; the measured miss rate must be consistent with
+    a true miss rate <= 1 - 0.99 (one-sided binomial test at 1e-3; 2000 runs fail it from 36
+    misses, i.e. a measured power below 0.982)."""
+    rng = np.random.default_rng(5)
+    runs = 2000
+    biased = step_distribution(CONTROL_P, CONTROL_Q, CONTROL_W).numpy()
+    expected = np.array(CONTROL_P)
+    misses = sum(g_test_pvalue(c, expected) >= ALPHA for c in rng.multinomial(CONTROL_N, biased, runs))
+    assert sps.binom.sf(misses - 1, runs, 1 - CONTROL_POWER) >= 1e-3, f"measured power {1 - misses / runs:.4f}"
 
 
 def test_two_step_sequences_match_emitted_distribution():
