@@ -120,7 +120,13 @@ def test_cuda_fingerprint_key_and_hardware_class(monkeypatch):
     assert hardware_class({**h200, "threads": 99}) == hardware_class(h200) != hardware_class(a100)
 
 
-def test_mps_fingerprint():
+def test_mps_fingerprint(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # an Apple machine, faked
     fp = fingerprint(device="mps")
     assert fp["device"]["type"] == "mps" and env_key(fp).split("-")[2] == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device 'mps' requested but"):
+        fingerprint(device="mps")
 
