@@ -44,6 +44,7 @@ from harness.project import (
 from harness.regen import apply_regen, diff_records, print_regen_changes
 from harness.report import ResultsFileError, load_results, render, write_junit
 from harness.report.terminal import (
+    markdown_summary,
     print_summary,
     printable,
     relative_to,
@@ -256,8 +257,11 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     n = len(project.store.record_paths(args.a)) + len(project.store.record_paths(args.b))
     print(f"harness: comparing {args.b} against {args.a} ({n} records)", flush=True)
     results = compare_envs(project.store, project.settings, args.a, args.b)
-    out = timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
-    return finish(results, out)
+    out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
+    code = finish(results, out)
+    (out / "summary.md").write_text(markdown_summary(results), encoding="utf-8")
+    print(f"summary: {out / 'summary.md'}")
+    return code
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", parents=[common], help="compare two recorded envs without running anything")
     p.add_argument("a", metavar="A", help="baseline env key")
     p.add_argument("b", metavar="B", help="env key compared against A")
+    p.add_argument("--out", metavar="DIR", help="where the report goes (default: <reports_dir>/compare-A-vs-B/<time>)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("envs", parents=[common], help="list recorded env keys")

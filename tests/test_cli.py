@@ -375,7 +375,11 @@ def test_compare_two_envs_renders_the_report(project, capfd):
     assert status == {("c1", "ids"): "regression", ("c1", "layers"): "pass", ("c1", "features"): "changed",
                       ("c2", "layers"): "pass", ("only-a", "x"): "skipped", ("only-b", "acc"): "new"}
     assert ET.parse(run_dir / "junit.xml").getroot().get("failures") == "1"
-    assert project.run("compare", b, b) == 0
+    summary = (run_dir / "summary.md").read_text()
+    assert "Verdict: **regression**" in summary and "| greedy | c1 | ids | real-change |" in summary
+    assert "| greedy | regression (real-change) | 1 |" in summary
+    assert project.run("compare", b, b, "--out", str(project.root / "docs" / "same")) == 0
+    assert "Verdict: **pass**" in (project.root / "docs" / "same" / "summary.md").read_text()
     assert project.run("compare", a, "nope") == 2
     assert a in capfd.readouterr().err
 

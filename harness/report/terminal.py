@@ -87,3 +87,25 @@ def print_summary(results: Results, title: str) -> None:
             print("  " + line)
         if len(listed) > MAX_LISTED:
             print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
+
+
+def markdown_summary(results: Results) -> str:
+    """The report's gist as markdown for a pull request or docs/: per suite, how many fields ended
+    in each status and category; then every regression, change and missing field."""
+    meta = results.meta
+    lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
+             f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
+             "", "| suite | outcome | fields |", "|---|---|---|"]
+    per: dict[tuple[str, str], int] = {}
+    for o in results.outcomes:
+        key = (o.suite, o.status.value + (f" ({o.category.value})" if o.category else ""))
+        per[key] = per.get(key, 0) + 1
+    lines += [f"| {suite} | {what} | {n} |" for (suite, what), n in sorted(per.items())]
+    for status in (Status.REGRESSION, Status.CHANGED, Status.MISSING):
+        listed = [o for o in results.outcomes if o.status is status]
+        if listed:
+            lines += ["", f"## {status.value} ({len(listed)})", "", "| suite | case | field | category | detail |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {o.suite} | {o.case} | {o.field} | {o.category.value or '-'} | "
+                      f"{shorten(o.detail, 200).replace('|', '/')} |" for o in listed]
+    return "\n".join(lines) + "\n"
