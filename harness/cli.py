@@ -4,6 +4,7 @@
     harness regen   [--yes | --dry-run] [-n N] [-- PYTEST ARGS]
     harness compare A B [--out DIR] [--claims FILE]
     harness envs
+    harness merge   DIR... [--replace]
     harness report RESULTS_JSON [--out DIR]
 
 `check` runs the suites in a pytest subprocess (its progress is pytest's own output), then writes
@@ -29,6 +30,7 @@ from pathlib import Path
 from harness.claims import ClaimsError, ClaimsReport, evaluate, load_claims, markdown_lines, terminal_lines
 from harness.config import ConfigError, HarnessConfig
 from harness.golden import GoldenStore
+from harness.merge import add_parser as add_merge_parser
 from harness.project import (
     Project,
     UsageError,
@@ -99,10 +101,8 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
     if pytest_rc == 1:
         print("verdict: FAILED (pytest reported failing tests that are not golden regressions; see its output)")
         return EXIT_REGRESSION
-    if results.verdict == "changed":
-        print("verdict: changed within policy (allowed); accept the changes with `harness regen`")
-    else:
-        print("verdict: pass")
+    print("verdict: changed within policy (allowed); accept the changes with `harness regen`"
+          if results.verdict == "changed" else "verdict: pass")
     return EXIT_OK
 
 
@@ -358,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("envs", parents=[common], help="list recorded env keys")
     p.set_defaults(func=cmd_envs)
+    add_merge_parser(sub, common)
 
     p = sub.add_parser("report", help="re-render a report from a results.json")
     p.add_argument("results", metavar="RESULTS_JSON")

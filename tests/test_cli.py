@@ -809,3 +809,14 @@ def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
     for typed, expected in (("y", True), (" YES ", True), ("", False), ("no", False), ("yep", False)):
         monkeypatch.setattr("builtins.input", lambda prompt, typed=typed: typed)
         assert confirm("write?") is expected, typed
+
+
+def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_path):
+    for name, value in (("cell-a", 1), ("cell-b", 2)):
+        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", project.fp, {"value": Field("exact", value)})
+    assert project.run("merge", str(tmp_path / "cell-a")) == 0
+    assert f"harness: merge: {OTHER_KEY}: added 1 records" in capfd.readouterr().out
+    assert project.store.read(OTHER_KEY, "toy", "one").fields["value"].value == 1
+    assert project.run("merge", str(tmp_path / "cell-a"), str(tmp_path / "cell-b")) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and str(tmp_path / "cell-a" / OTHER_KEY) in err and str(tmp_path / "cell-b" / OTHER_KEY) in err
