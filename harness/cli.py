@@ -3,8 +3,7 @@
     harness check   [--baseline KEY] [-n N] [--strict] [-- PYTEST ARGS]
     harness regen   [--yes | --dry-run] [-n N] [-- PYTEST ARGS]
     harness compare A B [--out DIR] [--claims FILE]
-    harness envs
-    harness merge   DIR... [--replace]
+    harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness report RESULTS_JSON [--out DIR]
 
 `check` runs the suites in a pytest subprocess (its progress is pytest's own output), then writes
@@ -30,6 +29,7 @@ from pathlib import Path
 from harness.claims import ClaimsError, ClaimsReport, evaluate, load_claims, markdown_lines, terminal_lines
 from harness.config import ConfigError, HarnessConfig
 from harness.golden import GoldenStore
+from harness.matrix import add_parser as add_matrix_parser
 from harness.merge import add_parser as add_merge_parser
 from harness.project import (
     Project,
@@ -359,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("envs", parents=[common], help="list recorded env keys")
     p.set_defaults(func=cmd_envs)
     add_merge_parser(sub, common)
+    add_matrix_parser(sub, common)
 
     p = sub.add_parser("report", help="re-render a report from a results.json")
     p.add_argument("results", metavar="RESULTS_JSON")
