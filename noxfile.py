@@ -22,6 +22,8 @@ ROOT = Path(__file__).parent
 DEFAULT_VERSIONS = "5.13.1 5.14.0 5.24.0"
 VERSIONS = os.environ.get("HARNESS_MATRIX_VERSIONS", DEFAULT_VERSIONS).split()
 PINNED_ELSEWHERE = ("torch", "transformers")  # the cell's own versions, not constraints.txt's
+# resolved for the cell's transformers (5.13.1 needs huggingface-hub<2 and tokenizers<=0.23.0)
+FOLLOW_TRANSFORMERS = ("tokenizers", "huggingface_hub", "huggingface-hub", "hf-xet")
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True  # a cached cell reinstalls nothing it already has
@@ -34,21 +36,27 @@ def constraint(name: str) -> str:
     raise ValueError(f"constraints.txt pins no {name}")
 
 
-def other_constraints(tmp: Path) -> Path:
-    """constraints.txt without torch and transformers (the cell chooses those)."""
+def cell_constraints(tmp: Path, torch: str, transformers: str) -> Path:
+    """constraints.txt with the cell's torch and transformers, and without the pins that must follow
+    its transformers (without this, installing the package would upgrade transformers to satisfy them)."""
+    dropped = PINNED_ELSEWHERE + FOLLOW_TRANSFORMERS
     lines = [line for line in (ROOT / "constraints.txt").read_text().splitlines()
-             if line.split("==")[0].strip().lower() not in PINNED_ELSEWHERE]
+             if line.split("==")[0].strip().lower() not in dropped]
     path = tmp / "constraints-cell.txt"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join([*lines, f"torch=={torch}", f"transformers=={transformers}"]) + "\n")
     return path
 
 
 def cell(version: str):
     def suites(session: nox.Session) -> None:
         torch = os.environ.get("HARNESS_TORCH") or constraint("torch")
-        session.install(f"torch=={torch}")  # CPU wheel: pip's find-links here; PIP_INDEX_URL in CI
-        session.install(f"transformers=={version}")
-        session.install("-e", ".[dev]", "-c", str(other_constraints(Path(session.create_tmp()))))
+        # next to the venv, not session.create_tmp(): that would set TMPDIR under .nox/ for the suites
+        constraints = str(cell_constraints(Path(session.virtualenv.location), torch, version))
+        session.install(f"torch=={torch}")  # CPU wheel: pip's find-links here; PIP_EXTRA_INDEX_URL in CI
+        session.install(f"transformers=={version}", "-c", constraints)
+        session.install("-e", ".[dev]", "-c", constraints)
+        session.run("python", "-c", "import torch, transformers; print('cell: torch', torch.__version__, "
+                    "'transformers', transformers.__version__)")
         command = ["pytest", "suites", "--force-regen", "-q", "-p", "no:cacheprovider"]
         if os.environ.get("HARNESS_GOLDEN_DIR"):
             command += ["--golden-dir", os.environ["HARNESS_GOLDEN_DIR"]]
