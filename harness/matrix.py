@@ -39,6 +39,12 @@ class Cell:
     seconds: float = 0.0
     error: str = ""  # the log's tail when the cell failed
 
+    @property
+    def reason(self) -> str:
+        """The line of the error that says why (pip's first ERROR line when there is one)."""
+        lines = self.error.splitlines()
+        return next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "")
+
 
 @dataclass
 class Link:
@@ -134,7 +140,7 @@ def matrix(project: Project, args: argparse.Namespace, runner: Runner = run_nox)
         print(f"harness: matrix [{i}/{len(cells)}] transformers {cell.version}: {cell.status} "
               f"({cell.seconds:.0f} s){' as ' + cell.env_key if cell.env_key else ''}", flush=True)
         if cell.error:
-            print("  " + cell.error.splitlines()[-1], flush=True)
+            print("  " + cell.reason, flush=True)
     recorded = [c for c in cells if c.env_key]
     links = [link_report(project, a, b, out) for a, b in zip(recorded, recorded[1:], strict=False)]
     (out / "index.html").write_text(index_html(cells, links, args.torch or ""), encoding="utf-8")
