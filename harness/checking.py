@@ -30,6 +30,7 @@ from typing import Any
 from harness.compare import compare_field, decide_with_holm
 from harness.config import Thresholds
 from harness.golden import normalize_field
+from harness.humane import text_around
 from harness.policy import Policy, verdict
 from harness.schema import Category, Field, Outcome, Record, RecordError, Status
 
@@ -47,6 +48,7 @@ class Rules:
 
 
 LOW_PRECISION = ("bf16", "fp16")
+TEXT_FIELD = "text"  # the decoded text a suite records next to a case's tokens
 
 
 @dataclass
@@ -142,8 +144,20 @@ class CaseCheck:
                 resolved[name] = _inherit_tie_flip(placed[name], [resolve(f, (*seen, name)) for f in follows])
             return resolved[name]
 
-        out = [resolve(name) for name in self._checks]
+        out = [self._with_text(resolve(name)) for name in self._checks]
         return [self._apply_rules(o) if o.against == "baseline" else o for o in out] + self._decided
+
+    def _with_text(self, o: Outcome) -> Outcome:
+        """A tokens field that diverged, in a case that also records its decoded `text` against the
+        same baseline: the detail shows the text around the first divergence (the diff keeps both)."""
+        text = self._checks.get(TEXT_FIELD)
+        if o.kind != "tokens" or "divergences" not in o.diff or text is None or text.expected is None:
+            return o
+        old, new = text.expected.value, text.observed.value
+        if not (isinstance(old, str) and isinstance(new, str)) or old == new or o.against != text.outcome.against:
+            return o
+        return replace(o, detail=f"{o.detail}; text: {text_around(old, new)}",
+                       diff={**o.diff, "old_text": old, "new_text": new})
 
     def _apply_rules(self, o: Outcome) -> Outcome:
         if self.rules.regen and o.status in (Status.REGRESSION, Status.CHANGED):

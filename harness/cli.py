@@ -2,8 +2,8 @@
 
     harness check   [--baseline KEY] [-n N] [--strict] [-- PYTEST ARGS]
     harness regen   [--yes | --dry-run] [-n N] [-- PYTEST ARGS]
-    harness compare A B
-    harness envs
+    harness compare A B [--out DIR] [--claims FILE]
+    harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness report RESULTS_JSON [--out DIR]
 
 `check` runs the suites in a pytest subprocess (its progress is pytest's own output), then writes
@@ -26,8 +26,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.claims import ClaimsError, ClaimsReport, evaluate, load_claims, markdown_lines, terminal_lines
 from harness.config import ConfigError, HarnessConfig
 from harness.golden import GoldenStore
+from harness.matrix import add_parser as add_matrix_parser
+from harness.merge import add_parser as add_merge_parser
 from harness.project import (
     Project,
     UsageError,
@@ -69,14 +72,16 @@ def unreadable_records(results: Results) -> list[Outcome]:
     return [o for o in results.outcomes if o.category == "unreadable-record"]
 
 
-def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True) -> int:
+def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True,
+           claims: ClaimsReport | None = None) -> int:
     """Render, print the summary and the paths, and return the exit code of the verdict. A pytest
-    run that broke (collection error, crash) makes the report say ERROR, never PASS."""
+    run that broke (collection error, crash) makes the report say ERROR, never PASS. `claims`: the
+    release-notes table shown in the report (`harness compare --claims`)."""
     problem = pytest_problem(pytest_rc)
     if problem:
         results.meta["error"] = problem
         results_json = True  # the plugin's results.json does not know the run broke
-    index, junit = write_outputs(results, out_dir, results_json)
+    index, junit = write_outputs(results, out_dir, results_json, claims)
     meta = results.meta
     print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
     print(f"\nreport: {index}\njunit:  {junit}")
@@ -96,10 +101,8 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
     if pytest_rc == 1:
         print("verdict: FAILED (pytest reported failing tests that are not golden regressions; see its output)")
         return EXIT_REGRESSION
-    if results.verdict == "changed":
-        print("verdict: changed within policy (allowed); accept the changes with `harness regen`")
-    else:
-        print("verdict: pass")
+    print("verdict: changed within policy (allowed); accept the changes with `harness regen`"
+          if results.verdict == "changed" else "verdict: pass")
     return EXIT_OK
 
 
@@ -256,10 +259,15 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     validate_env_key(project.store, args.b, "B")
     n = len(project.store.record_paths(args.a)) + len(project.store.record_paths(args.b))
     print(f"harness: comparing {args.b} against {args.a} ({n} records)", flush=True)
+    claims = load_claims(args.claims) if args.claims else None
     results = compare_envs(project.store, project.settings, args.a, args.b)
+    checked = evaluate(claims, results.outcomes) if claims else None
     out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
-    code = finish(results, out)
-    (out / "summary.md").write_text(markdown_summary(results), encoding="utf-8")
+    code = finish(results, out, claims=checked)
+    if checked:
+        print("\n" + "\n".join(terminal_lines(checked)))
+    extra = [markdown_lines(checked)] if checked else []
+    (out / "summary.md").write_text(markdown_summary(results, extra), encoding="utf-8")
     print(f"summary: {out / 'summary.md'}")
     return code
 
@@ -344,10 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", metavar="A", help="baseline env key")
     p.add_argument("b", metavar="B", help="env key compared against A")
     p.add_argument("--out", metavar="DIR", help="where the report goes (default: <reports_dir>/compare-A-vs-B/<time>)")
+    p.add_argument("--claims", metavar="FILE", help="a release's claims (JSON, e.g. docs/claims/transformers-5.14.json): "
+                                                    "each checked against the outcomes, shown in the report and summary.md")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("envs", parents=[common], help="list recorded env keys")
     p.set_defaults(func=cmd_envs)
+    add_merge_parser(sub, common)
+    add_matrix_parser(sub, common)
 
     p = sub.add_parser("report", help="re-render a report from a results.json")
     p.add_argument("results", metavar="RESULTS_JSON")
@@ -378,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
     try:
         return args.func(args, extra)
-    except (UsageError, ConfigError, RecordError, ResultsFileError) as exc:
+    except (UsageError, ConfigError, RecordError, ResultsFileError, ClaimsError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ checking core (harness/checking.py) fills in the suite, case and side it was com
 
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
-| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression |
+| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/humane.py) |
 | tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is below the tie epsilon of the coarser dtype, between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
@@ -33,6 +33,7 @@ from deepdiff import DeepDiff
 
 from harness import stats
 from harness.compare_stats import compare_distribution, compare_latency, compare_rate
+from harness.humane import change_detail
 from harness.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
@@ -70,11 +71,8 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
     transition = _error_transition(name, baseline.value, observed.value)
     if transition is not None:
         return transition
-    lines = diff.pretty().splitlines()
-    detail = "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
-    return verdict(
-        name, "exact", Status.REGRESSION, detail, "real-change", {"deepdiff": json.loads(diff.to_json())}
-    )
+    return verdict(name, "exact", Status.REGRESSION, change_detail(baseline.value, observed.value), "real-change",
+                   {"deepdiff": json.loads(diff.to_json())})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,8 +268,8 @@ def compare_capability(name: str, observed: Field, baseline: Field, policy: Poli
         diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
         if not diff:
             return verdict(name, "capability", Status.PASS, "unchanged")
-        return verdict(name, "capability", Status.CHANGED, "; ".join(diff.pretty().splitlines()[:3]),
-                          "capability-changed", {"deepdiff": json.loads(diff.to_json())})
+        return verdict(name, "capability", Status.CHANGED, change_detail(baseline.value, observed.value),
+                       "capability-changed", {"deepdiff": json.loads(diff.to_json())})
     added, removed = sorted(new - old), sorted(old - new)
     if not added and not removed:
         return verdict(name, "capability", Status.PASS, "unchanged")

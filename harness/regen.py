@@ -33,17 +33,16 @@ class RecordChange:
     change: str  # "added", "removed", "changed"
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
-    changed: tuple[tuple[str, str], ...] = ()  # (field, deepdiff summary)
+    changed: tuple[tuple[str, str], ...] = ()  # (field, 'key: old -> new' summary)
     record: Record | None = None  # the new record ("removed": None)
     note: str = ""
 
 
 def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """A one-line deepdiff summary of one field's JSON (kind, value, extras)."""
-    from deepdiff import DeepDiff
+    """One line of "key: old -> new" changes of one field's JSON (kind, value, extras)."""
+    from harness.humane import change_detail
 
-    lines = DeepDiff(old, new, verbose_level=2).pretty().splitlines()
-    return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
+    return change_detail(old, new, limit=2)
 
 
 def same_shape(old: Any, new: Any) -> bool:

@@ -126,7 +126,7 @@ def test_check_changed_value_is_a_regression(project, capfd):
     assert project.run("check") == 1
     out = capfd.readouterr().out
     regression = out[out.index("\nregression (2):"):out.index("\nchanged (2):")]
-    assert "toy    one   value" in regression and "changed from 1 to 2" in regression
+    assert "toy    one   value" in regression and "root: 1 -> 2" in regression
     changed = out[out.index("\nchanged (2):"):out.index("report:")]
     assert "features" in changed and "feature-added" in changed
     assert "verdict: REGRESSION" in out
@@ -245,7 +245,7 @@ def test_regen_yes_prints_and_writes_only_the_current_env(project, capfd):
     assert project.run("regen", "--yes") == 0
     out = capfd.readouterr().out
     assert "1 record(s) added, 1 changed, 1 removed" in out
-    assert "~ toy/one" in out and "~ value (changed)" in out and "changed from 1 to 2" in out
+    assert "~ toy/one" in out and "~ value (changed)" in out and "value: 1 -> 2" in out
     assert "- gone (removed)" in out
     assert "+ toy/two" in out and "+ value (added)" in out
     assert "- toy/stale" in out
@@ -382,6 +382,25 @@ def test_compare_two_envs_renders_the_report(project, capfd):
     assert "Verdict: **pass**" in (project.root / "docs" / "same" / "summary.md").read_text()
     assert project.run("compare", a, "nope") == 2
     assert a in capfd.readouterr().err
+
+
+def test_compare_with_claims_writes_the_table_to_html_and_summary(project, capfd, tmp_path):
+    a, b = write_two_envs(project)
+    claims = tmp_path / "claims.json"
+    claims.write_text(json.dumps({"title": "Toy", "claims": [
+        {"id": "ensemble", "text": "adds ensemble", "evidence": [
+            {"suite": "greedy", "case": "c1", "field": "features", "expect": {"detail": "added ensemble"}}]}]}))
+    target = project.root / "docs" / "upgrade"
+    assert project.run("compare", a, b, "--out", str(target), "--claims", str(claims)) == 1
+    assert "ensemble: observed" in capfd.readouterr().out
+    summary = (target / "summary.md").read_text()
+    assert summary.index("distinct finding") < summary.index("## Release notes, checked: Toy")
+    assert "| **ensemble**: adds ensemble | observed |" in summary
+    assert "### Not in the release notes (1)" in summary and "tokens differ from step 2" in summary
+    assert 'data-claim="ensemble"' in (target / "index.html").read_text()
+    claims.write_text("{}")
+    assert project.run("compare", a, b, "--claims", str(claims)) == 2
+    assert str(claims) in capfd.readouterr().err
 
 
 def test_compare_corrupt_record_names_the_file(project, capfd):
@@ -790,3 +809,14 @@ def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
     for typed, expected in (("y", True), (" YES ", True), ("", False), ("no", False), ("yep", False)):
         monkeypatch.setattr("builtins.input", lambda prompt, typed=typed: typed)
         assert confirm("write?") is expected, typed
+
+
+def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_path):
+    for name, value in (("cell-a", 1), ("cell-b", 2)):
+        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", project.fp, {"value": Field("exact", value)})
+    assert project.run("merge", str(tmp_path / "cell-a")) == 0
+    assert f"harness: merge: {OTHER_KEY}: added 1 records" in capfd.readouterr().out
+    assert project.store.read(OTHER_KEY, "toy", "one").fields["value"].value == 1
+    assert project.run("merge", str(tmp_path / "cell-a"), str(tmp_path / "cell-b")) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and str(tmp_path / "cell-a" / OTHER_KEY) in err and str(tmp_path / "cell-b" / OTHER_KEY) in err

@@ -158,7 +158,7 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     assert statuses(results(pytester)) == expected
     run.stdout.fnmatch_lines([
         "*golden regression in kinds/tiny/plain-0*",
-        "*layers [[]exact, baseline[]]: Value of root[[]1[]] changed from \"sliding\" to \"chunked\"*",
+        "*layers [[]exact, baseline[]]: root[[]1[]]: 'sliding' -> 'chunked'*",
         "*tokens [[]tokens, baseline[]]: tokens differ from step 2: old [[]7, 8[]] vs new [[]9, 8[]]*",
         "*accepted [[]rate, baseline[]]: rate changed: old 600/1000*vs new 300/1000*",
     ])

@@ -43,3 +43,11 @@ def test_error_text_is_scrubbed_of_local_paths():
     err = error_of(ValueError(f"cannot open {_REPO_ROOT}/golden/x at 0xdeadbeef12\nsecond line"))
     assert err == {"type": "ValueError", "message": "cannot open <repo>/golden/x at 0x..."}
     assert not is_subject_error(ValueError("never raised"))
+
+
+def test_a_long_path_is_scrubbed_before_the_message_is_cut():
+    """A tmp dir deep enough (a nox session's) must not leak half a path into a record."""
+    deep = "/work/.nox/suites-5-14-0/tmp/pytest-of-root/pytest-7/" + "d" * 300
+    err = error_of(ValueError(f"{'x' * 200} at {deep}/config.json: no such file"), scrub={deep: "<dir>"})
+    assert err["message"] == f"{'x' * 200} at <dir>/config.json: no such file"
+    assert len(error_of(ValueError("y" * 1000))["message"]) == 300

@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from harness.findings import group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
@@ -71,6 +72,17 @@ class SuiteView:
     anchor: str
     counts: tuple[tuple[str, int], ...]
     cases: tuple[CaseView, ...]
+
+
+@dataclass(frozen=True)
+class FindingView:
+    anchor: str
+    status: str
+    category: str
+    category_class: str
+    sentence: str
+    cases: tuple[tuple[str, str], ...]  # (suite/case, anchor of its outcome)
+    follows: int
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,20 @@ def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
     return groups
 
 
+def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
+    """The distinct findings (harness/findings.py), each linking to its cases' outcomes."""
+    anchors = {id(o): f"o{i}" for i, o in enumerate(outcomes)}
+    views = []
+    for i, f in enumerate(group_findings(outcomes)):
+        first: dict[str, str] = {}
+        for o in f.outcomes:
+            first.setdefault(f"{o.suite}/{o.case}", anchors[id(o)])
+        views.append(FindingView(anchor=f.anchor(i), status=f.status.value, category=f.category,
+                                 category_class=category_class(f.category), sentence=f.sentence(240),
+                                 cases=tuple(first.items()), follows=len(f.follows)))
+    return views
+
+
 def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
     rows = []
     for key, value in flatten(meta).items():
@@ -162,7 +188,8 @@ def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def context(results: Results) -> dict[str, Any]:
+def context(results: Results, claims: Any = None) -> dict[str, Any]:
+    findings = finding_views(results.outcomes)
     views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
     envs = env_rows(results.baseline_env, results.env)
     verdict = results.verdict
@@ -181,6 +208,9 @@ def context(results: Results) -> dict[str, Any]:
         "suites": suite_views(views),
         "bias_groups": bias_groups(results.outcomes),
         "latency": latency,
+        "findings": findings,
+        "findings_headline": headline(group_findings(results.outcomes)),
+        "claims": claims,
     }
 
 
@@ -195,18 +225,18 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_html(results: Results) -> str:
+def render_html(results: Results, claims: Any = None) -> str:
     css = (HERE / "report.css").read_text(encoding="utf-8")
-    return environment().get_template("report.html").render(css=css, **context(results))
+    return environment().get_template("report.html").render(css=css, **context(results, claims))
 
 
-def render(results: Results, out_dir: str | Path) -> Path:
+def render(results: Results, out_dir: str | Path, claims: Any = None) -> Path:
     """Write `out_dir/index.html` (directories created, file replaced atomically); return its path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "index.html"
     tmp = out_dir / ".index.html.tmp"
     # errors="replace": lone surrogates from a record must not make the whole report fail
-    tmp.write_text(render_html(results), encoding="utf-8", errors="replace")
+    tmp.write_text(render_html(results, claims), encoding="utf-8", errors="replace")
     os.replace(tmp, target)
     return target

@@ -9,11 +9,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.findings import group_findings, headline
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.schema import Results, Status
 
 MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
+MAX_FINDINGS = 30  # findings listed in the terminal summary
 
 
 def timestamped_dir(parent: Path) -> Path:
@@ -25,14 +27,15 @@ def timestamped_dir(parent: Path) -> Path:
     return candidate
 
 
-def write_outputs(results: Results, out_dir: Path, results_json: bool = True) -> tuple[Path, Path]:
-    """results.json (unless already there), index.html and junit.xml in out_dir."""
+def write_outputs(results: Results, out_dir: Path, results_json: bool = True, claims: Any = None) -> tuple[Path, Path]:
+    """results.json (unless already there), index.html (with the release-notes `claims`, if any)
+    and junit.xml in out_dir."""
     from harness.golden import atomic_write_json
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if results_json:
         atomic_write_json(out_dir / "results.json", results.to_json())
-    return render(results, out_dir), write_junit(results, out_dir / "junit.xml")
+    return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -76,6 +79,12 @@ def print_summary(results: Results, title: str) -> None:
     counts = results.counts()
     for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
         print("  " + line)
+    findings = group_findings(results.outcomes)
+    print(f"\n{headline(findings)}:")
+    for i, finding in enumerate(findings[:MAX_FINDINGS], 1):
+        print(f"  {i}. {printable(finding.sentence())}")
+    if len(findings) > MAX_FINDINGS:
+        print(f"  ... and {len(findings) - MAX_FINDINGS} more (see the report)")
     for status in (Status.REGRESSION, Status.CHANGED):
         listed = [o for o in results.outcomes if o.status is status]
         if not listed:
@@ -89,13 +98,26 @@ def print_summary(results: Results, title: str) -> None:
             print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
 
 
-def markdown_summary(results: Results) -> str:
-    """The report's gist as markdown for a pull request or docs/: per suite, how many fields ended
-    in each status and category; then every regression, change and missing field."""
+def md_cell(text: Any, width: int = 200) -> str:
+    return shorten(text, width).replace("|", "/")
+
+
+def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> str:
+    """The report's gist as markdown for a pull request or docs/: the distinct findings (one line
+    each, with the cases they affect), `extra` sections (e.g. the release-notes claims), per suite
+    how many fields ended in each status and category; then every regression, change and missing field."""
     meta = results.meta
+    findings = group_findings(results.outcomes)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             "", "| suite | outcome | fields |", "|---|---|---|"]
+             "", f"## {headline(findings)}", ""]
+    for i, finding in enumerate(findings, 1):
+        cases = finding.cases
+        listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
+        lines.append(f"{i}. {md_cell(finding.sentence(200))}  \n   cases: {listed}")
+    for section in extra:
+        lines += ["", *section]
+    lines += ["", "## Per suite", "", "| suite | outcome | fields |", "|---|---|---|"]
     per: dict[tuple[str, str], int] = {}
     for o in results.outcomes:
         key = (o.suite, o.status.value + (f" ({o.category.value})" if o.category else ""))
@@ -107,5 +129,5 @@ def markdown_summary(results: Results) -> str:
             lines += ["", f"## {status.value} ({len(listed)})", "", "| suite | case | field | category | detail |",
                       "|---|---|---|---|---|"]
             lines += [f"| {o.suite} | {o.case} | {o.field} | {o.category.value or '-'} | "
-                      f"{shorten(o.detail, 200).replace('|', '/')} |" for o in listed]
+                      f"{md_cell(o.detail)} |" for o in listed]
     return "\n".join(lines) + "\n"

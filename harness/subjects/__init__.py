@@ -69,11 +69,11 @@ def error_of(exc: BaseException, scrub: dict[str, str] | None = None) -> dict[st
     """An exception as an exact field value: its type name and the first line of its message
     (paths in `scrub`, and the checkout's root, replaced by stable placeholders, so records do not
     depend on where the run happened)."""
-    message = first_line(str(exc))
+    message = first_line(str(exc), limit=10_000)  # scrubbed before it is cut: a cut path would not match
     for path, placeholder in {**(scrub or {}), _REPO_ROOT: "<repo>"}.items():
         message = message.replace(path, placeholder)
     message = re.sub(r"0x[0-9a-f]{6,}", "0x...", message)
-    return {"type": type(exc).__name__, "message": message}
+    return {"type": type(exc).__name__, "message": message[:300]}
 
 
 def observe(fn: Callable[[], T], scrub: dict[str, str] | None = None) -> tuple[T | None, dict[str, str] | None]:

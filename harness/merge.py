@@ -1,0 +1,109 @@
+"""`harness merge DIR...`: import record sets uploaded by CI runners into the store.
+
+Each DIR is a record store root, ``DIR/<env-key>/<suite>/<case>.json`` (a matrix job's
+``golden/records/<env-key>/`` uploaded as an artifact and downloaded under ``DIR/<env-key>/``).
+Every record is read and validated first; then, per env key:
+
+- the same key in two inputs with different record sets is refused, naming both paths (identical
+  sets are fine: a rerun job, an artifact downloaded twice);
+- a key the store does not have is added; one it has with the same records is left alone; one it
+  has with other records is refused unless ``--replace`` (then the store's set for that key is
+  swapped for the imported one in one transaction, `GoldenStore.replace_records`).
+
+Nothing is written unless every input is readable and no conflict was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.golden import GoldenStore
+from harness.project import UsageError, open_project
+from harness.schema import Record, RecordError
+
+RecordSet = dict[tuple[str, str], Record]
+
+
+def as_json(records: RecordSet) -> dict[tuple[str, str], Any]:
+    return {key: record.to_json() for key, record in records.items()}
+
+
+def first_difference(a: RecordSet, b: RecordSet) -> str:
+    """'suite/case' of the first record present in one set only or different between them."""
+    for key in sorted(set(a) | set(b)):
+        if key not in a or key not in b or a[key].to_json() != b[key].to_json():
+            return "/".join(key)
+    return ""
+
+
+def read_inputs(dirs: Sequence[str]) -> dict[str, tuple[Path, RecordSet]]:
+    """env key -> (its directory, its records), over every input; conflicts are `UsageError`s."""
+    found: dict[str, tuple[Path, RecordSet]] = {}
+    for raw in dirs:
+        source = GoldenStore(Path(raw))
+        if not source.root.is_dir():
+            raise UsageError(f"{source.root}: not a directory (expected <dir>/<env-key>/<suite>/<case>.json)")
+        keys = source.env_keys()
+        if not keys:
+            raise UsageError(f"{source.root}: no records (expected <dir>/<env-key>/<suite>/<case>.json)")
+        for key in keys:
+            try:
+                records = source.env_records(key)
+            except RecordError as exc:
+                raise UsageError(f"corrupt record {exc}; nothing was merged") from exc
+            here = source.root / key
+            if key in found and as_json(found[key][1]) != as_json(records):
+                other = found[key][0]
+                raise UsageError(f"env key {key}: {other} and {here} hold different record sets (first difference: "
+                                 f"{first_difference(found[key][1], records)}); keep one of them; nothing was merged")
+            found.setdefault(key, (here, records))
+    return found
+
+
+def merge(store: GoldenStore, dirs: Sequence[str], replace: bool = False) -> list[str]:
+    """Import the record sets under `dirs` into `store`; returns one line per env key."""
+    incoming = read_inputs(dirs)
+    plan: list[tuple[str, Path, RecordSet, RecordSet]] = []
+    for key, (here, records) in sorted(incoming.items()):
+        try:
+            existing = store.env_records(key) if key in store.env_keys() else {}
+        except RecordError as exc:
+            raise UsageError(f"corrupt record in the store {exc}; nothing was merged") from exc
+        if existing and as_json(existing) != as_json(records) and not replace:
+            raise UsageError(f"env key {key}: {store.root / key} and {here} hold different record sets (first "
+                             f"difference: {first_difference(existing, records)}); pass --replace to take {here}'s; "
+                             "nothing was merged")
+        plan.append((key, here, records, existing))
+    lines = []
+    for key, here, records, existing in plan:
+        if existing and as_json(existing) == as_json(records):
+            lines.append(f"{key}: {len(records)} records from {here} already in {store.root / key}; nothing to write")
+            continue
+        store.replace_records(key, records.values(), remove=[k for k in existing if k not in records])
+        verb = "replaced" if existing else "added"
+        lines.append(f"{key}: {verb} {len(records)} records from {here} under {store.root / key}")
+    return lines
+
+
+def cmd_merge(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    project = open_project(args)
+    if not project.store.root.is_dir():
+        raise UsageError(f"{project.store.root} does not exist (the store to merge into); create it first")
+    try:
+        lines = merge(project.store, args.dirs, args.replace)
+    except OSError as exc:
+        raise UsageError(f"cannot write records under {project.store.root}: {exc}") from exc
+    for line in lines:
+        print(f"harness: merge: {line}")
+    return 0
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("merge", parents=[common], help="import record sets (<dir>/<env-key>/...) into the store",
+                       description="Import record sets uploaded by CI runners into the golden store.")
+    p.add_argument("dirs", metavar="DIR", nargs="+", help="a record store root: DIR/<env-key>/<suite>/<case>.json")
+    p.add_argument("--replace", action="store_true", help="replace the store's records of an env key that differ")
+    p.set_defaults(func=cmd_merge)

@@ -1,0 +1,74 @@
+"""Findings: outcomes with one suite-independent cause grouped (harness/findings.py)."""
+
+from harness.findings import cause, group_findings, headline, normalise
+from harness.schema import Outcome, Status
+
+CROP = "raises now: ValueError: Assisted decoding requires a cache that can be cropped"
+
+
+def out(case, field="error", status="regression", category="broken", detail=CROP, suite="outputs", kind="exact"):
+    return Outcome(suite, case, field, kind, Status(status), detail, category)
+
+
+def test_normalise_masks_numbers_case_ids_and_env_keys_not_identifiers():
+    a = normalise("raises now: IndexError: index_copy_(): index 43 is out of bounds for dimension 2 with size 43")
+    b = normalise("raises now: IndexError: index_copy_(): index 106 is out of bounds for dimension 2 with size 106")
+    assert a == b and "index_copy_" in a and "43" not in a
+    assert normalise("seen in m.plain.short-0 only", ["m.plain.short-0"]) == "seen in <case> only"
+    assert normalise("recorded in tf5.14.0-torch2.13.0-cpu-x86_64-fp32 but") == "recorded in <env> but"
+    assert normalise("keys[1]: 'past' -> 'cache'") == normalise("keys[3]: 'past' -> 'cache'")
+
+
+def test_same_cause_across_cases_and_suites_is_one_finding():
+    outcomes = [out(f"m{i}.assisted.static") for i in range(13)]
+    outcomes += [out("case-a", detail="raises now: IndexError: index 43 is out of bounds ... size 43"),
+                 out("case-b", suite="caches", detail="raises now: IndexError: index 106 is out of bounds ... size 106")]
+    findings = group_findings(outcomes)
+    assert [len(f.cases) for f in findings] == [13, 2]
+    assert findings[1].cases == ["outputs/case-a", "caches/case-b"]
+    assert findings[1].example.endswith("size 43")  # the real text, not the mask
+    assert headline(findings) == "2 distinct findings (2 regression)"
+
+
+def test_different_field_status_or_category_are_different_findings():
+    base = out("case-a")
+    keys = {cause(o) for o in (base, out("case-a", field="text"), out("case-a", status="changed"),
+                                out("case-a", category="error-changed"))}
+    assert len(keys) == 4
+
+
+def test_passes_are_not_findings_and_order_is_regression_then_changed_missing_then_rest():
+    outcomes = [out("case-n", field="tokens", status="new", category="", detail="no baseline record"),
+                out("case-c", status="changed", category="fixed", detail="generates now"),
+                out("case-p", status="pass", category="tie-flip", detail="tie-flip"),
+                out("case-m", field="text", status="missing", category="missing-field", detail="recorded in X"),
+                out("case-r", field="layers", detail="root[1]: 'sliding' -> 'chunked'", category="real-change")]
+    findings = group_findings(outcomes)
+    assert [f.status.value for f in findings] == ["regression", "changed", "missing", "new"]
+    assert all(o.status is not Status.PASS for f in findings for o in f.outcomes)
+
+
+def test_fields_a_crashing_case_no_longer_observes_follow_its_error_finding():
+    outcomes = [out("case-a"), out("case-b"),
+                out("case-a", field="tokens", status="missing", category="missing-field", detail="recorded in X"),
+                out("case-b", field="tokens", status="missing", category="missing-field", detail="recorded in X"),
+                out("case-c", field="tokens", status="missing", category="missing-field", detail="recorded in X")]
+    findings = group_findings(outcomes)
+    assert len(findings) == 2
+    assert len(findings[0].follows) == 2 and "(+2 fields no longer observed)" in findings[0].sentence()
+    assert findings[1].cases == ["outputs/case-c"]  # a missing field with no crash is its own finding
+    every = [o for f in findings for o in f.outcomes + f.follows]
+    assert sorted(map(id, every)) == sorted(map(id, outcomes))
+
+
+def test_new_fields_of_one_record_are_one_finding_naming_the_fields():
+    outcomes = [out("case-a", field=f, status="new", category="", detail="no baseline record") for f in ("tokens", "text")]
+    (finding,) = group_findings(outcomes)
+    assert finding.fields == ["tokens", "text"]
+    assert finding.sentence() == "new in 2 fields (tokens, text) of 1 case: no baseline record"
+
+
+def test_sentence_is_one_line_cut_to_width():
+    finding = group_findings([out("case-a", detail="x" * 500 + "\nsecond line")])[0]
+    line = finding.sentence(width=100)
+    assert "\n" not in line and line.startswith("regression (broken) in `error` of 1 case: ") and line.endswith("...")

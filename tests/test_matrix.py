@@ -1,0 +1,80 @@
+"""`harness matrix` (harness/matrix.py) with the nox sessions replaced by a fake runner, and the
+noxfile's sessions listed by nox itself."""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config import HarnessConfig
+from harness.golden import GoldenStore, atomic_write_json
+from harness.matrix import matrix
+from harness.project import Project
+from harness.schema import Field, Results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def key(version: str) -> str:
+    return f"tf{version}-torch2.13.0-cpu-x86_64-fp32"
+
+
+def fake_runner(cell, project, out, args, versions):
+    """What a cell's nox session leaves behind: its records and results.json, or a failed pip log."""
+    cell_dir = out / "cells" / cell.version
+    if cell.version == "9.9.9":
+        (cell_dir / "nox.log").write_text("nox > python -m pip install transformers==9.9.9\n"
+                                          "ERROR: No matching distribution found for transformers==9.9.9\n"
+                                          "nox > Session suites-9.9.9 failed.\n")
+        return 1
+    env = {"transformers": cell.version, "dtype": "fp32"}
+    crash = cell.version == "5.24.0"
+    for case in ("m.assisted.static", "m.prompt_lookup.static"):
+        fields = {"error": Field("exact", {"type": "IndexError", "message": f"index {40 + len(case)} is out of bounds"}
+                                 if crash else None)}
+        if not crash:
+            fields["tokens"] = Field("tokens", [1, 2, 3])
+        project.store.update(key(cell.version), "outputs", case, env, fields)
+    atomic_write_json(cell_dir / "results.json", Results(env, None, [], {"env_key": key(cell.version)}).to_json())
+    return 0
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    (tmp_path / "records").mkdir()
+    settings = HarnessConfig(rootdir=tmp_path, golden_dir=tmp_path / "records", models_dir=tmp_path / "models",
+                             reports_dir=tmp_path / "reports")
+    return Project(tmp_path, settings, GoldenStore(tmp_path / "records"), tmp_path / "reports")
+
+
+def test_a_cell_that_fails_to_install_is_reported_and_the_chain_skips_it(project, tmp_path, capsys):
+    args = argparse.Namespace(transformers=["5.13.1", "9.9.9", "5.14.0", "5.24.0"], torch="2.13.0", workers="2",
+                              out=str(tmp_path / "upgrades"))
+    cells, links, out = matrix(project, args, runner=fake_runner)
+    assert [c.status for c in cells] == ["recorded", "failed", "recorded", "recorded"]
+    assert cells[1].reason == "ERROR: No matching distribution found for transformers==9.9.9"
+    assert [link.directory for link in links] == ["5.13.1-to-5.14.0", "5.14.0-to-5.24.0"]
+    assert [link.verdict for link in links] == ["pass", "regression"]
+    assert links[1].headline.startswith("1 distinct finding (1 regression)")
+    for link in links:
+        assert {p.name for p in (out / link.directory).iterdir()} == {"index.html", "results.json", "summary.md"}
+    summary = (out / "5.14.0-to-5.24.0" / "summary.md").read_text()
+    assert "regression (broken) in `error` of 2 cases" in summary  # index 57 and 62: one finding
+    index = (out / "index.html").read_text()
+    assert "5.14.0-to-5.24.0/index.html" in index and "transformers==9.9.9" in index and "failed" in index
+    progress = capsys.readouterr().out
+    assert "matrix [2/4] transformers 9.9.9: failed" in progress and "  ERROR: No matching distribution" in progress and "matrix [4/4] transformers 5.24.0: recorded" in progress
+
+
+@pytest.mark.skipif(shutil.which("nox") is None and not (Path(sys.executable).parent / "nox").exists(),
+                    reason="nox is not installed (pip install -e '.[dev]')")
+def test_noxfile_has_one_suites_session_per_version():
+    env = {"HARNESS_MATRIX_VERSIONS": "5.13.1 5.24.0", "PATH": str(Path(sys.executable).parent)}
+    listed = subprocess.run([sys.executable, "-m", "nox", "-l", "--json"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, check=True).stdout
+    names = [s["session"] for s in json.loads(listed)]
+    assert names == ["suites-5.13.1", "suites-5.24.0"]
