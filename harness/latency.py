@@ -8,8 +8,7 @@ does). The comparer divides the samples by median(calibration), so a machine tha
 whole (another job on the other core, a lower clock) moves both and cancels; what is left is the
 subject's cost in units of the calibration workload.
 
-The timer is pytest-benchmark's (`pytest_benchmark.timers.default_timer`, i.e.
-`time.perf_counter`) when it is installed. Each sample is the best of `inner` back-to-back calls
+The timer is the process's CPU time (`time.process_time`, see `timer`). Each sample is the best of `inner` back-to-back calls
 (the minimum is the least-disturbed estimate of a short call's cost; a descheduling spike hits
 one call, not all of them).
 
@@ -20,14 +19,17 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-try:  # the same clock pytest-benchmark times with
-    from pytest_benchmark.timers import default_timer as timer
-except ImportError:  # pragma: no cover - pytest-benchmark is a dev dependency
-    from time import perf_counter as timer
+# CPU time of this process (what pytest-benchmark times with under
+# `--benchmark-timer time.process_time`): on a shared machine wall time also measures how long the
+# scheduler kept the process off a core - a 10 ms decode loop is descheduled far more often than a
+# 1 ms calibration call, so wall-time ratios drift by 50 % with the machine's load. The suites run
+# torch on one intra-op thread, so the process's CPU time is the work done.
+timer = time.process_time
 
 DEEP_ENV = "HARNESS_LATENCY_DEEP"  # "1": the longer, more precise mode (more samples)
 
