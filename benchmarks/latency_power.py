@@ -33,8 +33,8 @@ def one_run(slowdown: float, out: Path) -> tuple[list[str], dict[str, float]]:
            "--harness-results", str(out)]
     subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     outcomes = [o for o in json.loads(out.read_text())["outcomes"] if o["kind"] == "latency"]
-    flagged = sorted(o["field"] for o in outcomes if o["status"] == "regression")
-    ratios = {o["field"]: round(float(o["diff"]["ratio"]), 3) for o in outcomes if "ratio" in o.get("diff", {})}
+    flagged = sorted(f"{o['case']}/{o['field']}" for o in outcomes if o["status"] == "regression")
+    ratios = {f"{o['case'].split('.')[0]}/{o['field']}": round(float(o["diff"]["ratio"]), 3) for o in outcomes if "ratio" in o.get("diff", {})}
     return flagged, ratios
 
 

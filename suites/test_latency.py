@@ -71,24 +71,6 @@ def test_decode(case: Case, golden, zoo, target):
         _check(golden, f"decode_{kind}", timing, steps_per_sample=hf_latency.DECODE_STEPS)
 
 
-def _speculative(case: Case, path: str, got: hf.Generated, zoo, plain: latency.Timing, timing: latency.Timing):
-    """Acceptance, tokens per target forward, and measured vs theoretical speedup of one path."""
-    accepted, drafted = got.acceptance_trace()
-    rejections = sum(1 for a, d in zip(accepted, drafted, strict=True) if a < d)
-    a = sum(accepted) / max(1, sum(accepted) + rejections)  # drafts after a rejection were never tested
-    g = case.draft_tokens or 1
-    if path == "prompt_lookup":
-        c = 0.0  # a string match: no model forward
-    elif path == "mtp":  # one MTP layer on the trunk
-        c = 1.0 / zoo.config_json(case.model)["num_hidden_layers"]
-    else:  # assistant decode step / target decode step
-        c = zoo.config_json(case.assistant)["num_hidden_layers"] / zoo.config_json(case.model)["num_hidden_layers"]
-    return {"acceptance": a, "accepted": sum(accepted), "drafted": sum(drafted),
-            "tokens_per_forward": len(got.tokens) / max(1, got.target_forwards), "draft_tokens": g,
-            "cost_ratio": c, "speedup": latency.median(plain.samples) / latency.median(timing.samples),
-            "theoretical_speedup": latency.theoretical_speedup(a, g, c)}
-
-
 @pytest.mark.parametrize("case", [c for c in latency_cases() if c.name.endswith(".generate")], ids=lambda c: c.id)
 def test_generate(case: Case, golden, zoo, target):
     cal = hf_latency.calibration(zoo)
@@ -116,5 +98,7 @@ def test_generate(case: Case, golden, zoo, target):
         if path == "plain":
             plain = timing
         elif plain is not None:
-            extras.update(_speculative(case, path, got, zoo, plain, timing))
+            c = hf_latency.cost_ratio(zoo, case.model, path, case.assistant)
+            extras.update(hf_latency.speculative_stats(got, case.draft_tokens, c, latency.median(plain.samples),
+                                                       latency.median(timing.samples)))
         _check(golden, f"generate_{path}", timing, **extras)

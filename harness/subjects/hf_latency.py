@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.latency import rss_bytes, timer
+from harness.latency import rss_bytes, theoretical_speedup, timer
 from harness.subjects import hf_cache
 from harness.subjects.hf import Zoo, generate
 
@@ -122,3 +122,28 @@ def slowed(model, fraction: float) -> Iterator[None]:
     finally:
         for h in handles:
             h.remove()
+
+
+def cost_ratio(zoo: Zoo, model_name: str, path: str, assistant: str | None) -> float:
+    """c = t(one draft step) / t(one target step), from the architectures: prompt lookup 0 (a
+    string match), MTP 1 / trunk layers (one MTP layer), an assistant its layers / the target's
+    (the zoo's models share widths)."""
+    if path == "prompt_lookup":
+        return 0.0
+    layers = zoo.config_json(model_name)["num_hidden_layers"]
+    if path == "mtp":
+        return 1.0 / layers
+    return zoo.config_json(assistant)["num_hidden_layers"] / layers
+
+
+def speculative_stats(got, draft_tokens: int, c: float, plain_s: float, path_s: float) -> dict[str, float]:
+    """Per-token acceptance a (accepted / (accepted + rejections): drafts after a rejection were
+    never tested), tokens per target forward, and the measured speedup (plain / path, medians of
+    one run) next to Leviathan et al.'s theoretical one from a, g = draft_tokens and c."""
+    accepted, drafted = got.acceptance_trace()
+    rejections = sum(1 for a, d in zip(accepted, drafted, strict=True) if a < d)
+    a = sum(accepted) / max(1, sum(accepted) + rejections)
+    return {"acceptance": a, "accepted": sum(accepted), "drafted": sum(drafted),
+            "tokens_per_forward": len(got.tokens) / max(1, got.target_forwards), "draft_tokens": draft_tokens,
+            "cost_ratio": c, "speedup": plain_s / path_s,
+            "theoretical_speedup": theoretical_speedup(a, draft_tokens, c)}
