@@ -51,8 +51,12 @@ class Thresholds:
         ``|a - b| <= atol + rtol*|b| + k * u(dtype) * max|b|`` (u = unit roundoff: 2^-24 fp32,
         2^-11 fp16, 2^-8 bf16). Low-precision forward errors scale with the tensor's magnitude, not
         each element's; measured errors are ~8 u * max|b|, so 32 leaves a 4x factor.
-    latency_tolerance: a slowdown below this fraction (0.25 = 25 %) is never a regression; above it
-        only when significant (one-sided Mann-Whitney at the run's alpha).
+    latency_tolerance: a slowdown below this fraction (0.10 = 10 %) is never a regression; above it
+        only when significant (one-sided Mann-Whitney at the run's alpha). Measured with
+        suites/test_latency.py on the project's 2 shared cores (benchmarks/latency_power.py, CPU-time
+        samples / in-run calibration): 20 clean reruns with the other core busy gave per-field
+        ratios to the record of x0.90-1.11 (medians x0.97-1.05) and no false alarm; a 15 % slower
+        forward was flagged in 20/20 runs, a 10 % slower one in 9/10 (its measured ratios x1.06-1.20).
     tv_max: the total-variation distance a distribution check must be able to rule out; a check
         whose TV upper confidence bound exceeds it is reported as "underpowered".
     """
@@ -62,7 +66,7 @@ class Thresholds:
     tie_eps_bf16: float = 0.75
     tie_eps_fp64: float = 1e-9
     tensor_cross_env_ulps: float = 32.0
-    latency_tolerance: float = 0.25
+    latency_tolerance: float = 0.10
     tv_max: float = 0.05
 
     def tie_eps(self, dtype: str) -> float:

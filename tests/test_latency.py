@@ -1,0 +1,78 @@
+"""The latency machinery (harness/latency.py, harness/subjects/hf_latency.py) and a reduced
+version of the suite's power check: a 15 % slowdown injected into the model's forward is a
+regression of the steady-state decode field at a default run's per-test alpha, and a clean rerun
+is not. (The full measurement, 20 + 20 runs of the whole suite: benchmarks/latency_power.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import latency, one_step, stats
+from harness.compare_stats import compare_latency
+from harness.config import Thresholds
+from harness.env import fingerprint
+from harness.policy import Policy
+from harness.schema import Field, Status
+from harness.subjects import hf_latency
+from harness.subjects.hf import Zoo
+
+ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+
+
+def test_theoretical_speedup_is_leviathan():
+    # a = 0: one token per step, paying g drafts; a = 1: g + 1 tokens per step
+    assert latency.theoretical_speedup(0.0, 4, 0.5) == pytest.approx(1 / 3)
+    assert latency.theoretical_speedup(1.0, 4, 0.0) == 5.0
+    assert latency.theoretical_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)
+
+
+def test_interleaved_alternates_and_keeps_gc_state():
+    order: list[str] = []
+    t = latency.interleaved(lambda: order.append("s"), lambda: order.append("c"), 4, warmup=1)
+    assert len(t.samples) == len(t.calibration) == 4
+    assert order == ["c", "s", "c", "s", "s", "c", "c", "s", "s", "c"]
+    assert t.value() == {"samples": t.samples, "calibration": t.calibration}
+
+
+def test_deep_mode_triples_samples(monkeypatch):
+    monkeypatch.delenv(latency.DEEP_ENV, raising=False)
+    assert latency.scaled(10) == 10
+    monkeypatch.setenv(latency.DEEP_ENV, "1")
+    assert latency.scaled(10) == 30
+
+
+@pytest.fixture(scope="module")
+def llama():
+    torch.set_num_threads(1)
+    zoo = Zoo()
+    return zoo, zoo.load("llama-target").model, zoo.prompt_ids("llama-target", "short-0")
+
+
+def _decode(zoo, model, ids) -> Field:
+    t = latency.interleaved(hf_latency.decode_steps(model), hf_latency.calibration(zoo), 30, inner=3, cal_inner=3,
+                            setup=hf_latency.decode_setup(model, ids, "dynamic"))
+    return Field("latency", t.value())
+
+
+def test_slowed_costs_the_fraction_and_is_removed(llama):
+    zoo, model, ids = llama
+    run = hf_latency.prefill(model, ids, "dynamic")
+    before = latency.best_of(run, 15)
+    with hf_latency.slowed(model, 0.5):
+        slow = latency.best_of(run, 15)
+    after = latency.best_of(run, 15)
+    assert 1.3 < slow / before < 1.7 and after / before < 1.2
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_a_15_percent_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
+    zoo, model, ids = llama
+    env = fingerprint()
+    policy = Policy(alpha=ALPHA, thresholds=Thresholds(), observed_env=env, baseline_env=env)
+    baseline = _decode(zoo, model, ids)
+    clean = compare_latency("decode", _decode(zoo, model, ids), baseline, policy)
+    with hf_latency.slowed(model, 0.15):
+        slowed = compare_latency("decode", _decode(zoo, model, ids), baseline, policy)
+    assert clean.status is Status.PASS, clean.detail
+    assert slowed.status is Status.REGRESSION and slowed.category == "slowdown", slowed.detail
