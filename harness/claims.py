@@ -66,6 +66,11 @@ def load_claims(path: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ClaimsError(f"{path}: cannot read claims: {exc}") from exc
+    return check_claims(data, path)
+
+
+def check_claims(data: Any, path: str | Path) -> dict[str, Any]:
+    """Validate claims data (a file's, or the copy a results.json keeps in meta["claims"])."""
     claims = data.get("claims") if isinstance(data, dict) else None
     if not isinstance(claims, list) or not claims:
         raise ClaimsError(f"{path}: expected a JSON object with a non-empty 'claims' list")

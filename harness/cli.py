@@ -26,7 +26,15 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.claims import ClaimsError, ClaimsReport, evaluate, load_claims, markdown_lines, terminal_lines
+from harness.claims import (
+    ClaimsError,
+    ClaimsReport,
+    check_claims,
+    evaluate,
+    load_claims,
+    markdown_lines,
+    terminal_lines,
+)
 from harness.config import ConfigError, HarnessConfig
 from harness.golden import GoldenStore
 from harness.matrix import add_parser as add_matrix_parser
@@ -261,6 +269,8 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     print(f"harness: comparing {args.b} against {args.a} ({n} records)", flush=True)
     claims = load_claims(args.claims) if args.claims else None
     results = compare_envs(project.store, project.settings, args.a, args.b)
+    if claims:
+        results.meta["claims"] = claims  # kept in results.json, so `harness report` shows the table again
     checked = evaluate(claims, results.outcomes) if claims else None
     out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
     code = finish(results, out, claims=checked)
@@ -303,7 +313,9 @@ def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
     source = Path(args.results)
     results = load_results(source)
     out = Path(args.out) if args.out else source.resolve().parent
-    index = render(results, out)
+    claims = results.meta.get("claims")
+    index = render(results, out, evaluate(check_claims(claims, f"{source}: meta.claims"), results.outcomes)
+                   if claims else None)
     print_summary(results, f"{results.meta.get('env_key', '?')} vs baseline {results.meta.get('baseline_key', '?')}")
     print(f"\nreport: {index}")
     if args.junit:

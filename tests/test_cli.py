@@ -398,6 +398,10 @@ def test_compare_with_claims_writes_the_table_to_html_and_summary(project, capfd
     assert "| **ensemble**: adds ensemble | observed |" in summary
     assert "### Not in the release notes (1)" in summary and "tokens differ from step 2" in summary
     assert 'data-claim="ensemble"' in (target / "index.html").read_text()
+    # the claims ride along in results.json: a re-render shows the same table
+    (target / "index.html").unlink()
+    assert main(["report", str(target / "results.json")]) == 0
+    assert 'data-claim="ensemble"' in (target / "index.html").read_text()
     claims.write_text("{}")
     assert project.run("compare", a, b, "--claims", str(claims)) == 2
     assert str(claims) in capfd.readouterr().err
