@@ -402,6 +402,7 @@ def test_compare_with_claims_writes_the_table_to_html_and_summary(project, capfd
     (target / "index.html").unlink()
     assert main(["report", str(target / "results.json")]) == 0
     assert 'data-claim="ensemble"' in (target / "index.html").read_text()
+    assert "claims.claims" not in (target / "index.html").read_text()  # not dumped into the run table
     claims.write_text("{}")
     assert project.run("compare", a, b, "--claims", str(claims)) == 2
     assert str(claims) in capfd.readouterr().err

@@ -180,9 +180,13 @@ def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
     return views
 
 
+SHOWN_ELSEWHERE = ("claims",)  # meta keys the page renders in a section of their own
+
+
 def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
     rows = []
-    for key, value in flatten(meta).items():
+    shown = {k: v for k, v in meta.items() if k not in SHOWN_ELSEWHERE} if isinstance(meta, dict) else meta
+    for key, value in flatten(shown).items():
         text = fmt_value(value)
         rows.append((key, text, is_long(text)))
     return rows
