@@ -55,15 +55,38 @@ def _decode(zoo, model, ids) -> Field:
     return Field("latency", t.value())
 
 
-def test_slowed_costs_the_fraction_and_is_removed(llama):
-    zoo, model, ids = llama
-    run = hf_latency.prefill(model, ids, "dynamic")
-    before = latency.best_of(run, 15)
-    with hf_latency.slowed(model, 0.5):
-        slow = latency.best_of(run, 15)
-    after = latency.best_of(run, 15)
-    assert 1.3 < slow / before < 1.7 and after / before < 1.2
-    assert not model._forward_hooks and not model._forward_pre_hooks
+class _ClockedModule(torch.nn.Module):
+    """A forward that costs exactly `cost` on a fake clock."""
+
+    def __init__(self, clock: dict[str, float], cost: float):
+        super().__init__()
+        self.clock, self.cost = clock, cost
+
+    def forward(self, x):
+        self.clock["t"] += self.cost
+        return x
+
+
+def test_slowed_busy_waits_the_fraction_of_each_forward_and_is_removed(monkeypatch):
+    # on a fake clock (each read advances it by 1e-4), so the check is exact, not a timing race
+    clock = {"t": 0.0}
+
+    def read() -> float:
+        clock["t"] += 1e-4
+        return clock["t"]
+
+    monkeypatch.setattr(hf_latency, "timer", read)
+    module = _ClockedModule(clock, cost=1.0)
+    for fraction in (0.15, 0.5):
+        with hf_latency.slowed(module, fraction):
+            start = clock["t"]
+            module(torch.zeros(1))
+            spent = clock["t"] - start
+        assert spent == pytest.approx(1.0 + fraction, abs=1e-3)  # the forward, then fraction of it busy
+        assert not module._forward_hooks and not module._forward_pre_hooks
+    start = clock["t"]
+    module(torch.zeros(1))
+    assert clock["t"] - start == pytest.approx(1.0)  # removed: no extra work after the block
 
 
 def test_a_15_percent_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
