@@ -151,8 +151,7 @@ def test_sdpa_prefill(case, golden, zoo):
     ids = zoo.prompt_ids(case.model, PROMPT)
     prompt_len = ids.shape[1]
     ref = engine.cache_spec(zoo.config_json(case.model))
-    sizes = [ref["sliding_window"] if t == "sliding_attention" else ref["attention_chunk_size"]
-             for t in ref["layer_types"]]
+    sizes = engine.windows(ref)  # window or chunk per layer (None: full, which needs none)
     observed, problems = {}, {}
     for name in ("dynamic", "static"):
         calls, err = prefill_sdpa_calls(lm.model, ids, name, prompt_len + STATIC_HEADROOM)
