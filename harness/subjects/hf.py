@@ -111,6 +111,13 @@ class Zoo:
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
+        self._memo: dict[Any, Any] = {}
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def directory(self, name: str) -> Path:
         """The checkpoint's directory, every file checked against the manifest (`FixtureError`)."""

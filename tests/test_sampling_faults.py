@@ -1,0 +1,135 @@
+"""Faults that bias sampling, injected into the installed transformers, are caught by the sampling
+suite's distribution check (not by exact token comparison): each runs the suite's own case
+(harness/sampling.py `observe`) at the level of a default run and must make `joint_vs_exact` a
+regression. Each test prints N, the p-value and the measured TV (pytest -s)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from harness import one_step, sampling, stats
+from harness.checking import CaseCheck, Rules
+from harness.config import Thresholds
+from harness.schema import Field, Outcome, Status
+from harness.subjects.hf import Zoo
+
+ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+
+
+class Checks:
+    """The part of the `golden` fixture `sampling.observe` uses, over a bare CaseCheck."""
+
+    def __init__(self) -> None:
+        self.core = CaseCheck("sampling", "fault", Rules(ALPHA, Thresholds(), {}))
+        self.alpha = ALPHA
+
+    def check(self, name, value, kind="exact", **extras):
+        return self.core.observe(name, Field(kind, value, extras))
+
+    def reference(self, name, observed, expected, kind="exact", *, observed_extras=None, expected_extras=None):
+        return self.core.reference(name, Field(kind, observed, observed_extras or {}),
+                                   Field(kind, expected, expected_extras or {}))
+
+    def outcome(self, name, status, kind="exact", detail="", category="", diff=None):
+        return self.core.add(Outcome("sampling", "fault", name, kind, Status(status), detail, category, dict(diff or {})))
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    return Zoo()
+
+
+# ----------------------------------------------------------------------------------------------
+# the faults
+
+
+@contextlib.contextmanager
+def temperature_twice() -> Iterator[None]:
+    """(a) the target's temperature applied twice: z / T / T."""
+    from transformers.generation import logits_process as lp
+
+    original = lp.TemperatureLogitsWarper.__call__
+
+    def twice(self, input_ids, scores):
+        return original(self, input_ids, original(self, input_ids, scores))
+
+    lp.TemperatureLogitsWarper.__call__ = twice
+    try:
+        yield
+    finally:
+        lp.TemperatureLogitsWarper.__call__ = original
+
+
+@contextlib.contextmanager
+def top_p_one_fewer() -> Iterator[None]:
+    """(b) top-p keeps one token fewer than it should (the least likely kept token is dropped
+    whenever more than one is kept)."""
+    from transformers.generation import logits_process as lp
+
+    original = lp.TopPLogitsWarper.__call__
+
+    def fewer(self, input_ids, scores):
+        out = original(self, input_ids, scores)
+        kept = torch.isfinite(out)
+        for row in range(out.shape[0]):
+            if int(kept[row].sum()) > 1:
+                masked = out[row].masked_fill(~kept[row], float("inf"))
+                out[row, int(masked.argmin())] = float("-inf")
+        return out
+
+    lp.TopPLogitsWarper.__call__ = fewer
+    try:
+        yield
+    finally:
+        lp.TopPLogitsWarper.__call__ = original
+
+
+@contextlib.contextmanager
+def acceptance_wrong_position() -> Iterator[None]:
+    """(d) the acceptance test reads the target's p of the next draft position (p_{i+1}(x_i) / q_i(x_i))."""
+    from transformers.generation import utils
+
+    original = utils._speculative_sampling
+
+    def shifted(candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs):
+        wrong = torch.cat([new_logits[:, 1:candidate_length + 1], new_logits[:, candidate_length:]], dim=1)
+        return original(candidate_input_ids, candidate_logits, candidate_length, wrong, *args, **kwargs)
+
+    utils._speculative_sampling = shifted
+    try:
+        yield
+    finally:
+        utils._speculative_sampling = original
+
+
+FAULTS = [
+    ("temperature_twice", temperature_twice, sampling.Spec("llama-target", "plain", "temperature")),
+    ("top_p_one_fewer", top_p_one_fewer, sampling.Spec("llama-target", "plain", "top_p")),
+    ("acceptance_wrong_position", acceptance_wrong_position, sampling.Spec("llama-target", "assisted", "default")),
+]
+
+
+def _run(zoo: Zoo, spec: sampling.Spec) -> dict[str, Outcome]:
+    golden = Checks()
+    zoo._memo.clear()  # never reuse a clean run's draws
+    sampling.observe(golden, zoo, spec)
+    return {o.field: o for o in golden.core.outcomes()}
+
+
+@pytest.mark.parametrize(("name", "fault", "spec"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_sampling_fault_is_caught_by_the_distribution_check(name, fault, spec, zoo):
+    with fault():
+        out = _run(zoo, spec)
+    fit = out["joint_vs_exact"]
+    print(f"{name}: {spec.id}: N = {fit.diff['n']}, p = {fit.diff['p_value']:.3g}, TV = {fit.diff['tv']:.3f}")
+    assert fit.status is Status.REGRESSION, fit.detail
+
+
+def test_the_same_cases_are_clean_without_a_fault(zoo):
+    for _, _, spec in FAULTS:
+        fit = _run(zoo, spec)["joint_vs_exact"]
+        assert fit.status is Status.PASS, f"{spec.id}: {fit.detail}"
