@@ -51,6 +51,9 @@ STAT_CHECKS = 2  # statistical fields per case (the record's fit, the fit agains
 DRAFT_TOKENS = 4
 EOS = 2  # the zoo's end token: a draw stops there
 ASSISTANT = "llama-assistant"
+# the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
+# use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
+MTP_MODEL = "mellum-mtp"
 SEED_STRIDE = 100_000  # draw i of a case uses seed crc32(case id) * SEED_STRIDE + i (+ HARNESS_SEED_SALT)
 
 SETTINGS: dict[str, Sampling] = {
@@ -116,7 +119,8 @@ def deep() -> bool:
     return os.environ.get("HARNESS_DEEP", "") not in ("", "0")
 
 
-def specs(mtp_model: str | None, deep_run: bool | None = None) -> list[Spec]:
+def specs(mtp_model: str | None = MTP_MODEL, deep_run: bool | None = None) -> list[Spec]:
+    """The case table: the default grid, or every path x setting with HARNESS_DEEP=1."""
     return _grid(mtp_model, deep() if deep_run is None else deep_run)
 
 

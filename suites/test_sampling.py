@@ -24,15 +24,13 @@ from __future__ import annotations
 import pytest
 
 from harness import sampling
-from harness.fixtures.zoo import SPECS
 from harness.subjects import hf
 
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup",
            "assisted": "assistant_model"}
-MTP_MODEL = next((s.name for s in SPECS if s.role == "mtp" and s.extra.get("fast_mtp")), None)
 
 
-@pytest.mark.parametrize("spec", sampling.specs(MTP_MODEL), ids=lambda s: s.id)
+@pytest.mark.parametrize("spec", sampling.specs(), ids=lambda s: s.id)
 def test_sampled_distribution(spec: sampling.Spec, golden, zoo):
     feature = FEATURE.get(spec.path)
     if feature is not None:

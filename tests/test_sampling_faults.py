@@ -106,10 +106,44 @@ def acceptance_wrong_position() -> Iterator[None]:
         utils._speculative_sampling = original
 
 
+@contextlib.contextmanager
+def mtp_draft_off_by_one() -> Iterator[None]:
+    """(c) the MTP drafter samples its draft from the distribution one position back (the MTP
+    layer's prediction at the second-to-last position) while reporting the right position's
+    logits as q to the verifier."""
+    from transformers import modeling_layers as ml
+    from transformers.generation import candidate_generator as cg
+
+    stash: dict[str, object] = {}
+    original_layer, original_get = ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates
+
+    def forward_layer(self, *args, **kwargs):
+        stash["hidden"], stash["mtp"] = original_layer(self, *args, **kwargs), self
+        return stash["hidden"]
+
+    def get_candidates(self, input_ids, *args, **kwargs):
+        ids, logits = original_get(self, input_ids, *args, **kwargs)
+        hidden = stash.pop("hidden", None)
+        if hidden is not None and hidden.shape[1] >= 2 and ids.shape[1] > input_ids.shape[1]:
+            wrong = stash["mtp"]._project_to_logits(hidden[:, -2:-1])[:, -1].float()
+            if self.logits_processor is not None:
+                wrong = self.logits_processor(input_ids, wrong)
+            ids = ids.clone()
+            ids[:, input_ids.shape[1]] = torch.multinomial(torch.softmax(wrong, dim=-1), 1)[:, 0]
+        return ids, logits
+
+    ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates = forward_layer, get_candidates
+    try:
+        yield
+    finally:
+        ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates = original_layer, original_get
+
+
 FAULTS = [
     ("temperature_twice", temperature_twice, sampling.Spec("llama-target", "plain", "temperature")),
     ("top_p_one_fewer", top_p_one_fewer, sampling.Spec("llama-target", "plain", "top_p")),
     ("acceptance_wrong_position", acceptance_wrong_position, sampling.Spec("llama-target", "assisted", "default")),
+    ("mtp_draft_off_by_one", mtp_draft_off_by_one, sampling.Spec(sampling.MTP_MODEL, "mtp", "default")),
 ]
 
 
@@ -122,6 +156,10 @@ def _run(zoo: Zoo, spec: sampling.Spec) -> dict[str, Outcome]:
 
 @pytest.mark.parametrize(("name", "fault", "spec"), FAULTS, ids=[f[0] for f in FAULTS])
 def test_a_sampling_fault_is_caught_by_the_distribution_check(name, fault, spec, zoo):
+    from harness.subjects import hf
+
+    if spec.path == "mtp" and not hf.capabilities()["use_mtp"]:
+        pytest.skip(f"transformers {hf.version()} has no use_mtp")
     with fault():
         out = _run(zoo, spec)
     fit = out["joint_vs_exact"]
@@ -130,6 +168,10 @@ def test_a_sampling_fault_is_caught_by_the_distribution_check(name, fault, spec,
 
 
 def test_the_same_cases_are_clean_without_a_fault(zoo):
+    from harness.subjects import hf
+
     for _, _, spec in FAULTS:
+        if spec.path == "mtp" and not hf.capabilities()["use_mtp"]:
+            continue
         fit = _run(zoo, spec)["joint_vs_exact"]
         assert fit.status is Status.PASS, f"{spec.id}: {fit.detail}"
