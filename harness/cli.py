@@ -342,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     running.add_argument("--attn", default="sdpa", help="attention implementation (default sdpa)")
     running.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own)")
     running.add_argument("-v", "--verbose", action="store_true", help="pytest's verbose output instead of -q")
+    running.add_argument("--deep", action="store_true", help="the deeper modes: every sampling path x setting at a "
+                                                             "smaller detectable TV, 3x the latency samples (slower)")
 
     parser = argparse.ArgumentParser(prog="harness", description="Upgrade validation harness for LLM text generation.",
                                      epilog="exit codes: 0 pass (or allowed changes), 1 regression, 2 usage or input error")

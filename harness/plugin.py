@@ -95,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-attn", dest="harness_attn", default="sdpa", help="attention implementation of the run")
     _add(group, "--harness-threads", dest="harness_threads", type=int, default=0,
          help="torch.set_num_threads(N) for the run (0: leave torch's default)")
+    _add(group, "--harness-deep", action="store_true", dest="harness_deep", default=False,
+         help="the deeper modes (sets HARNESS_DEEP=1): every sampling path x setting at a smaller detectable TV, "
+              "3x the latency samples")
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ class RunEnv:
     dtype: str
     device: str
     attn_implementation: str
+
+
+DEEP_ENV = "HARNESS_DEEP"
 
 
 class HarnessSession:
@@ -380,4 +386,6 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("harness_deep", False):
+        os.environ[DEEP_ENV] = "1"  # read by the case tables at collection (harness/sampling.py, latency.py)
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)

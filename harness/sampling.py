@@ -232,7 +232,7 @@ def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float |
     golden.outcome(f"{field}_bias_vs_target", "pass", kind="exact", category="bias" if spec.weight is not None else "",
                    detail=f"exact TV(emitted, target) = {exact:.4f} over the bins; measured {measured:.4f} "
                           f"(n = {plan.n}); the fit is decided by {field}",
-                   diff={"w": 1.0 if spec.weight is None else spec.weight, "series": f"{spec.path}, {spec.setting}",
-                         "tv_exact": exact, "tv_measured": measured,
-                         "tv_ci": [max(0.0, measured - half_width), min(1.0, measured + half_width)],
+                   diff={"w": spec.weight, "path": spec.path, "setting": spec.setting, "bias_exact": exact,
+                         "tv_to_target": measured,
+                         "tv_to_target_ci": [max(0.0, measured - half_width), min(1.0, measured + half_width)],
                          "seconds": draws.seconds, **plan.extras()})

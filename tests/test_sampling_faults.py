@@ -175,3 +175,56 @@ def test_the_same_cases_are_clean_without_a_fault(zoo):
             continue
         fit = _run(zoo, spec)["joint_vs_exact"]
         assert fit.status is Status.PASS, f"{spec.id}: {fit.detail}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the other direction: a release that draws its random numbers differently is not a regression
+
+
+@contextlib.contextmanager
+def one_extra_random_draw() -> Iterator[None]:
+    """generate() consumes one extra random number from the global generator before sampling (as a
+    release that reorders its draws would): every seeded stream changes, no distribution does."""
+    from transformers.generation import utils
+
+    original = utils.GenerationMixin.generate
+
+    def generate(self, *args, **kwargs):
+        torch.rand(1)
+        return original(self, *args, **kwargs)
+
+    utils.GenerationMixin.generate = generate
+    try:
+        yield
+    finally:
+        utils.GenerationMixin.generate = original
+
+
+def test_a_changed_random_stream_is_rng_stream_not_a_regression():
+    """The outputs suite's seeded case against its committed record: tokens differ, the sampled
+    distribution fits -> `changed`, category rng-stream (tokens and the text that follows them)."""
+    from pathlib import Path
+
+    from harness.config import load_config
+    from harness.env import env_key, fingerprint
+    from harness.fixtures.cases import output_cases
+    from harness.golden import GoldenStore
+    from harness.schema import Category
+
+    case = next(c for c in output_cases() if c.id == "llama-target.plain.dynamic.short-1.sample0")
+    record = GoldenStore(load_config(Path(__file__).resolve().parents[1]).golden_dir).read(env_key(fingerprint()), "outputs", case.id)
+    if record is None or "distribution" not in record.fields:
+        pytest.skip(f"no committed record of {case.id} with a distribution field for this environment")
+    fresh = Zoo()
+    golden = Checks()
+    golden.core = CaseCheck("outputs", case.id, Rules(ALPHA, Thresholds(), fingerprint()), baseline=record)
+    with one_extra_random_draw():
+        got = fresh.generate(case)
+        sampling.observe(golden, fresh, sampling.Spec(case.model, case.path, "default"), field="distribution")
+    golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    golden.check("text", fresh.load(case.model).tokenizer.decode(got.tokens), follows="tokens")
+    out = {o.field: o for o in golden.core.outcomes()}
+    assert got.tokens != record.fields["tokens"].value[0], "the extra draw should change the seeded stream"
+    assert out["distribution"].status is Status.PASS, out["distribution"].detail
+    assert out["tokens"].status is Status.CHANGED and out["tokens"].category is Category.RNG_STREAM
+    assert out["text"].category is Category.RNG_STREAM

@@ -18,6 +18,7 @@ from harness.findings import group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
+from harness.report.sampling_table import sampling_rows
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
@@ -211,6 +212,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
                                                          Status.MISSING.value)],
         "suites": suite_views(views),
         "bias_groups": bias_groups(results.outcomes),
+        "sampling": sampling_rows(results.outcomes),
         "latency": latency,
         "findings": findings,
         "findings_headline": headline(group_findings(results.outcomes)),
