@@ -91,7 +91,7 @@ class Golden:
 
     def _write(self) -> dict[str, Any] | None:
         session, check = self.session, self._check
-        if check is None or not check.observed or session.strict:
+        if check is None or not check.observed or session.strict or session.read_only:
             return None
         if check.unreadable is not None and session.baseline_key == session.run_env.key and not session.force_regen:
             return None  # never overwrite a record we could not read, unless regenerating it

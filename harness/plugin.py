@@ -129,6 +129,9 @@ class HarnessSession:
         results = config.getoption("harness_results")
         self.results_path = Path(results).resolve() if results else self.settings.reports_dir / "results.json"
         self.force_regen = bool(config.getoption("force_regen"))
+        # a deep run (more cases, larger N) is an investigation: it never writes records, so the
+        # committed default set stays the baseline (unless regenerating on purpose)
+        self.read_only = os.environ.get(DEEP_ENV, "") not in ("", "0") and not self.force_regen
         # CI (the CI environment variable, as CI systems set it) is strict: a field without a baseline fails
         self.strict = bool(config.getoption("harness_strict")) or _pytest_strict(config) or (
             bool(os.environ.get("CI")) and not self.force_regen)
@@ -387,5 +390,19 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("harness_deep", False):
-        os.environ[DEEP_ENV] = "1"  # read by the case tables at collection (harness/sampling.py, latency.py)
+        # read by the case tables at collection (harness/sampling.py, latency.py); restored at the end
+        config.stash[_DEEP_BEFORE] = os.environ.get(DEEP_ENV)
+        os.environ[DEEP_ENV] = "1"
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _DEEP_BEFORE in config.stash:
+        before = config.stash[_DEEP_BEFORE]
+        if before is None:
+            os.environ.pop(DEEP_ENV, None)
+        else:
+            os.environ[DEEP_ENV] = before
+
+
+_DEEP_BEFORE = pytest.StashKey[str | None]()
