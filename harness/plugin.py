@@ -15,6 +15,9 @@ Options (group "harness"):
                          the run's numerics, recorded in the fingerprint; suites read them from
                          the `harness_env` fixture (``--harness-threads N`` also calls
                          ``torch.set_num_threads(N)``)
+  --harness-model PATH [--harness-assistant PATH]
+                         a one-off run on your own checkpoint (harness/models.py; the suites'
+                         conftest turns it into cases and runs only that model's)
 
 Fixtures: `golden` (the checks of one test), `harness_env` (the run's fingerprint and key),
 `harness_config` (the project's `[tool.harness]`, loaded once per process). A suite reads::
@@ -95,6 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-attn", dest="harness_attn", default="sdpa", help="attention implementation of the run")
     _add(group, "--harness-threads", dest="harness_threads", type=int, default=0,
          help="torch.set_num_threads(N) for the run (0: leave torch's default)")
+    _add(group, "--harness-model", dest="harness_model", default=None, metavar="PATH",
+         help="run the suites on this checkpoint (a save_pretrained directory) instead of the configured models")
+    _add(group, "--harness-assistant", dest="harness_assistant", default=None, metavar="PATH",
+         help="the --harness-model's assistant (assisted / ensemble cases)")
 
 
 @dataclass(frozen=True)
