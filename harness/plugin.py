@@ -283,8 +283,19 @@ class HarnessSession:
             "golden_dir": relative_to(self.settings.rootdir, self.store.root),
             "writes": merged_writes(self.writes),
         }
+        users = self.user_model_names()
+        if users:
+            meta["user_models"] = users  # the report groups outcomes by model
+
         ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
+
+    def user_model_names(self) -> list[str]:
+        """Names of the run's own checkpoints (--harness-model, else [tool.harness.models.NAME])."""
+        from harness.models import from_flags
+
+        flag = self.config.getoption("harness_model", None)
+        return [from_flags(flag).name] if flag else [m.name for m in self.settings.user_models]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or (not self.outcomes and not self.golden_tests):
