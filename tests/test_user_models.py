@@ -235,3 +235,26 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
                          ("prod.plain.static.story.greedy", "first_logits"),
                          ("prod.plain.dynamic.story.sample0", "first_logits"),
                          ("prod.plain.dynamic.story.sample0", "tokens"), ("prod.plain.dynamic.story.sample0", "text")}
+
+
+# ----------------------------------------------------------------------------------------------
+# a real vocabulary (32k-256k) stays tractable
+
+
+def test_large_vocabularies_keep_the_top_of_the_distribution_aligned():
+    import torch
+
+    from harness.subjects.hf_cache import TOP_K, VOCAB_LIMIT, narrowed, top_values
+
+    small = torch.randn(2, 512)
+    assert top_values(small) == small.tolist() and narrowed(small, small) == (small.tolist(), small.tolist())
+    torch.manual_seed(0)
+    big = torch.randn(3, 32_000)
+    kept = torch.tensor(top_values(big))
+    assert kept.shape == (3, TOP_K) and torch.equal(kept[:, 0], big.max(-1).values)
+    assert torch.equal(torch.tensor(top_values(big[:, torch.randperm(32_000)])), kept)  # ids do not matter
+    drifted = big + 1e-7 * torch.randn_like(big)
+    a, b = narrowed(drifted, big)
+    assert len(a[0]) == len(b[0]) == TOP_K and VOCAB_LIMIT < big.shape[-1]
+    assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6)  # the same columns on both sides
+    assert torch.tensor(b).max() == big.max()
