@@ -15,7 +15,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import ConfigError, parse_config, tomllib
-from harness.fixtures.cases import model_cases, output_cases, user_output_cases
+from harness.fixtures.cases import latency_cases, model_cases, output_cases, user_output_cases
 from harness.fixtures.zoo import MODELS_DIR
 from harness.models import ModelError, UserModel, from_flags, resolve
 from harness.report.page import model_of
@@ -96,6 +96,9 @@ def test_user_cases_come_from_the_resolved_paths_and_prompts(checkpoints, tmp_pa
     zoo_ids = {c.id for c in output_cases()}
     assert zoo_ids == {c.id for c in output_cases([model])} - {c.id for c in cases}  # the zoo's rows unchanged
     assert model_of("mine.plain.dynamic.hello.greedy", ["mine", "llama-target"]) == "mine"
+    (latency,) = [c for c in latency_cases([model]) if c.model == "mine"]
+    assert (latency.id, latency.param("paths"), latency.assistant) == (
+        "mine.generate", ("plain", "assisted", "prompt_lookup", "ensemble"), "mine.assistant")
 
 
 def test_a_flagged_model_is_named_after_its_directory():
@@ -195,6 +198,9 @@ def outcomes(results: Path) -> list[dict]:
     return json.loads(results.read_text())["outcomes"]
 
 
+ONLY = "prod and not latency"  # timing is measured statistically; this test's verdicts are exact
+
+
 def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_perturbed_weight(
         tmp_path, capfd, pytester: pytest.Pytester):
     ckpt = qwen3(tmp_path / "prod-qwen3")
@@ -203,7 +209,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     (root / "prompts.jsonl").write_text('{"id": "story", "text": "Anna had a red ball, and"}\n')
 
     # first run through the CLI (a pytest subprocess): records written under <env-key>/<suite>/
-    assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", "prod"]) == 0
+    assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
     assert records == ["backends/prod.json", "caches/prod.json", "outputs/prod.plain.dynamic.story.greedy.json",
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json"]
@@ -219,7 +225,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     def rerun(name: str):
         results = tmp_path / f"{name}.json"
         run = pytester.runpytest_inprocess(str(REPO / "suites"), "--rootdir", str(root), "-p", "no:cacheprovider",
-                                           "--harness-results", str(results), "-k", "prod")
+                                           "--harness-results", str(results), "-k", ONLY)
         return run, outcomes(results)
 
     run, again = rerun("clean")
@@ -258,3 +264,37 @@ def test_large_vocabularies_keep_the_top_of_the_distribution_aligned():
     assert len(a[0]) == len(b[0]) == TOP_K and VOCAB_LIMIT < big.shape[-1]
     assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6)  # the same columns on both sides
     assert torch.tensor(b).max() == big.max()
+
+
+# ----------------------------------------------------------------------------------------------
+# a model's own dtype: its records and comparisons say so (golden.numerics, suites/conftest.py)
+
+NUMERICS_SUITE = '''
+import json
+from pathlib import Path
+
+
+def test_toy(golden):
+    golden.numerics("bf16")
+    golden.check("logits", json.loads((Path(__file__).parent / "value.json").read_text()), kind="tensor")
+'''
+
+
+def test_a_model_in_its_own_dtype_records_and_compares_in_it(pytester: pytest.Pytester):
+    pytester.makefile(".toml", pyproject='[tool.harness]\ngolden_dir = "records"\n')
+    (pytester.path / "records").mkdir()
+    pytester.makepyfile(test_toy=NUMERICS_SUITE)
+    (pytester.path / "value.json").write_text("[8.0, -3.0]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    (record,) = (pytester.path / "records").rglob("*.json")
+    assert json.loads(record.read_text())["env"]["dtype"] == "bf16" and record.parts[-3].endswith("-fp32")
+    # 0.5 % drift: beyond fp32's tolerance (rtol 1.3e-6), within bf16's (1.6e-2)
+    (pytester.path / "value.json").write_text("[8.04, -3.015]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # the same drift in the run's own fp32 is a regression
+    record.unlink()
+    (pytester.path / "test_toy.py").write_text(NUMERICS_SUITE.replace('    golden.numerics("bf16")\n', ""))
+    (pytester.path / "value.json").write_text("[8.0, -3.0]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    (pytester.path / "value.json").write_text("[8.04, -3.015]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)
