@@ -216,14 +216,15 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
                 old[(path.parent.name, path.stem)] = project.store.read_file(path)
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
-        complete = rc == 0 and not extra
+        complete = rc == 0 and not extra and not args.model  # --model runs one checkpoint's cases only
         from harness.compare import Policy
 
         policy = Policy(alpha=project.settings.alpha, thresholds=project.settings.thresholds)
         changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
         if not complete:
-            why = "some tests failed (see pytest's output above)" if rc else "pytest arguments select part of the suites"
+            why = ("some tests failed (see pytest's output above)" if rc else
+                   "--model runs one checkpoint's cases" if args.model else "pytest arguments select part of the suites")
             print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
         if not changes:
             print(f"\n{target}: records are up to date; nothing to write")

@@ -120,7 +120,7 @@ def parse_models_table(source: Path, rootdir: Path, table: dict[str, Any]) -> tu
     return tuple(parse_model(source, rootdir, name, value) for name, value in table.items())
 
 
-def from_flags(model: str, assistant: str | None = None, paths: tuple[str, ...] = ()) -> UserModel:
+def from_flags(model: str, assistant: str | None = None) -> UserModel:
     """`--model PATH [--assistant PATH]`: a one-off run, named after the model's directory."""
     path = Path(model).resolve()
     name = re.sub(r"[^A-Za-z0-9_-]", "-", path.name).strip("-_") or "model"
@@ -128,11 +128,7 @@ def from_flags(model: str, assistant: str | None = None, paths: tuple[str, ...] 
 
     if name in BY_NAME:
         name = f"user-{name}"
-    bad = [p for p in paths if p not in PATHS]
-    if bad:
-        raise ModelError(f"--paths: unknown path {bad[0]!r}; known: {', '.join(PATHS)}")
-    return UserModel(name=name, path=path, origin="--model",
-                     assistant=Path(assistant).resolve() if assistant else None, paths=tuple(paths))
+    return UserModel(name=name, path=path, origin="--model", assistant=Path(assistant).resolve() if assistant else None)
 
 
 # ----------------------------------------------------------------------------------------------
