@@ -298,3 +298,34 @@ def test_a_model_in_its_own_dtype_records_and_compares_in_it(pytester: pytest.Py
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     (pytester.path / "value.json").write_text("[8.04, -3.015]")
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# harness regen --model: one checkpoint's cases, never a removal of the others'
+
+TOY_SUITE = '''
+import pytest
+
+
+@pytest.mark.parametrize("case", ["one"])
+def test_toy(case, golden):
+    golden.check("value", 1)
+'''
+
+
+def test_regen_with_model_is_partial_and_keeps_other_records(tmp_path, checkpoints, capfd):
+    from harness.env import env_key, fingerprint
+    from harness.golden import GoldenStore
+    from harness.schema import Field
+
+    root = project(tmp_path / "proj")
+    (root / "suites").mkdir()
+    (root / "suites" / "test_toy.py").write_text(TOY_SUITE)
+    fp = fingerprint()
+    store = GoldenStore(root / "records")
+    kept = store.update(env_key(fp), "toy", "llama-target.plain.dynamic.short-0.greedy", fp,
+                        {"value": Field("exact", 1)}).path
+    assert main(["regen", "--yes", "--root", str(root), "--model", str(checkpoints["target"])]) == 0
+    out = capfd.readouterr().out
+    assert "--model runs one checkpoint's cases" in out and "nothing is removed" in out
+    assert kept.is_file() and (kept.parent / "one.json").is_file()
