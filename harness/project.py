@@ -93,6 +93,8 @@ def check_fixtures(settings: HarnessConfig, args: argparse.Namespace | None = No
 
 
 def check_user_models(settings: HarnessConfig, args: argparse.Namespace | None) -> None:
+    """The run's own checkpoints - `--model` (with `--assistant`), else the configured ones - are
+    readable, safetensors, tokenizer-compatible and ask for paths they support (harness/models.py)."""
     from harness.models import ModelError, from_flags, resolve
 
     model, assistant = getattr(args, "model", None), getattr(args, "assistant", None)
