@@ -361,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     running.add_argument("--model", metavar="PATH", help="run only this checkpoint of yours (a save_pretrained "
                                                          "directory, safetensors) instead of the configured models")
     running.add_argument("--assistant", metavar="PATH", help="--model's assistant: adds the assisted / ensemble cases")
+    running.add_argument("--deep", action="store_true", help="the deeper modes: every sampling path x setting at a "
+                                                             "smaller detectable TV, 3x the latency samples (slower)")
 
     parser = argparse.ArgumentParser(prog="harness", description="Upgrade validation harness for LLM text generation.",
                                      epilog="exit codes: 0 pass (or allowed changes), 1 regression, 2 usage or input error")

@@ -102,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
          help="run the suites on this checkpoint (a save_pretrained directory) instead of the configured models")
     _add(group, "--harness-assistant", dest="harness_assistant", default=None, metavar="PATH",
          help="the --harness-model's assistant (assisted / ensemble cases)")
+    _add(group, "--harness-deep", action="store_true", dest="harness_deep", default=False,
+         help="the deeper modes (sets HARNESS_DEEP=1): every sampling path x setting at a smaller detectable TV, "
+              "3x the latency samples")
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,9 @@ class RunEnv:
     dtype: str
     device: str
     attn_implementation: str
+
+
+DEEP_ENV = "HARNESS_DEEP"
 
 
 class HarnessSession:
@@ -398,4 +404,6 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("harness_deep", False):
+        os.environ[DEEP_ENV] = "1"  # read by the case tables at collection (harness/sampling.py, latency.py)
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)

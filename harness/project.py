@@ -172,6 +172,8 @@ def pytest_command(project: Project, args: argparse.Namespace, results: Path, ex
             command += ["--harness-assistant", str(Path(args.assistant).resolve())]
     if args.workers is not None:
         command += ["-n", args.workers]
+    if getattr(args, "deep", False):
+        command.append("--harness-deep")
     if not args.verbose:
         command.append("-q")
     return command + list(extra)

@@ -3,7 +3,10 @@
 One test, parametrized by the case table (harness/fixtures/cases.py `output_cases`: the zoo's rows and
 each user model's, built from its config's paths and its prompts). Per case it records:
   error         exact   the exception transformers raised (type, first line) or None
-  tokens        tokens  greedy/sampled ids with per-step top-2 margins
+  tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
+                        differs while `distribution` still fits is `changed` (rng-stream), not a regression
+  distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
+                        exact joint (harness/sampling.py `observe`, with processors / bias_vs_target)
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
                         sorted; harness/subjects/hf_cache.py `top_values`)
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import sampling
 from harness.compare import first_divergence
 from harness.fixtures.cases import output_cases
 from harness.schema import Case
@@ -51,7 +55,14 @@ def test_generate(case: Case, golden, zoo):
     if got.error is not None:
         return
     tok = zoo.load(case.model).tokenizer
-    golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])
+    # the path's sampled distribution judges its seeded stream (rng-stream); the sampling Spec drafts with
+    # the zoo's assistant, so a user model's sampled stream is compared exactly until it has its own
+    if case.decoding == "sample" and not zoo.is_user(case.model):
+        sampling.observe(golden, zoo, sampling.Spec(case.model, case.path, "default", case.weight),
+                         field="distribution")
+        golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    else:
+        golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])
     golden.check("text", tok.decode(got.tokens), follows="tokens")
     golden.check("first_logits", top_values(got.first_logits), kind="tensor")
     golden.check("target_forwards", got.target_forwards, follows=["tokens", "drafts"])

@@ -76,6 +76,19 @@ def test_window_is_exercised():
     assert (full.logits - ignored.logits).abs().max() > 1e-2
 
 
+def test_rope_theta_per_kind_and_qk_norm_are_exercised():
+    """Sensitivity: on mellum-mtp, one RoPE theta for every layer kind, or no q/k norm, changes the
+    logits, so the parity tests above would catch either rule being wrong."""
+    import dataclasses
+
+    _, tok, ref = models("mellum-mtp")
+    ids = torch.tensor(prompt_ids(tok, prompts.BY_ID["long-0"]))
+    base = ref.forward(ids, torch.arange(len(ids)), None).logits
+    for change in (dict(rope_theta_by_kind=()), dict(qk_norm=False)):
+        other = type(ref)(dataclasses.replace(ref.cfg, **change), ref.w)
+        assert (other.forward(ids, torch.arange(len(ids)), None).logits - base).abs().max() > 1e-2, change
+
+
 def _paths(name: str, ref):
     yield "prompt_lookup", lambda: PromptLookupDrafter(eos_token_id=EOS), 4
     if name == "llama-target":
@@ -98,10 +111,11 @@ def test_speculative_greedy_equals_plain_greedy(name):
                 assert got.target_forwards <= plain.target_forwards
 
 
-def test_mtp_drafts_equal_transformers_drafts():
+@pytest.mark.parametrize("name", [s.name for s in SPECS if s.role == "mtp"])
+def test_mtp_drafts_equal_transformers_drafts(name):
     if not hf.capabilities()["use_mtp"]:
         pytest.skip(f"transformers {hf.version()} has no use_mtp")
-    model, tok, ref = models("glm4moe-mtp")
+    model, tok, ref = models(name)
     for p in prompts.PROMPTS:
         ids = prompt_ids(tok, p)
         theirs = hf.generate(model, torch.tensor([ids]), NEW_TOKENS, use_mtp=True)

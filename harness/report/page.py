@@ -19,6 +19,7 @@ from harness.findings import group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
+from harness.report.sampling_table import sampling_rows
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
@@ -243,6 +244,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "suites": suite_views(views),
         "models": model_views(views, results.meta.get("user_models") or []) if results.meta.get("user_models") else [],
         "bias_groups": bias_groups(results.outcomes),
+        "sampling": sampling_rows(results.outcomes),
         "latency": latency,
         "findings": findings,
         "findings_headline": headline(group_findings(results.outcomes)),

@@ -117,6 +117,13 @@ class Zoo:
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
+        self._memo: dict[Any, Any] = {}
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def _path(self, name: str) -> Path:
         if name in self.user:
@@ -165,10 +172,12 @@ class Zoo:
         model_type = config.get("model_type", "?")
         if model_type not in SUPPORTED:
             return f"the reference engine does not implement model_type {model_type!r} (it has {', '.join(SUPPORTED)})"
+        if not self.is_user(name):
+            return ""
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
         if rope.get("rope_type", rope.get("type", "default")) != "default":
             return f"the reference engine implements default RoPE only, {name} uses {rope.get('rope_type')!r}"
-        if self.is_user(name) and config.get("eos_token_id") != EOS:
+        if config.get("eos_token_id") != EOS:
             return f"the reference engine stops at token {EOS} only, {name}'s eos_token_id is {config.get('eos_token_id')!r}"
         return ""
 
