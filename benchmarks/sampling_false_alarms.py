@@ -35,7 +35,7 @@ def main() -> None:
     level = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS) / sampling.STAT_CHECKS
     prepared = []
     for spec in chosen:
-        prompt = sampling.context_ids(zoo, spec.model)
+        prompt = sampling.context_ids(zoo, spec)
         ids = torch.tensor([prompt])
         model = zoo.load(spec.model).model
         assistant = zoo.load(spec.assistant).model if spec.assistant else None

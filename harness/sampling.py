@@ -49,7 +49,6 @@ TV_DEEP = 0.08  # ... of a deep run
 MIN_MASS = 0.005  # tuples below this probability form one bin
 STAT_CHECKS = 2  # statistical fields per case (the record's fit, the fit against the exact joint): Holm
 DRAFT_TOKENS = 4
-EOS = 2  # the zoo's end token: a draw stops there
 ASSISTANT = "llama-assistant"
 # the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
 # use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
@@ -69,34 +68,42 @@ SETTINGS: dict[str, Sampling] = {
 
 @dataclass(frozen=True)
 class Spec:
-    """One sampling case: a model, a path and a setting."""
+    """One sampling case: a model, a path, a setting and the context it samples after."""
 
     model: str
     path: str  # plain | assisted | prompt_lookup | mtp | ensemble
     setting: str
     weight: float | None = None
+    assistant: str | None = None  # None: the zoo's assistant on the paths that need one
+    prompt: str = PROMPT
+    prompt_tokens: int = PROMPT_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.assistant is None and self.path in ("assisted", "ensemble"):
+            object.__setattr__(self, "assistant", ASSISTANT)
 
     @property
     def id(self) -> str:
         path = self.path if self.weight is None else f"{self.path}.w{self.weight}"
-        return f"{self.model}.{path}.{self.setting}.{PROMPT}-{PROMPT_TOKENS}.k{K}"
+        return f"{self.model}.{path}.{self.setting}.{self.prompt}-{self.prompt_tokens}.k{K}"
 
     @property
     def sampling(self) -> Sampling:
         return SETTINGS[self.setting]
 
     @property
-    def assistant(self) -> str | None:
-        return ASSISTANT if self.path in ("assisted", "ensemble") else None
-
-    @property
     def draft_tokens(self) -> int | None:
         return None if self.path == "plain" else 1 if self.path == "mtp" else DRAFT_TOKENS
 
     def case(self) -> Case:
-        return Case(self.model, self.path, "dynamic", PROMPT, "sample", weight=self.weight,
+        return Case(self.model, self.path, "dynamic", self.prompt, "sample", weight=self.weight,
                     draft_tokens=self.draft_tokens, assistant=self.assistant, new_tokens=K, name=self.id,
-                    params=(("setting", self.setting),))
+                    params=(("prompt_tokens", self.prompt_tokens), ("setting", self.setting)))
+
+    @staticmethod
+    def of(case: Case) -> Spec:
+        return Spec(case.model, case.path, case.param("setting"), case.weight, case.assistant, case.prompt,
+                    int(case.param("prompt_tokens", PROMPT_TOKENS)))
 
 
 def _grid(mtp_model: str | None, deep: bool) -> list[Spec]:
@@ -115,13 +122,38 @@ def _grid(mtp_model: str | None, deep: bool) -> list[Spec]:
     return [Spec(model, path, s, w) for model, path, w, settings in rows for s in settings]
 
 
+# a user model's settings restrict the support with a top-k, so a 32k-256k vocabulary stays tractable
+USER_SETTINGS = ("top_k", "combined")
+
+
+def user_specs(model: Any) -> list[Spec]:
+    """A user model's cases (harness/models.py `UserModel`): plain sampling at USER_SETTINGS, each
+    other path it supports at top-k (the ensemble at w = 0.3), after its first prompt."""
+    prompt = model.prompts[0].id if model.prompts else PROMPT
+    specs_: list[Spec] = []
+    for path in model.paths:
+        settings = USER_SETTINGS if path == "plain" else USER_SETTINGS[:1]
+        weight = ENSEMBLE_WEIGHT_USER if path == "ensemble" else None
+        assistant = model.assistant_name if path in ("assisted", "ensemble") else None
+        specs_ += [Spec(model.name, path, s, weight, assistant, prompt) for s in settings]
+    return specs_
+
+
+ENSEMBLE_WEIGHT_USER = 0.3
+
+
 def deep() -> bool:
     return os.environ.get("HARNESS_DEEP", "") not in ("", "0")
 
 
 def specs(mtp_model: str | None = MTP_MODEL, deep_run: bool | None = None) -> list[Spec]:
-    """The case table: the default grid, or every path x setting with HARNESS_DEEP=1."""
+    """The zoo's case table: the default grid, or every path x setting with HARNESS_DEEP=1."""
     return _grid(mtp_model, deep() if deep_run is None else deep_run)
+
+
+def cases(user: Any = ()) -> list[Case]:
+    """The suite's case table (`@pytest.mark.cases`): the zoo's grid, then each user model's."""
+    return [s.case() for s in specs()] + [s.case() for m in user for s in user_specs(m)]
 
 
 def seed_of(spec: Spec) -> int:
@@ -162,9 +194,10 @@ def bias(joint: Joint, target: Joint) -> float:
 # observing a case
 
 
-def context_ids(zoo: Any, model: str) -> list[int]:
-    """The sampling context under the model's own tokenizer."""
-    return zoo.load(model).tokenizer(BY_ID[PROMPT].text).input_ids[:PROMPT_TOKENS]
+def context_ids(zoo: Any, spec: Spec) -> list[int]:
+    """The sampling context under the model's own tokenizer (a user model's prompt, else the zoo's)."""
+    text = zoo.prompt_text(spec.model, spec.prompt) if hasattr(zoo, "prompt_text") else BY_ID[spec.prompt].text
+    return zoo.load(spec.model).tokenizer(text).input_ids[: spec.prompt_tokens]
 
 
 def expected_joint(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int]) -> tuple[Joint, Joint]:
@@ -178,12 +211,13 @@ def expected_joint(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int]) 
             return engine.next_token_probs(ref, prompt, settings)
         return hf_sampling.next_token_probs(zoo.load(name).model, settings)
 
+    eos = hf_sampling.eos_ids(zoo.load(spec.model).model)
     p = next_probs(spec.model)
-    target = joints.target_joint(p, prompt, K, eos=EOS, min_mass=MIN_MASS)
+    target = joints.target_joint(p, prompt, K, eos=eos, min_mass=MIN_MASS)
     if spec.weight is None:
         return target, target
     q = next_probs(spec.assistant)
-    path = joints.speculative_joint(p, q, prompt, K, spec.draft_tokens, w=spec.weight, eos=EOS, min_mass=MIN_MASS)
+    path = joints.speculative_joint(p, q, prompt, K, spec.draft_tokens, w=spec.weight, eos=eos, min_mass=MIN_MASS)
     return path, target
 
 
@@ -198,7 +232,7 @@ def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float |
     from harness.subjects import hf_sampling
 
     tv = tv or (TV_DEEP if deep() else TV_DEFAULT)
-    prompt = context_ids(zoo, spec.model)
+    prompt = context_ids(zoo, spec)
     ids = torch.tensor([prompt], device=zoo.device)
     model = zoo.load(spec.model).model
     assistant = zoo.load(spec.assistant).model if spec.assistant else None

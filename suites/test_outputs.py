@@ -55,11 +55,10 @@ def test_generate(case: Case, golden, zoo):
     if got.error is not None:
         return
     tok = zoo.load(case.model).tokenizer
-    # the path's sampled distribution judges its seeded stream (rng-stream); the sampling Spec drafts with
-    # the zoo's assistant, so a user model's sampled stream is compared exactly until it has its own
-    if case.decoding == "sample" and not zoo.is_user(case.model):
-        sampling.observe(golden, zoo, sampling.Spec(case.model, case.path, "default", case.weight),
-                         field="distribution")
+    if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
+        context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
+        sampling.observe(golden, zoo, sampling.Spec(case.model, case.path, "default", case.weight, case.assistant,
+                                                    **context), field="distribution")
         golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
     else:
         golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])

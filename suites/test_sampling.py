@@ -15,6 +15,8 @@ N draws of the first K = 2 tokens after one context, distinct seeds, and (harnes
                                 field, and joint_vs_exact decided in every run
   joint_bias_vs_target exact         exact TV(path, target) beside the measured one (information)
 A path the installed version does not support records its capability and skips with the reason.
+Your own checkpoints ([tool.harness.models.*], --model) get plain sampling at top-k 8 and a
+combination, and each other path they support at top-k 8 (`sampling.user_specs`).
 The default grid costs ~40 s on one core; HARNESS_DEEP=1 (`harness check --deep`) runs every path
 x setting at a smaller detectable TV (see the README for its time).
 """
@@ -24,14 +26,16 @@ from __future__ import annotations
 import pytest
 
 from harness import sampling
+from harness.schema import Case
 from harness.subjects import hf
 
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup",
            "assisted": "assistant_model"}
 
 
-@pytest.mark.parametrize("spec", sampling.specs(), ids=lambda s: s.id)
-def test_sampled_distribution(spec: sampling.Spec, golden, zoo):
+@pytest.mark.cases(table=sampling.cases)
+def test_sampled_distribution(case: Case, golden, zoo):
+    spec = sampling.Spec.of(case)
     feature = FEATURE.get(spec.path)
     if feature is not None:
         supported = hf.capabilities()[feature]

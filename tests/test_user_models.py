@@ -212,7 +212,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
     assert records == ["backends/prod.json", "caches/prod.json", "outputs/prod.plain.dynamic.story.greedy.json",
-                       "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json"]
+                       "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
+                       "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json"]
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
@@ -232,7 +233,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert run.ret == 0 and {o["status"] for o in again} == {"pass", "skipped"}
 
     # x1.5 on the final norm scales every logit by 1.5: greedy argmax (tokens, text, cache
-    # layout, keys) cannot move, the logit fields and the sampled stream must
+    # layout, keys) cannot move, the logit fields, the sampled stream and the exact sampling
+    # distributions must (expected-changed: the model's own distribution changed, not the sampler)
     perturb(ckpt, "model.norm.weight", 1.5)
     run, perturbed = rerun("perturbed")
     assert run.ret == 1
@@ -240,7 +242,11 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert regressed == {("prod", "logits"), ("prod.plain.dynamic.story.greedy", "first_logits"),
                          ("prod.plain.static.story.greedy", "first_logits"),
                          ("prod.plain.dynamic.story.sample0", "first_logits"),
-                         ("prod.plain.dynamic.story.sample0", "tokens"), ("prod.plain.dynamic.story.sample0", "text")}
+                         ("prod.plain.dynamic.story.sample0", "tokens"), ("prod.plain.dynamic.story.sample0", "text"),
+                         ("prod.plain.dynamic.story.sample0", "distribution"),
+                         ("prod.plain.top_k.story-70.k2", "joint"), ("prod.plain.combined.story-70.k2", "joint")}
+    assert {o["category"] for o in perturbed if o["status"] == "regression" and o["field"] in ("joint", "distribution")} \
+        == {"expected-changed"}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ binning is a function of the tuple alone and observed tuples are binned by the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -83,13 +83,20 @@ def _f64(x) -> torch.Tensor:
     return torch.as_tensor(x, dtype=torch.float64)
 
 
-def _complete(seq: tuple[int, ...], K: int, eos: int | None) -> bool:
-    return len(seq) >= K or (eos is not None and len(seq) > 0 and seq[-1] == eos)
+Eos = int | Collection[int] | None  # the end token(s): a tuple ends at the first one
 
 
-def target_joint(p_fn: Dist, prompt: Sequence[int], K: int, *, eos: int | None, min_mass: float) -> Joint:
+def _eos_set(eos: Eos) -> frozenset[int]:
+    return frozenset() if eos is None else frozenset([eos]) if isinstance(eos, int) else frozenset(eos)
+
+
+def _complete(seq: tuple[int, ...], K: int, eos: frozenset[int]) -> bool:
+    return len(seq) >= K or (len(seq) > 0 and seq[-1] in eos)
+
+
+def target_joint(p_fn: Dist, prompt: Sequence[int], K: int, *, eos: Eos, min_mass: float) -> Joint:
     """prod_t p(z_t | prompt, z_<t), enumerated down to `min_mass` (lossless paths, plain sampling)."""
-    prompt = tuple(int(t) for t in prompt)
+    prompt, eos = tuple(int(t) for t in prompt), _eos_set(eos)
     cells: dict[tuple[int, ...], float] = {}
     level: dict[tuple[int, ...], float] = {(): 1.0}
     while level:
@@ -111,10 +118,10 @@ def _residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def speculative_joint(p_fn: Dist, q_fn: Dist, prompt: Sequence[int], K: int, draft_tokens: int, *,
-                      w: float | None, eos: int | None, min_mass: float) -> Joint:
+                      w: float | None, eos: Eos, min_mass: float) -> Joint:
     """The joint of the first K emitted tokens of speculative sampling with drafter q (see the
     module docstring); `w` None = lossless, else the static ensemble weight."""
-    prompt = tuple(int(t) for t in prompt)
+    prompt, eos = tuple(int(t) for t in prompt), _eos_set(eos)
     # a state: (emitted tokens, i = drafts accepted so far in this step, k = drafts of this step)
     # i == k means "the next token ends the step" (bonus, or a plain step when k == 0);
     # i is None means "a new step starts here"

@@ -77,15 +77,22 @@ def _plain(v: Any) -> Any:
     return None
 
 
-def _cut(tokens: list[int], eos: int | None) -> tuple[int, ...]:
-    if eos is not None and eos in tokens:
-        tokens = tokens[: tokens.index(eos) + 1]
-    return tuple(tokens)
+def _cut(tokens: list[int], eos: frozenset[int]) -> tuple[int, ...]:
+    ends = [i for i, t in enumerate(tokens) if t in eos]
+    return tuple(tokens[: ends[0] + 1] if ends else tokens)
+
+
+def eos_ids(model) -> frozenset[int]:
+    """The end tokens generate() stops at (generation config first, then the model config)."""
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = getattr(model.config, "eos_token_id", None)
+    return frozenset() if eos is None else frozenset([int(eos)] if isinstance(eos, int) else map(int, eos))
 
 
 def draw(model, input_ids: torch.Tensor, K: int, n: int, sampling: Sampling, *, seed: int, assistant=None,
          prompt_lookup: int | None = None, use_mtp: bool = False, ensemble_weight: float | None = None,
-         draft_tokens: int | None = None, eos: int | None = 2) -> Draws:
+         draft_tokens: int | None = None) -> Draws:
     """n draws of the first K tokens of `generate(do_sample=True)` on one path (see the module docstring)."""
     kwargs: dict[str, Any] = dict(do_sample=True, max_new_tokens=K, pad_token_id=model.config.pad_token_id,
                                   attention_mask=torch.ones_like(input_ids), **sampling.kwargs())
@@ -98,6 +105,7 @@ def draw(model, input_ids: torch.Tensor, K: int, n: int, sampling: Sampling, *, 
     if ensemble_weight is not None:
         kwargs["assistant_ensemble_weight"] = ensemble_weight
     speculative = assistant is not None or prompt_lookup is not None or use_mtp
+    eos = eos_ids(model)
     out = Draws()
     start = time.process_time()
     T = input_ids.shape[1]
