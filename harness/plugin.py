@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from harness import stats
+from harness import faults, stats
 from harness.checking import Rules, missing_fields
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
@@ -95,6 +95,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-attn", dest="harness_attn", default="sdpa", help="attention implementation of the run")
     _add(group, "--harness-threads", dest="harness_threads", type=int, default=0,
          help="torch.set_num_threads(N) for the run (0: leave torch's default)")
+    faults.add_options(group, _add)  # --inject-fault NAME, --harness-case GLOB (harness/faults.py)
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,8 @@ class HarnessSession:
     # hooks ---------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         golden = [item for item in session.items if "golden" in getattr(item, "fixturenames", ())]
-        self.golden_tests = len(golden)
+        # --harness-case narrows what runs, not the run's alpha (m counts the tests it deselected)
+        self.golden_tests = max(len(golden), faults.collected_golden_tests(self.config))
         self.suites |= {suite_name(item) for item in golden}
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
@@ -276,6 +278,9 @@ class HarnessSession:
             "golden_dir": relative_to(self.settings.rootdir, self.store.root),
             "writes": merged_writes(self.writes),
         }
+        injected = self.config.pluginmanager.get_plugin(faults.PLUGIN_NAME)
+        if injected is not None and injected.fault is not None:
+            meta["injected_fault"] = faults.describe(injected.fault)
         ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
 
@@ -381,3 +386,4 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)
+    faults.configure(config)  # applies --inject-fault for the session (undone at unconfigure)
