@@ -72,31 +72,36 @@ def caught_by(catch: Catch, found: list[dict[str, str]]) -> list[dict[str, str]]
     return [r for r in found if catch.matches(r["suite"], r["case"], r["field"])]
 
 
+def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | None,
+              timeout: float = 600) -> tuple[list[dict[str, str]], int, str]:
+    """One strict pytest run of the cases of `globs` with `fault` injected (None: clean):
+    (its regressions, how many cases it checked, an error when it produced no results)."""
+    with tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
+        results_path = Path(tmp) / "results.json"
+        try:
+            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault),
+                                  cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return [], 0, f"timed out after {timeout:.0f} s"
+        if not results_path.exists():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            return [], 0, f"pytest exit {proc.returncode}, no results.json: {' | '.join(tail)}"
+        results = json.loads(results_path.read_text())
+    return regressions(results), len({(o["suite"], o["case"]) for o in results.get("outcomes", [])}), ""
+
+
 def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Fault] = (), timeout: float = 600) -> FaultRun:
     """Run one fault's catching cases (or, fault None, the clean control over `faults`' selections)."""
     selected = [fault] if fault is not None else list(faults)
     globs = sorted({f"{f.catch.suite}:{f.catch.case}" for f in selected})
-    with tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
-        results_path = Path(tmp) / "results.json"
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault.name if fault else None),
-                                  cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return FaultRun(fault.name if fault else None, MISSED if fault else CLEAN_ALARM,
-                            time.monotonic() - start, error=f"timed out after {timeout:.0f} s")
-        seconds = time.monotonic() - start
-        if not results_path.exists():
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-            return FaultRun(fault.name if fault else None, MISSED if fault else CLEAN_ALARM, seconds,
-                            error=f"pytest exit {proc.returncode}, no results.json: {' | '.join(tail)}")
-        results = json.loads(results_path.read_text())
-    found = regressions(results)
-    cases = len({(o["suite"], o["case"]) for o in results.get("outcomes", [])})
+    start = time.monotonic()
+    found, cases, error = run_cases(root, golden_dir, globs, fault.name if fault else None, timeout)
+    seconds = time.monotonic() - start
     if fault is None:
-        return FaultRun(None, CLEAN_ALARM if found else CLEAN_OK, seconds, regressions=found, cases=cases)
+        return FaultRun(None, CLEAN_ALARM if found or error else CLEAN_OK, seconds, regressions=found, cases=cases,
+                        error=error)
     hits = caught_by(fault.catch, found)
-    return FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases)
+    return FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases, error)
 
 
 def run_all(root: Path, golden_dir: Path, faults: Sequence[Fault], jobs: int = 1,
@@ -144,6 +149,8 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
         "",
         f"**Detection: {caught}/{ran}** faults caught where the catalogue says"
         + (f" ({len(runs) - ran} waiting for their suite)." if ran < len(runs) else "."),
+        f"**Time**: {sum(r.seconds for r in runs) + clean.seconds:.0f} s of runs in all (at `-j` runs at a time "
+        "on a shared 2-core machine, so each includes waiting for the CPU).",
         f"**Clean control** (every selection below, no fault: {clean.cases} cases): "
         + (f"{len(clean.regressions)} regressions - "
            + "; ".join(f"{r['suite']}/{r['case']} {r['field']}" for r in clean.regressions[:5])
@@ -157,7 +164,7 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
         where = f"`{fault.catch.suite}` / `{fault.catch.case}` / `{fault.catch.field}`"
         if r.status == CAUGHT:
             hit = r.caught_by[0]
-            evidence = f"{hit['case']}: {hit['detail'][:140]}"
+            evidence = f"{hit['case']} `{hit['field']}`: {hit['detail'][:140]}"
             others = f"{len(r.regressions) - len(r.caught_by)}"
         elif r.status == NO_SUITE:
             evidence, others = f"not run: suites/test_{fault.catch.suite}.py is not in this checkout", ""
