@@ -15,9 +15,9 @@ How a fault patches (`Patch` kinds, each undone by restoring the original object
                 the target and the text (the fault does not apply to this version)
   `Wrap`        the target replaced by a wrapper around the original (arguments or results changed)
   `SetItems`    attributes of a class or entries of a dict set to other values
-  `SlowForward` every forward of a generating model (a `GenerationMixin`) busy-waits `fraction`
-                of its own time after it returns (the latency suite's HARNESS_LATENCY_SLOWDOWN,
-                applied to the subject itself)
+  `SlowForward` every call of a generating model (a `GenerationMixin`) busy-waits `fraction`
+                of its own CPU time after it returns (the latency suite's HARNESS_LATENCY_SLOWDOWN,
+                applied to every model of the subject)
 
 A module-level function is rebound in every loaded transformers module that imported it by name,
 so a patched `resolve_trust_remote_code` is the one `AutoConfig` calls.
@@ -174,32 +174,37 @@ _ABSENT = object()
 
 @dataclass(frozen=True)
 class SlowForward:
-    """Every forward of a generating model costs (1 + fraction) times its own time."""
+    """Every call of a generating model (a `PreTrainedModel` that is a `GenerationMixin`) costs
+    (1 + fraction) times its own CPU time: `PreTrainedModel.__call__` busy-waits after it. Other
+    modules (the inner base model, the reference engine's calibration) run as they are."""
 
     fraction: float
 
     def apply(self, fault: str) -> Undo:
-        from torch.nn.modules import module as nn_module
-        from transformers import GenerationMixin
+        import torch
+        from transformers import GenerationMixin, PreTrainedModel
 
         from harness.subjects.hf_latency import busy_wait, timer
 
-        starts: dict[int, float] = {}
+        call = torch.nn.Module.__call__
+        fraction = self.fraction
+        before = vars(PreTrainedModel).get("__call__", _ABSENT)
 
-        def pre(mod: Any, _args: Any) -> None:
-            if isinstance(mod, GenerationMixin):
-                starts[id(mod)] = timer()
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(self, GenerationMixin):
+                return call(self, *args, **kwargs)
+            start = timer()
+            out = call(self, *args, **kwargs)
+            busy_wait(fraction * (timer() - start))
+            return out
 
-        def post(mod: Any, _args: Any, _out: Any) -> None:
-            start = starts.pop(id(mod), None)
-            if start is not None:
-                busy_wait(self.fraction * (timer() - start))
-
-        handles = [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+        PreTrainedModel.__call__ = __call__  # type: ignore[method-assign]
 
         def undo() -> None:
-            for handle in handles:
-                handle.remove()
+            if before is _ABSENT:
+                del PreTrainedModel.__call__
+            else:
+                PreTrainedModel.__call__ = before  # type: ignore[method-assign]
         return undo
 
 

@@ -73,9 +73,9 @@ def _targets(fault: faults.Fault) -> list[object]:
             out.append(tuple((k, target.get(k) if isinstance(target, dict) else vars(target).get(k))
                              for k, _ in patch.values))
         else:
-            from torch.nn.modules import module as nn_module
+            from transformers import PreTrainedModel
 
-            out.append((len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)))
+            out.append(vars(PreTrainedModel).get("__call__"))
     return out
 
 
@@ -119,19 +119,24 @@ def test_unknown_fault_lists_the_known_ones():
 
 
 def test_slow_forward_slows_generating_models_only():
-    """The latency fault: a generating model's forward costs 1 + fraction of its own CPU time; a
-    module that is not a GenerationMixin (the calibration workload's side) is untouched."""
-    from transformers import GenerationMixin
+    """The latency fault: a generating model's call costs 1 + fraction of its own CPU time; a
+    model that does not generate (a base model, the calibration workload's side) is untouched."""
+    from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 
     from harness.latency import timer
     from harness.subjects.hf_latency import busy_wait
 
-    class Plain(torch.nn.Module):
+    class Base(PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self):
+            super().__init__(PretrainedConfig())
+
         def forward(self, x):
             busy_wait(0.02)
             return x
 
-    class Generating(Plain, GenerationMixin):
+    class Generating(Base, GenerationMixin):
         pass
 
     def cost(module: torch.nn.Module) -> float:
@@ -141,7 +146,7 @@ def test_slow_forward_slows_generating_models_only():
 
     undo = faults.SlowForward(0.5).apply("demo")
     try:
-        slowed, plain = cost(Generating()), cost(Plain())
+        slowed, plain = cost(Generating()), cost(Base())
     finally:
         undo()
     assert slowed >= 0.02 * 1.5
@@ -246,6 +251,23 @@ def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases():
         assert not [r for r in found if r["suite"] == other.catch.suite
                     and fnmatch.fnmatchcase(r["case"], other.catch.case)], found
         assert cases >= 2
+
+
+def test_harness_check_with_an_injected_fault_fails_and_its_report_names_the_fault(tmp_path, capfd):
+    """End to end through the CLI: `harness check --strict --inject-fault NAME` over the fault's
+    catching case (narrowed with --harness-case after --) exits 1, and the report says why."""
+    from harness.cli import main
+
+    fault = faults.get("encode-returns-tensors")
+    code = main(["check", "--root", str(ROOT), "--reports-dir", str(tmp_path), "--strict",
+                 "--inject-fault", fault.name, "--", "--harness-case", f"{fault.catch.suite}:{fault.catch.case}"])
+    out = capfd.readouterr().out
+    assert code == 1, out[-2000:]
+    assert f"INJECTED FAULT: {fault.name}" in out
+    index = next(tmp_path.rglob("index.html")).read_text()
+    assert f"Injected fault: {fault.name}" in index
+    results = json.loads(next(tmp_path.rglob("results.json")).read_text())
+    assert results["meta"]["injected_fault"]["name"] == fault.name
 
 
 @pytest.mark.faults
