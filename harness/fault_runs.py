@@ -133,7 +133,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_line: str) -> str:
+def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_line: str, jobs: int = 1) -> str:
     """docs/faults.md: one row per fault - what it breaks, the suite / case / field that caught it,
     the seconds its run took - and the clean control."""
     caught = sum(r.status == CAUGHT for r in runs)
@@ -149,8 +149,8 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
         "",
         f"**Detection: {caught}/{ran}** faults caught where the catalogue says"
         + (f" ({len(runs) - ran} waiting for their suite)." if ran < len(runs) else "."),
-        f"**Time**: {sum(r.seconds for r in runs) + clean.seconds:.0f} s of runs in all (at `-j` runs at a time "
-        "on a shared 2-core machine, so each includes waiting for the CPU).",
+        f"**Time**: {sum(r.seconds for r in runs) + clean.seconds:.0f} s of runs in all, {jobs} at a time on "
+        "this project's shared 2-core machine (a run's seconds include waiting for the CPU).",
         f"**Clean control** (every selection below, no fault: {clean.cases} cases): "
         + (f"{len(clean.regressions)} regressions - "
            + "; ".join(f"{r['suite']}/{r['case']} {r['field']}" for r in clean.regressions[:5])
@@ -224,9 +224,9 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
     print(f"harness: {len(faults)} faults against {key}, {args.jobs} at a time", flush=True)
     runs, clean = run_all(project.root, project.store.root, faults, args.jobs, progress)
-    line = "harness faults" + (f" --only {' '.join(args.only)}" if args.only else "")
+    line = f"harness faults -j {args.jobs}" + (f" --only {' '.join(args.only)}" if args.only else "")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(runs, clean, key, line), encoding="utf-8")
+    out.write_text(markdown(runs, clean, key, line, args.jobs), encoding="utf-8")
     (out.with_suffix(".json")).write_text(json.dumps({"env_key": key, "runs": [r.to_json() for r in runs],
                                                       "clean": clean.to_json()}, indent=1), encoding="utf-8")
     missed = [r.fault for r in runs if r.status == MISSED]
