@@ -1,11 +1,11 @@
 """The fault catalogue (harness/faults.py): each fault is caught by the suite, case and field the
 catalogue names, and a clean run of the same cases raises nothing.
 
-Default run (fast): the catalogue's shape; every fault applies to the installed transformers and
-is undone exactly; a fault that does not apply names itself and the text; the plugin / CLI /
-report plumbing; and a fast pair of faults (`Fault.fast`) run for real, crossed - two strict
-pytest subprocesses over both faults' catching cases, each injecting one fault, so each run is
-also the other fault's clean control.
+Default run (fast; ~25 s of CPU, two pytest subprocesses): the catalogue's shape; every fault
+applies to the installed transformers and is undone exactly; a fault that does not apply names
+itself and the text; the plugin / CLI / report plumbing; and a fast pair of faults (`Fault.fast`)
+run for real, crossed - two strict runs over both faults' catching cases, each injecting one
+fault (the second through `harness check`), so each run is also the other fault's clean control.
 
 `pytest -m faults tests/test_faults.py`: the whole catalogue the same way (`harness faults`
 writes the same runs as docs/faults.md; ~4 minutes on 2 shared cores). A fault whose catching
@@ -237,37 +237,38 @@ def _check_runs(runs, clean) -> None:
                                 and f.catch.suite not in AWAITING_SUITE})
 
 
-def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases():
+def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases(tmp_path, capfd):
     """Two faults of the catalogue (`Fault.fast`), crossed: each is injected into a strict run of
-    both faults' cases, and must regress its own field while the other fault's cases - run clean
-    in the same session - raise nothing (each run is the other's clean control)."""
-    pair = [f for f in FAULTS if f.fast]
-    assert len(pair) == 2 and pair[0].catch.suite != pair[1].catch.suite
-    globs = [f"{f.catch.suite}:{f.catch.case}" for f in pair]
-    for injected, other in (pair, pair[::-1]):
-        found, cases, error = fault_runs.run_cases(ROOT, STORE.root, globs, injected.name)
-        assert not error
-        assert fault_runs.caught_by(injected.catch, found), f"{injected.name} not caught: {found[:5]}"
-        assert not [r for r in found if r["suite"] == other.catch.suite
-                    and fnmatch.fnmatchcase(r["case"], other.catch.case)], found
-        assert cases >= 2
-
-
-def test_harness_check_with_an_injected_fault_fails_and_its_report_names_the_fault(tmp_path, capfd):
-    """End to end through the CLI: `harness check --strict --inject-fault NAME` over the fault's
-    catching case (narrowed with --harness-case after --) exits 1, and the report says why."""
+    both faults' cases and must regress its own field, while the other fault's cases - run clean in
+    the same session - raise nothing (each run is the other's clean control). The first run is
+    `harness faults`' own (`fault_runs.run_cases`), the second goes end to end through the CLI,
+    `harness check --strict --inject-fault NAME -- --harness-case ...`: exit 1, and the terminal
+    summary, the HTML report and results.json name the fault."""
     from harness.cli import main
 
-    fault = faults.get("encode-returns-tensors")
-    code = main(["check", "--root", str(ROOT), "--reports-dir", str(tmp_path), "--strict",
-                 "--inject-fault", fault.name, "--", "--harness-case", f"{fault.catch.suite}:{fault.catch.case}"])
+    first, second = [f for f in FAULTS if f.fast]
+    assert first.catch.suite != second.catch.suite
+    globs = [f"{f.catch.suite}:{f.catch.case}" for f in (first, second)]
+
+    def clean_on(fault, found):
+        return not [r for r in found if r["suite"] == fault.catch.suite and fnmatch.fnmatchcase(r["case"], fault.catch.case)]
+
+    found, cases, error = fault_runs.run_cases(ROOT, STORE.root, globs, first.name)
+    assert not error and cases >= 2
+    assert fault_runs.caught_by(first.catch, found), f"{first.name} not caught: {found[:5]}"
+    assert clean_on(second, found), found
+
+    code = main(["check", "--root", str(ROOT), "--reports-dir", str(tmp_path), "--strict", "--inject-fault",
+                 second.name, "--", *[arg for glob in globs for arg in ("--harness-case", glob)]])
     out = capfd.readouterr().out
     assert code == 1, out[-2000:]
-    assert f"INJECTED FAULT: {fault.name}" in out
-    index = next(tmp_path.rglob("index.html")).read_text()
-    assert f"Injected fault: {fault.name}" in index
+    assert f"INJECTED FAULT: {second.name}" in out
+    assert f"Injected fault: {second.name}" in next(tmp_path.rglob("index.html")).read_text()
     results = json.loads(next(tmp_path.rglob("results.json")).read_text())
-    assert results["meta"]["injected_fault"]["name"] == fault.name
+    assert results["meta"]["injected_fault"]["name"] == second.name
+    found = fault_runs.regressions(results)
+    assert fault_runs.caught_by(second.catch, found), f"{second.name} not caught: {found[:5]}"
+    assert clean_on(first, found), found
 
 
 @pytest.mark.faults
