@@ -15,6 +15,11 @@ Options (group "harness"):
                          the run's numerics, recorded in the fingerprint; suites read them from
                          the `harness_env` fixture (``--harness-threads N`` also calls
                          ``torch.set_num_threads(N)``)
+  --inject-fault NAME    apply a fault of harness/faults.py for the session (every worker; undone at
+                         its end); results.json's meta.injected_fault names it
+  --harness-case [SUITE:]GLOB
+                         run only the golden tests whose case id matches (repeatable); the per-test
+                         alpha stays that of the whole collection
 
 Fixtures: `golden` (the checks of one test), `harness_env` (the run's fingerprint and key),
 `harness_config` (the project's `[tool.harness]`, loaded once per process). A suite reads::
