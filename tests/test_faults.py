@@ -220,6 +220,24 @@ def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
     assert data["clean"]["status"] == fault_runs.CLEAN_OK
 
 
+def test_clean_reruns_draw_fresh_bias_seeds(monkeypatch):
+    """benchmarks/clean_runs.py reruns `harness check` with HARNESS_SEED_OFFSET=i: every bias case
+    draws from a seed no other run or case uses; a bad value names the variable."""
+    from harness import one_step
+
+    monkeypatch.delenv(one_step.SEED_OFFSET_ENV, raising=False)
+    base = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+    seeds = set(base)
+    for offset in range(1, 21):
+        monkeypatch.setenv(one_step.SEED_OFFSET_ENV, str(offset))
+        fresh = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+        assert not seeds & set(fresh) and len(set(fresh)) == len(fresh)
+        seeds |= set(fresh)
+    monkeypatch.setenv(one_step.SEED_OFFSET_ENV, "x")
+    with pytest.raises(ValueError, match="HARNESS_SEED_OFFSET='x': expected an integer"):
+        one_step.case_seed(None, 0)
+
+
 # ----------------------------------------------------------------------------------------------
 # the suites under injected faults, for real
 
