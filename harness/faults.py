@@ -3,7 +3,8 @@ must catch - the harness's proof of sensitivity.
 
 A `Fault` is a small monkeypatch of the subject (its generation internals, caches, attention
 integration, model classes, loading or outputs) and the place it must show up: a `Catch` names the
-suite, a glob over that suite's case ids and the field that must be reported as a regression.
+suite, a glob over that suite's case ids and a glob over the field names, one of which must be
+reported as a regression.
 `inject(name)` applies one fault and returns its undo; the pytest option ``--inject-fault NAME``
 (and ``harness check --inject-fault NAME``) applies it for a whole session, in every xdist worker,
 and undoes it at the end (`FaultInjection`, registered by harness/plugin.py).
@@ -14,7 +15,7 @@ How a fault patches (`Patch` kinds, each undone by restoring the original object
                 must match the installed source exactly once, else `FaultError` names the fault,
                 the target and the text (the fault does not apply to this version)
   `Wrap`        the target replaced by a wrapper around the original (arguments or results changed)
-  `SetItems`    attributes of a class or entries of a dict set to other values
+  `SetItems`    class attributes set to other values (a flipped flag)
   `SlowForward` every call of a generating model (a `GenerationMixin`) busy-waits `fraction`
                 of its own CPU time after it returns (the latency suite's HARNESS_LATENCY_SLOWDOWN,
                 applied to every model of the subject)
@@ -139,7 +140,8 @@ class Wrap:
 
 @dataclass(frozen=True)
 class SetItems:
-    """Set attributes of `module.qualname` (a class), or entries when it is a dict, to `values`."""
+    """Set class attributes of `module.qualname` to `values` (undone: restored, or deleted when the
+    class only inherited them)."""
 
     module: str
     qualname: str
@@ -148,14 +150,6 @@ class SetItems:
     def apply(self, fault: str) -> Undo:
         _, owner, name = _resolve(self.module, self.qualname)
         target = getattr(owner, name)
-        if isinstance(target, dict):
-            before = dict(target)
-            target.update(dict(self.values))
-
-            def undo_dict() -> None:
-                target.clear()
-                target.update(before)
-            return undo_dict
         saved = {key: vars(target).get(key, _ABSENT) for key, _ in self.values}
         for key, value in self.values:
             setattr(target, key, value)

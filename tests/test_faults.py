@@ -70,8 +70,7 @@ def _targets(fault: faults.Fault) -> list[object]:
         elif isinstance(patch, faults.SetItems):
             _, owner, name = faults._resolve(patch.module, patch.qualname)
             target = getattr(owner, name)
-            out.append(tuple((k, target.get(k) if isinstance(target, dict) else vars(target).get(k))
-                             for k, _ in patch.values))
+            out.append(tuple((k, vars(target).get(k)) for k, _ in patch.values))
         else:
             from transformers import PreTrainedModel
 
