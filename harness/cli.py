@@ -1,10 +1,11 @@
 """The `harness` command line (also `python -m harness`).
 
-    harness check   [--baseline KEY] [-n N] [--strict] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
+    harness check   [--baseline KEY] [-n N] [--strict] [--inject-fault NAME] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
     harness regen   [--yes | --dry-run] [-n N] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
     harness init    [--model PATH [--assistant PATH]] [--name NAME]
     harness compare A B [--out DIR] [--claims FILE]
     harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
+    harness faults [--only NAME ...] [-j N] [--out FILE] [--list]
     harness report RESULTS_JSON [--out DIR]
 
 `check` runs the suites in a pytest subprocess (its progress is pytest's own output), then writes
@@ -37,6 +38,9 @@ from harness.claims import (
     terminal_lines,
 )
 from harness.config import ConfigError, HarnessConfig
+from harness.fault_runs import add_parser as add_faults_parser
+from harness.faults import FaultError
+from harness.faults import get as get_fault
 from harness.golden import GoldenStore
 from harness.matrix import add_parser as add_matrix_parser
 from harness.merge import add_parser as add_merge_parser
@@ -71,7 +75,8 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 OWNED_OPTIONS = {"--harness-results": "", "--golden-dir": "--golden-dir", "--baseline": "--baseline",
                  "--force-regen": "harness regen", "--harness-dtype": "--dtype", "--harness-device": "--device",
                  "--harness-attn": "--attn", "--harness-threads": "--threads", "--rootdir": "--root",
-                 "--harness-model": "--model", "--harness-assistant": "--assistant"}
+                 "--harness-model": "--model", "--harness-assistant": "--assistant",
+                 "--inject-fault": "--inject-fault", "--harness-deep": "--deep"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,6 +155,8 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
         command += ["--baseline", args.baseline]
     if args.strict:
         command.append("--harness-strict")
+    if args.inject_fault:
+        command += ["--inject-fault", args.inject_fault]
     rc = run_pytest(command, project.root)
     if not (run_dir / "results.json").exists():
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -343,6 +350,14 @@ def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
 # argument parsing
 
 
+def fault_name(name: str) -> str:
+    """--inject-fault: a name of the catalogue (argparse reports an unknown one, exit 2)."""
+    try:
+        return get_fault(name).name
+    except FaultError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--inject-fault {name}: ")) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", metavar="DIR", help="project root (default: nearest pyproject.toml with "
@@ -373,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="KEY", help="env key to compare against (default: [tool.harness] "
                                                      "baseline, else the current env's own records)")
     p.add_argument("--strict", action="store_true", help="a missing golden record fails instead of being written")
+    p.add_argument("--inject-fault", metavar="NAME", type=fault_name,
+                   help="inject a fault of the catalogue (harness/faults.py, `harness faults --list`) for this run")
     p.set_defaults(func=cmd_check, passthrough=True)
 
     p = sub.add_parser("regen", parents=[common, running], help="regenerate the current env's golden records",
@@ -401,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_envs)
     add_merge_parser(sub, common)
     add_matrix_parser(sub, common)
+    add_faults_parser(sub, common)
 
     p = sub.add_parser("report", help="re-render a report from a results.json")
     p.add_argument("results", metavar="RESULTS_JSON")

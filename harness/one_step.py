@@ -41,6 +41,7 @@ Lumped support: tokens with P >= `MIN_P`, the rest as one bin ("other").
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -93,9 +94,22 @@ def case_id(w: float | None, ctx: int) -> str:
     return f"{'lossless' if w is None else f'w{w}'}.ctx{ctx}"
 
 
+SEED_OFFSET_ENV = "HARNESS_SEED_OFFSET"  # an integer: fresh draws for a rerun (the decision's alpha is unchanged)
+
+
+def seed_offset() -> int:
+    """HARNESS_SEED_OFFSET (default 0): shifts every case's seed by 1000 x offset, so a rerun draws
+    fresh samples; the seeds are free here (the checks are statistical, the records are counts)."""
+    raw = os.environ.get(SEED_OFFSET_ENV, "").strip()
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        raise ValueError(f"{SEED_OFFSET_ENV}={raw!r}: expected an integer") from None
+
+
 def case_seed(w: float | None, ctx: int) -> int:
     """Independent draws per case (the run's false-alarm bound assumes nothing more)."""
-    return SEED + CASES.index((w, ctx))
+    return SEED + CASES.index((w, ctx)) + 1000 * seed_offset()
 
 
 # ----------------------------------------------------------------------------------------------

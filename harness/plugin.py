@@ -18,6 +18,11 @@ Options (group "harness"):
   --harness-model PATH [--harness-assistant PATH]
                          a one-off run on your own checkpoint (harness/models.py; the suites'
                          conftest turns it into cases and runs only that model's)
+  --inject-fault NAME    apply a fault of harness/faults.py for the session (every worker; undone at
+                         its end); results.json's meta.injected_fault names it
+  --harness-case [SUITE:]GLOB
+                         run only the golden tests whose case id matches (repeatable); the per-test
+                         alpha stays that of the whole collection
 
 Fixtures: `golden` (the checks of one test), `harness_env` (the run's fingerprint and key),
 `harness_config` (the project's `[tool.harness]`, loaded once per process). A suite reads::
@@ -53,7 +58,7 @@ from typing import Any
 
 import pytest
 
-from harness import stats
+from harness import faults, stats
 from harness.checking import Rules, missing_fields
 from harness.config import ConfigError, HarnessConfig, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
@@ -105,6 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-deep", action="store_true", dest="harness_deep", default=False,
          help="the deeper modes (sets HARNESS_DEEP=1): every sampling path x setting at a smaller detectable TV, "
               "3x the latency samples")
+    faults.add_options(group, _add)  # --inject-fault NAME, --harness-case GLOB (harness/faults.py)
 
 
 @dataclass(frozen=True)
@@ -192,7 +198,8 @@ class HarnessSession:
     # hooks ---------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         golden = [item for item in session.items if "golden" in getattr(item, "fixturenames", ())]
-        self.golden_tests = len(golden)
+        # --harness-case narrows what runs, not the run's alpha (m counts the tests it deselected)
+        self.golden_tests = max(len(golden), faults.collected_golden_tests(self.config))
         self.suites |= {suite_name(item) for item in golden}
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
@@ -296,6 +303,9 @@ class HarnessSession:
         if users:
             meta["user_models"] = users  # the report groups outcomes by model
 
+        injected = self.config.pluginmanager.get_plugin(faults.PLUGIN_NAME)
+        if injected is not None and injected.fault is not None:
+            meta["injected_fault"] = faults.describe(injected.fault)
         ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
 
@@ -412,6 +422,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_DEEP_BEFORE] = os.environ.get(DEEP_ENV)
         os.environ[DEEP_ENV] = "1"
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)
+    faults.configure(config)  # applies --inject-fault for the session (undone at unconfigure)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

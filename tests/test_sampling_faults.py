@@ -48,44 +48,25 @@ def zoo():
 
 
 @contextlib.contextmanager
-def temperature_twice() -> Iterator[None]:
+def catalogued(name: str) -> Iterator[None]:
+    """A fault of the catalogue (harness/faults.py), applied for the block."""
+    from harness import faults
+
+    undo = faults.inject(name)
+    try:
+        yield
+    finally:
+        undo()
+
+
+def temperature_twice():
     """(a) the target's temperature applied twice: z / T / T."""
-    from transformers.generation import logits_process as lp
-
-    original = lp.TemperatureLogitsWarper.__call__
-
-    def twice(self, input_ids, scores):
-        return original(self, input_ids, original(self, input_ids, scores))
-
-    lp.TemperatureLogitsWarper.__call__ = twice
-    try:
-        yield
-    finally:
-        lp.TemperatureLogitsWarper.__call__ = original
+    return catalogued("temperature-applied-twice")
 
 
-@contextlib.contextmanager
-def top_p_one_fewer() -> Iterator[None]:
-    """(b) top-p keeps one token fewer than it should (the least likely kept token is dropped
-    whenever more than one is kept)."""
-    from transformers.generation import logits_process as lp
-
-    original = lp.TopPLogitsWarper.__call__
-
-    def fewer(self, input_ids, scores):
-        out = original(self, input_ids, scores)
-        kept = torch.isfinite(out)
-        for row in range(out.shape[0]):
-            if int(kept[row].sum()) > 1:
-                masked = out[row].masked_fill(~kept[row], float("inf"))
-                out[row, int(masked.argmin())] = float("-inf")
-        return out
-
-    lp.TopPLogitsWarper.__call__ = fewer
-    try:
-        yield
-    finally:
-        lp.TopPLogitsWarper.__call__ = original
+def top_p_one_fewer():
+    """(b) top-p keeps one token fewer than it should."""
+    return catalogued("top-p-one-fewer")
 
 
 @contextlib.contextmanager

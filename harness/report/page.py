@@ -212,7 +212,7 @@ def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
     return views
 
 
-SHOWN_ELSEWHERE = ("claims",)  # meta keys the page renders in a section of their own
+SHOWN_ELSEWHERE = ("claims", "injected_fault")  # meta keys the page renders in a section of their own
 
 
 def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
@@ -249,6 +249,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "findings": findings,
         "findings_headline": headline(group_findings(results.outcomes)),
         "claims": claims,
+        "injected_fault": results.meta.get("injected_fault") if isinstance(results.meta, dict) else None,
     }
 
 

@@ -76,6 +76,9 @@ def print_summary(results: Results, title: str) -> None:
     """Counts per status, then every regression / changed outcome with its old -> new detail."""
     print()
     print(printable(title))
+    fault = results.meta.get("injected_fault") if isinstance(results.meta, dict) else None
+    if fault:
+        print(printable(f"INJECTED FAULT: {fault['name']} - {fault['breaks']}"))
     counts = results.counts()
     for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
         print("  " + line)

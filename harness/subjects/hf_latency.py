@@ -98,6 +98,13 @@ def rss_delta(model, ids: torch.Tensor, kind: str, steps: int = 16) -> int:
     return grown
 
 
+def busy_wait(seconds: float) -> None:
+    """Spend `seconds` of CPU time (the harness's timer) spinning: a slowdown, not a sleep."""
+    until = timer() + seconds
+    while timer() < until:
+        pass
+
+
 @contextlib.contextmanager
 def slowed(model, fraction: float) -> Iterator[None]:
     """Make every forward of `model` cost (1 + fraction) times its own time: after each call it
@@ -111,10 +118,7 @@ def slowed(model, fraction: float) -> Iterator[None]:
         starts.append(timer())
 
     def post(_module, _args, _out):
-        elapsed = timer() - starts.pop()
-        until = timer() + fraction * elapsed
-        while timer() < until:
-            pass
+        busy_wait(fraction * (timer() - starts.pop()))
 
     handles = [model.register_forward_pre_hook(pre), model.register_forward_hook(post)]
     try:

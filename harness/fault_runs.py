@@ -1,0 +1,236 @@
+"""`harness faults`: run the catching cases under every fault of the catalogue (harness/faults.py)
+and write the sensitivity table.
+
+One fault = one pytest subprocess over the catching suite, restricted to the catalogue's case glob
+(``--harness-case suite:GLOB``), with ``--inject-fault NAME``, strict (the store is read-only: a
+faulty run never writes a record) against the current env's committed records. A fault is
+**caught** when its results.json has a regression of the catalogue's field in a matching case.
+A clean control run - the union of every selection, no fault - must report no regression at all,
+or a "catch" would prove nothing. Runs go `jobs` at a time.
+
+A fault whose catching suite is not in the checkout (suites/test_<suite>.py) is not run and is
+listed as "no suite yet"; any other fault not caught is a gap in the suites, and the command
+exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.faults import BY_NAME, FAULTS, Catch, Fault
+
+CAUGHT, MISSED, NO_SUITE, CLEAN_OK, CLEAN_ALARM = "caught", "MISSED", "no suite yet", "clean", "FALSE ALARM"
+
+
+@dataclass
+class FaultRun:
+    """What one run showed: the fault (None: the clean control), its verdict, and the evidence."""
+
+    fault: str | None
+    status: str
+    seconds: float = 0.0
+    caught_by: list[dict[str, str]] = field(default_factory=list)  # matching regressions (case, field, detail)
+    regressions: list[dict[str, str]] = field(default_factory=list)  # every regression of the run
+    cases: int = 0  # cases the run checked
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def suite_file(root: Path, suite: str) -> Path:
+    return root / "suites" / f"test_{suite}.py"
+
+
+def command(root: Path, globs: Sequence[str], results: Path, golden_dir: Path, fault: str | None) -> list[str]:
+    """The pytest command of one run: every suite collected (so the per-test alpha is a whole run's),
+    only the cases of `globs` ('suite:glob') run, strict, one fault."""
+    cmd = [sys.executable, "-m", "pytest", str(root / "suites"), "-p", "no:cacheprovider",
+           "-q", "--rootdir", str(root), "--harness-strict", "--golden-dir", str(golden_dir),
+           "--harness-results", str(results)]
+    for glob in globs:
+        cmd += ["--harness-case", glob]
+    return cmd + (["--inject-fault", fault] if fault else [])
+
+
+def regressions(results: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"suite": o["suite"], "case": o["case"], "field": o["field"], "detail": o.get("detail", "")}
+            for o in results.get("outcomes", []) if o.get("status") == "regression"]
+
+
+def caught_by(catch: Catch, found: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [r for r in found if catch.matches(r["suite"], r["case"], r["field"])]
+
+
+def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | None,
+              timeout: float = 600) -> tuple[list[dict[str, str]], int, str]:
+    """One strict pytest run of the cases of `globs` with `fault` injected (None: clean):
+    (its regressions, how many cases it checked, an error when it produced no results)."""
+    with tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
+        results_path = Path(tmp) / "results.json"
+        try:
+            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault),
+                                  cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return [], 0, f"timed out after {timeout:.0f} s"
+        if not results_path.exists():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            return [], 0, f"pytest exit {proc.returncode}, no results.json: {' | '.join(tail)}"
+        results = json.loads(results_path.read_text())
+    return regressions(results), len({(o["suite"], o["case"]) for o in results.get("outcomes", [])}), ""
+
+
+def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Fault] = (), timeout: float = 600) -> FaultRun:
+    """Run one fault's catching cases (or, fault None, the clean control over `faults`' selections)."""
+    selected = [fault] if fault is not None else list(faults)
+    globs = sorted({f"{f.catch.suite}:{f.catch.case}" for f in selected})
+    start = time.monotonic()
+    found, cases, error = run_cases(root, golden_dir, globs, fault.name if fault else None, timeout)
+    seconds = time.monotonic() - start
+    if fault is None:
+        return FaultRun(None, CLEAN_ALARM if found or error else CLEAN_OK, seconds, regressions=found, cases=cases,
+                        error=error)
+    hits = caught_by(fault.catch, found)
+    return FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases, error)
+
+
+def run_all(root: Path, golden_dir: Path, faults: Sequence[Fault], jobs: int = 1,
+            progress: Any = None) -> tuple[list[FaultRun], FaultRun]:
+    """Every fault's run (those whose suite exists), then the clean control over the same cases."""
+    runnable = [f for f in faults if suite_file(root, f.catch.suite).exists()]
+    done: dict[str, FaultRun] = {f.name: FaultRun(f.name, NO_SUITE) for f in faults if f not in runnable}
+
+    def one(fault: Fault) -> FaultRun:
+        result = run(root, golden_dir, fault)
+        if progress:
+            progress(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for result in pool.map(one, runnable):
+            done[result.fault or ""] = result
+    clean = run(root, golden_dir, None, runnable)
+    if progress:
+        progress(clean)
+    return [done[f.name] for f in faults], clean
+
+
+# ----------------------------------------------------------------------------------------------
+# the sensitivity table
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_line: str, jobs: int = 1) -> str:
+    """docs/faults.md: one row per fault - what it breaks, the suite / case / field that caught it,
+    the seconds its run took - and the clean control."""
+    caught = sum(r.status == CAUGHT for r in runs)
+    ran = sum(r.status != NO_SUITE for r in runs)
+    lines = [
+        "# Sensitivity: the fault catalogue",
+        "",
+        f"Generated by `{command_line}` (harness/fault_runs.py) against the records of `{env_key}`; "
+        "do not edit by hand. Each fault (harness/faults.py) is injected into the installed transformers "
+        "for one strict pytest run of its catching suite, restricted to the catalogue's cases; *caught* "
+        "means that run reported the catalogue's field as a regression. Seconds: wall time of that run "
+        "(a fresh pytest process: imports and model loading included).",
+        "",
+        f"**Detection: {caught}/{ran}** faults caught where the catalogue says"
+        + (f" ({len(runs) - ran} waiting for their suite)." if ran < len(runs) else "."),
+        f"**Time**: {sum(r.seconds for r in runs) + clean.seconds:.0f} s of runs in all, {jobs} at a time on "
+        "this project's shared 2-core machine (a run's seconds include waiting for the CPU).",
+        f"**Clean control** (every selection below, no fault: {clean.cases} cases): "
+        + (f"{len(clean.regressions)} regressions - "
+           + "; ".join(f"{r['suite']}/{r['case']} {r['field']}" for r in clean.regressions[:5])
+           if clean.regressions else "no regression") + f", {clean.seconds:.0f} s.",
+        "",
+        "| fault | area | what it breaks | caught by (suite / case / field) | evidence | other regressions | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        fault = BY_NAME[r.fault or ""]
+        where = f"`{fault.catch.suite}` / `{fault.catch.case}` / `{fault.catch.field}`"
+        if r.status == CAUGHT:
+            hit = r.caught_by[0]
+            evidence = f"{hit['case']} `{hit['field']}`: {hit['detail'][:140]}"
+            others = f"{len(r.regressions) - len(r.caught_by)}"
+        elif r.status == NO_SUITE:
+            evidence, others = f"not run: suites/test_{fault.catch.suite}.py is not in this checkout", ""
+        else:
+            evidence = f"**{r.status}**: " + (r.error or f"{len(r.regressions)} other regressions, none of the field")
+            others = f"{len(r.regressions)}"
+        seconds = f"{r.seconds:.1f}" if r.status != NO_SUITE else ""
+        lines.append(f"| `{fault.name}` | {fault.area} | {_cell(fault.breaks)} | {where} | {_cell(evidence)} "
+                     f"| {others} | {seconds} |")
+    lines += ["", "Notes:", ""]
+    lines += [f"- `{f.name}`: {f.notes}" for f in FAULTS if f.notes and any(r.fault == f.name for r in runs)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# the command
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("faults", parents=[common], help="inject every catalogued fault, check the suites catch it, "
+                                                        "write the sensitivity table",
+                       description="Run each fault of harness/faults.py against its catching cases and write the "
+                                   "sensitivity table (markdown).")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="these faults only (default: the whole catalogue)")
+    p.add_argument("-j", "--jobs", type=int, default=2, help="fault runs at a time (default 2)")
+    p.add_argument("--out", metavar="FILE", help="where the table goes (default: <root>/docs/faults.md; "
+                                                 "with --only: <reports_dir>/faults.md)")
+    p.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    p.set_defaults(func=cmd_faults)
+
+
+def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from harness.project import UsageError, current_env_key, open_project
+
+    if args.list:
+        for f in FAULTS:
+            print(f"{f.name:32} {f.area:11} {f.catch.suite}/{f.catch.case}/{f.catch.field}: {f.breaks}")
+        return 0
+    unknown = [n for n in args.only or () if n not in BY_NAME]
+    if unknown:
+        raise UsageError(f"--only {' '.join(unknown)}: no such fault; known: {', '.join(BY_NAME)}")
+    if args.jobs < 1:
+        raise UsageError(f"-j {args.jobs}: expected at least 1")
+    project = open_project(args)
+    args.dtype, args.attn, args.device = "fp32", "sdpa", "cpu"
+    key = current_env_key(args)
+    if not project.store.record_paths(key):
+        raise UsageError(f"no records for this env ({key}) under {project.store.root}: a fault is caught against the "
+                         "env's own records; record them first with `harness regen`")
+    faults = [BY_NAME[n] for n in args.only] if args.only else list(FAULTS)
+    out = Path(args.out) if args.out else (project.reports_dir / "faults.md" if args.only
+                                           else project.root / "docs" / "faults.md")
+
+    def progress(r: FaultRun) -> None:
+        print(f"  {r.fault or '(clean control)':32} {r.status:12} {r.seconds:6.1f} s"
+              + (f"  {r.error}" if r.error else ""), flush=True)
+
+    print(f"harness: {len(faults)} faults against {key}, {args.jobs} at a time", flush=True)
+    runs, clean = run_all(project.root, project.store.root, faults, args.jobs, progress)
+    line = f"harness faults -j {args.jobs}" + (f" --only {' '.join(args.only)}" if args.only else "")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(runs, clean, key, line, args.jobs), encoding="utf-8")
+    (out.with_suffix(".json")).write_text(json.dumps({"env_key": key, "runs": [r.to_json() for r in runs],
+                                                      "clean": clean.to_json()}, indent=1), encoding="utf-8")
+    missed = [r.fault for r in runs if r.status == MISSED]
+    print(f"\ntable: {out}\ncaught {sum(r.status == CAUGHT for r in runs)}/{sum(r.status != NO_SUITE for r in runs)}"
+          + (f"; MISSED: {', '.join(str(m) for m in missed)}" if missed else "")
+          + (f"; clean control: {len(clean.regressions)} FALSE ALARMS" if clean.regressions else "; clean control: no regression"))
+    return 1 if missed or clean.regressions else 0

@@ -1,0 +1,297 @@
+"""The fault catalogue (harness/faults.py): each fault is caught by the suite, case and field the
+catalogue names, and a clean run of the same cases raises nothing.
+
+Default run (fast; ~25 s of CPU, two pytest subprocesses): the catalogue's shape; every fault
+applies to the installed transformers and is undone exactly; a fault that does not apply names
+itself and the text; the plugin / CLI / report plumbing; and a fast pair of faults (`Fault.fast`)
+run for real, crossed - two strict runs over both faults' catching cases, each injecting one
+fault (the second through `harness check`), so each run is also the other fault's clean control.
+
+`pytest -m faults tests/test_faults.py`: the whole catalogue the same way (`harness faults`
+writes the same runs as docs/faults.md; ~4 minutes on 2 shared cores). A fault whose catching
+suite is not in the checkout yet (suites/test_sampling.py) is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import fault_runs, faults
+from harness.env import env_key, fingerprint
+from harness.faults import FAULTS, Catch, FaultError, SourceEdit
+from harness.golden import GoldenStore
+from harness.report import render_html
+from harness.schema import Outcome, Results, Status
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = GoldenStore(ROOT / "golden" / "records")
+AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "latency"}
+AWAITING_SUITE = {"sampling"}  # suites/test_sampling.py (issue 11) catches the sampling faults once merged
+
+
+def env() -> str:
+    return env_key(fingerprint(dtype="fp32", attn_implementation="sdpa", device="cpu"))
+
+
+# ----------------------------------------------------------------------------------------------
+# the catalogue
+
+
+def test_catalogue_has_at_least_20_named_faults_over_every_area():
+    names = [f.name for f in FAULTS]
+    assert len(names) >= 20
+    assert len(set(names)) == len(names)
+    assert {f.area for f in FAULTS} == AREAS
+    assert all(f.breaks and f.catch.field for f in FAULTS)
+
+
+def test_every_catch_names_a_suite_and_recorded_cases():
+    """The suite exists (or is the one awaited), and the case glob matches this env's records."""
+    records = {(p.parent.name, p.stem) for p in STORE.record_paths(env())}
+    for f in FAULTS:
+        if f.catch.suite in AWAITING_SUITE and not fault_runs.suite_file(ROOT, f.catch.suite).exists():
+            continue
+        assert fault_runs.suite_file(ROOT, f.catch.suite).exists(), f.name
+        assert any(s == f.catch.suite and fnmatch.fnmatchcase(c, f.catch.case) for s, c in records), f.name
+
+
+def _targets(fault: faults.Fault) -> list[object]:
+    """What the fault's patches replace, as they are now (identity of each patched object)."""
+    out: list[object] = []
+    for patch in fault.patches:
+        if isinstance(patch, (faults.SourceEdit, faults.Wrap)):
+            _, owner, name = faults._resolve(patch.module, patch.qualname)
+            out.append(vars(owner)[name] if name in vars(owner) else getattr(owner, name))
+        elif isinstance(patch, faults.SetItems):
+            _, owner, name = faults._resolve(patch.module, patch.qualname)
+            target = getattr(owner, name)
+            out.append(tuple((k, vars(target).get(k)) for k, _ in patch.values))
+        else:
+            from transformers import PreTrainedModel
+
+            out.append(vars(PreTrainedModel).get("__call__"))
+    return out
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
+def test_fault_applies_and_is_undone_exactly(fault):
+    before = _targets(fault)
+    undo = fault.apply()
+    try:
+        during = _targets(fault)
+        assert all(d is not b and d != b for d, b in zip(during, before, strict=True))
+    finally:
+        undo()
+    after = _targets(fault)
+    assert all(a is b or a == b for a, b in zip(after, before, strict=True))
+
+
+def test_a_module_function_is_rebound_where_it_was_imported():
+    from transformers import dynamic_module_utils
+    from transformers.models.auto import configuration_auto
+
+    original = dynamic_module_utils.resolve_trust_remote_code
+    undo = faults.inject("trust-remote-code-default-on")
+    try:
+        assert configuration_auto.resolve_trust_remote_code is dynamic_module_utils.resolve_trust_remote_code
+        assert configuration_auto.resolve_trust_remote_code is not original
+    finally:
+        undo()
+    assert configuration_auto.resolve_trust_remote_code is original
+
+
+def test_an_edit_that_does_not_match_the_installed_source_names_the_fault_and_the_text():
+    edit = SourceEdit("transformers.generation.utils", "_speculative_sampling", (("no such line", "x"),))
+    with pytest.raises(FaultError, match=r"fault 'demo': transformers.generation.utils._speculative_sampling.*"
+                                         r"occurs 0 times.*'no such line'"):
+        edit.apply("demo")
+
+
+def test_unknown_fault_lists_the_known_ones():
+    with pytest.raises(FaultError, match=r"--inject-fault nope: no such fault; known: ensemble-weight-one-minus"):
+        faults.get("nope")
+
+
+def test_slow_forward_slows_generating_models_only():
+    """The latency fault: a generating model's call costs 1 + fraction of its own CPU time; a
+    model that does not generate (a base model, the calibration workload's side) is untouched."""
+    from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+
+    from harness.latency import timer
+    from harness.subjects.hf_latency import busy_wait
+
+    class Base(PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self):
+            super().__init__(PretrainedConfig())
+
+        def forward(self, x):
+            busy_wait(0.02)
+            return x
+
+    class Generating(Base, GenerationMixin):
+        pass
+
+    def cost(module: torch.nn.Module) -> float:
+        start = timer()
+        module(torch.ones(1))
+        return timer() - start
+
+    undo = faults.SlowForward(0.5).apply("demo")
+    try:
+        slowed, plain = cost(Generating()), cost(Base())
+    finally:
+        undo()
+    assert slowed >= 0.02 * 1.5
+    assert plain < 0.02 * 1.4
+    assert cost(Generating()) < 0.02 * 1.4  # undone
+
+
+# ----------------------------------------------------------------------------------------------
+# plumbing: the CLI flag, the report banner, the table
+
+
+def test_harness_check_refuses_an_unknown_fault(capsys):
+    from harness.cli import main
+
+    assert main(["check", "--inject-fault", "nope"]) == 2
+    assert "no such fault; known:" in capsys.readouterr().err
+
+
+def test_harness_faults_refuses_an_unknown_name(capsys):
+    from harness.cli import main
+
+    assert main(["faults", "--only", "nope"]) == 2
+    assert "--only nope: no such fault" in capsys.readouterr().err
+
+
+def test_the_report_of_an_injected_run_names_the_fault_at_the_top():
+    fault = faults.get("crop-leaves-stale-entry")
+    outcome = Outcome("caches", "llama-target", "rollback", "exact", Status.REGRESSION, "held_after_crop[0]: 83 -> 84")
+    html = render_html(Results(env={}, baseline_env=None, outcomes=[outcome],
+                               meta={"injected_fault": faults.describe(fault)}))
+    banner = html.index('id="injected-fault"')
+    assert banner < html.index('id="verdict"') < html.index("<main")
+    assert "Injected fault: crop-leaves-stale-entry" in html[banner:banner + 600]
+    assert "Injected fault" not in render_html(Results(env={}, baseline_env=None, outcomes=[outcome], meta={}))
+
+
+def test_caught_only_by_the_named_field_in_a_matching_case():
+    catch = Catch("caches", "llama-*", "rollback")
+    found = [{"suite": "caches", "case": "qwen2-hybrid", "field": "rollback", "detail": ""},
+             {"suite": "caches", "case": "llama-target", "field": "rollback_vs_fresh", "detail": ""}]
+    assert fault_runs.caught_by(catch, found) == []
+    found.append({"suite": "caches", "case": "llama-target", "field": "rollback", "detail": "83 -> 84"})
+    assert fault_runs.caught_by(catch, found) == [found[-1]]
+
+
+def test_the_table_lists_every_fault_with_its_verdict_and_seconds():
+    runs = [fault_runs.FaultRun(f.name, fault_runs.CAUGHT, 3.25,
+                                [{"suite": f.catch.suite, "case": "c", "field": f.catch.field, "detail": "a -> b"}],
+                                [{"suite": f.catch.suite, "case": "c", "field": f.catch.field, "detail": "a -> b"}], 1)
+            for f in FAULTS]
+    runs[0] = fault_runs.FaultRun(FAULTS[0].name, fault_runs.MISSED, 2.0)
+    text = fault_runs.markdown(runs, fault_runs.FaultRun(None, fault_runs.CLEAN_OK, 9.0, cases=4), "env-x", "harness faults")
+    assert f"**Detection: {len(FAULTS) - 1}/{len(FAULTS)}**" in text
+    assert "no regression, 9 s" in text
+    for f in FAULTS:
+        assert f"| `{f.name}` | {f.area} |" in text
+    assert "**MISSED**" in text and "| 3.2 |" in text
+
+
+def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
+    """docs/faults.md is `harness faults` output: every fault of the catalogue has its row, caught."""
+    text = (ROOT / "docs" / "faults.md").read_text()
+    data = json.loads((ROOT / "docs" / "faults.json").read_text())
+    assert text.startswith("# Sensitivity: the fault catalogue")
+    assert [r["fault"] for r in data["runs"]] == [f.name for f in FAULTS]
+    for run in data["runs"]:
+        fault = faults.get(run["fault"])
+        expected = fault_runs.NO_SUITE if fault.catch.suite in AWAITING_SUITE else fault_runs.CAUGHT
+        assert run["status"] in (expected, fault_runs.CAUGHT), run["fault"]
+        assert f"| `{fault.name}` |" in text
+    assert data["clean"]["status"] == fault_runs.CLEAN_OK
+
+
+def test_clean_reruns_draw_fresh_bias_seeds(monkeypatch):
+    """benchmarks/clean_runs.py reruns `harness check` with HARNESS_SEED_OFFSET=i: every bias case
+    draws from a seed no other run or case uses; a bad value names the variable."""
+    from harness import one_step
+
+    monkeypatch.delenv(one_step.SEED_OFFSET_ENV, raising=False)
+    base = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+    seeds = set(base)
+    for offset in range(1, 21):
+        monkeypatch.setenv(one_step.SEED_OFFSET_ENV, str(offset))
+        fresh = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+        assert not seeds & set(fresh) and len(set(fresh)) == len(fresh)
+        seeds |= set(fresh)
+    monkeypatch.setenv(one_step.SEED_OFFSET_ENV, "x")
+    with pytest.raises(ValueError, match="HARNESS_SEED_OFFSET='x': expected an integer"):
+        one_step.case_seed(None, 0)
+
+
+# ----------------------------------------------------------------------------------------------
+# the suites under injected faults, for real
+
+
+def _check_runs(runs, clean) -> None:
+    for run in runs:
+        fault = faults.get(run.fault)
+        if run.status == fault_runs.NO_SUITE:
+            assert fault.catch.suite in AWAITING_SUITE, run.fault
+            continue
+        assert run.status == fault_runs.CAUGHT, (
+            f"{run.fault} not caught by {fault.catch}: {run.error or run.regressions[:5]}")
+    assert clean.status == fault_runs.CLEAN_OK, clean.regressions[:5]
+    assert clean.cases >= len({(f.catch.suite, f.catch.case) for f in FAULTS if f.name in {r.fault for r in runs}
+                                and f.catch.suite not in AWAITING_SUITE})
+
+
+def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases(tmp_path, capfd):
+    """Two faults of the catalogue (`Fault.fast`), crossed: each is injected into a strict run of
+    both faults' cases and must regress its own field, while the other fault's cases - run clean in
+    the same session - raise nothing (each run is the other's clean control). The first run is
+    `harness faults`' own (`fault_runs.run_cases`), the second goes end to end through the CLI,
+    `harness check --strict --inject-fault NAME -- --harness-case ...`: exit 1, and the terminal
+    summary, the HTML report and results.json name the fault."""
+    from harness.cli import main
+
+    first, second = [f for f in FAULTS if f.fast]
+    assert first.catch.suite != second.catch.suite
+    globs = [f"{f.catch.suite}:{f.catch.case}" for f in (first, second)]
+
+    def clean_on(fault, found):
+        return not [r for r in found if r["suite"] == fault.catch.suite and fnmatch.fnmatchcase(r["case"], fault.catch.case)]
+
+    found, cases, error = fault_runs.run_cases(ROOT, STORE.root, globs, first.name)
+    assert not error and cases >= 2
+    assert fault_runs.caught_by(first.catch, found), f"{first.name} not caught: {found[:5]}"
+    assert clean_on(second, found), found
+
+    code = main(["check", "--root", str(ROOT), "--reports-dir", str(tmp_path), "--strict", "--inject-fault",
+                 second.name, "--", *[arg for glob in globs for arg in ("--harness-case", glob)]])
+    out = capfd.readouterr().out
+    assert code == 1, out[-2000:]
+    assert f"INJECTED FAULT: {second.name}" in out
+    assert f"Injected fault: {second.name}" in next(tmp_path.rglob("index.html")).read_text()
+    results = json.loads(next(tmp_path.rglob("results.json")).read_text())
+    assert results["meta"]["injected_fault"]["name"] == second.name
+    found = fault_runs.regressions(results)
+    assert fault_runs.caught_by(second.catch, found), f"{second.name} not caught: {found[:5]}"
+    assert clean_on(first, found), found
+
+
+@pytest.mark.faults
+def test_the_whole_catalogue_is_caught_and_its_clean_control_is_clean():
+    runs, clean = fault_runs.run_all(ROOT, STORE.root, FAULTS, jobs=2)
+    waiting = [r.fault for r in runs if r.status == fault_runs.NO_SUITE]
+    _check_runs(runs, clean)
+    if waiting:
+        pytest.skip(f"caught every fault that has its suite; waiting for a suite: {', '.join(waiting)}")
