@@ -1,7 +1,7 @@
 """Attention backends and checkpoint loading of the installed transformers, per zoo model.
 
 Cases: one per zoo model (`harness.fixtures.cases.model_cases()`: Llama x2, Mistral, Qwen2, Llama4, Glm4Moe,
-GPTNeoX, GPTBigCode). Fields per case:
+GPTNeoX, GPTBigCode, Gemma2). Fields per case:
 
   test_attention_flags
     loaded_as_env          ref    the parameters' dtype and device equal the env key's (a run can never
