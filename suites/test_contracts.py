@@ -40,6 +40,10 @@ Fields (exact unless said otherwise):
                          declared   capability: the values the version's own constant lists
   generation-defaults-<model> effective  the GenerationConfig generate(input_ids) decodes with when the
                                     caller passes nothing; stored: the model's generation_config
+  mtp-checkpoint-<model> checkpoint  the MTP tensors the checkpoint holds (layer index folded);
+                         expected   the parameter names of the MTP layer this version's MtpModel builds;
+                         load       MtpModel.from_pretrained: raised (type, the keys it names missing) or not;
+                         use_mtp    capability: generate(use_mtp=True) ran
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from typing import Any
 import pytest
 
 from harness.fixtures.cases import model_cases
+from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.subjects import hf
 from harness.subjects.hf_contracts import MTP, PROBES, TARGET
@@ -178,6 +183,8 @@ API: tuple[Case, ...] = (
       for field, values, declared, run in ENUM_FIELDS),
     *(contract(f"generation-defaults-{c.model}", "generation_defaults", params=_p(model=c.model), model=c.model)
       for c in model_cases()),
+    *(contract(f"mtp-checkpoint-{s.name}", "mtp_checkpoint", params=_p(model=s.name), model=s.name)
+      for s in SPECS if s.role == "mtp"),
 )
 
 

@@ -123,13 +123,23 @@ def test_speculative_greedy_equals_plain_greedy(name):
                 assert got.target_forwards <= plain.target_forwards
 
 
-def test_mtp_drafts_equal_transformers_drafts():
+MTP_MODELS = [s.name for s in SPECS if s.role == "mtp"]
+
+
+@pytest.mark.parametrize("name", MTP_MODELS)
+def test_mtp_drafts_equal_transformers_drafts(name):
+    """Where the installed transformers runs the model's MTP layer at all: a version that cannot
+    load a checkpoint layout (5.14 and the dense-first trunk: it builds a dense MTP layer and the
+    checkpoint's is MoE) is skipped here with its error; the contracts suite records it
+    (mtp-checkpoint-*) and the outputs suite records the error per case."""
     if not hf.capabilities()["use_mtp"]:
         pytest.skip(f"transformers {hf.version()} has no use_mtp")
-    model, tok, ref = models("glm4moe-mtp")
+    model, tok, ref = models(name)
     for p in prompts.PROMPTS:
         ids = prompt_ids(tok, p)
         theirs = hf.generate(model, torch.tensor([ids]), NEW_TOKENS, use_mtp=True)
+        if theirs.error is not None and name != "glm4moe-mtp":
+            pytest.skip(f"transformers {hf.version()} cannot run {name}'s MTP layer: {theirs.error}")
         assert theirs.error is None, theirs.error
         ours = decode(ref, ids, NEW_TOKENS, drafter=MtpDrafter(ref), k=1, eos_token_id=EOS)
         assert ours.tokens == theirs.tokens

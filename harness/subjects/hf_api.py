@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from harness.schema import Observation
-from harness.subjects import first_line, observe, type_name
+from harness.subjects import first_line, fold_keys, observe, type_name
 from harness.subjects.hf import Zoo
 
 TARGET, ASSISTANT, MTP, SLIDING = "llama-target", "llama-assistant", "glm4moe-mtp", "mistral-sliding"
@@ -265,6 +265,51 @@ def probe_generation_defaults(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Ob
     obs = Observation()
     obs.add("effective", clean(captured[0]) if captured else {"error": err, "captured": False})
     obs.add("stored", clean(model.generation_config.to_dict()))
+    return obs
+
+
+def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """The MTP checkpoint contract of one MTP model. Fields (exact):
+    `checkpoint`: the MTP tensors model.safetensors holds (names >= num_hidden_layers, layer index
+    folded); `expected`: the parameter names of the MTP layer the installed MtpModel builds for
+    this config (constructed, not loaded; "<missing>" without MtpModel); `load`:
+    MtpModel.from_pretrained(model) - raised (type, and the keys it names as missing, parsed from
+    its message) or loaded; `use_mtp` (capability): generate(use_mtp=True) ran and drafted."""
+    import ast
+    import re
+
+    from safetensors import safe_open
+
+    model_name = params["model"]
+    lm = zoo.load(model_name)
+    n = zoo.config_json(model_name)["num_hidden_layers"]
+    with safe_open(str(zoo.directory(model_name) / "model.safetensors"), framework="pt") as f:
+        held = [k for k in f.keys() if (m := re.match(r"model\.layers\.(\d+)\.", k)) and int(m.group(1)) >= n]
+    obs = Observation()
+    obs.add("checkpoint", fold_keys(held))
+    mtp_cls = resolve("transformers.modeling_layers.MtpModel")
+    if mtp_cls is MISSING:
+        obs.add("expected", MISSING)
+        obs.add("load", MISSING)
+    else:
+        layers = lm.model.config.get_text_config().num_mtp_layers
+        built, err = observe(lambda: mtp_cls(lm.model, layers))
+        obs.add("expected", fold_keys([k for k, _ in built.named_parameters() if k.startswith("layers.")])
+                if built is not None else {"error": err})
+        try:
+            mtp_cls.from_pretrained(lm.model)
+            obs.add("load", {"raises": None})
+        except Exception as exc:  # a transformers exception is the observation; the harness's propagates
+            from harness.subjects import error_of, is_subject_error
+
+            if not is_subject_error(exc):
+                raise
+            listed = re.search(r"(\[[^\]]*\])", str(exc))
+            named = sorted(ast.literal_eval(listed.group(1))) if listed else None
+            obs.add("load", {"raises": type(exc).__name__, "missing": fold_keys(named) if named else None},
+                    message=error_of(exc)["message"])
+    out, err = observe(lambda: _run(zoo, model_name, use_mtp=True, return_dict_in_generate=True))
+    obs.add("use_mtp", {"ran": err is None}, "capability", **({"error": err} if err else {}))
     return obs
 
 
