@@ -43,7 +43,8 @@ def test_signature_of_a_class_is_its_init():
 
 
 @pytest.mark.parametrize(("value", "shape"), [
-    (torch.zeros(2, 3), "Tensor[float32, 2d]"),
+    (torch.zeros(2, 3), "Tensor[float, 2d]"),
+    (torch.zeros(2, 3, dtype=torch.bfloat16), "Tensor[float, 2d]"),
     ((torch.zeros(1, dtype=torch.long), None), {"tuple": ["Tensor[int64, 1d]", "NoneType"]}),
     ((3, [4, 5]), {"tuple": ["int", {"list": ["int", "int"]}]}),
     ({"b": 1.0, "a": "x"}, {"dict": {"a": "str", "b": "float"}}),

@@ -84,10 +84,12 @@ def signature_of(obj: Any) -> list[list[Any]] | str:
 
 
 def shape_of(obj: Any, depth: int = 0) -> Any:
-    """The runtime shape of a returned value: tensors as 'Tensor[dtype, ndim]', tuples/lists as a
+    """The runtime shape of a returned value: tensors as 'Tensor[dtype, ndim]' (floating dtypes as
+    'float': they follow the run's numerics, which the env key already names), tuples/lists as a
     list of their elements' shapes (order kept), mappings by key, anything else by type name."""
-    if isinstance(obj, torch.Tensor):
-        return f"Tensor[{str(obj.dtype).removeprefix('torch.')}, {obj.dim()}d]"
+    if isinstance(obj, torch.Tensor):  # a float tensor follows the run's dtype: "float", not the width
+        kind = "float" if obj.is_floating_point() else str(obj.dtype).removeprefix("torch.")
+        return f"Tensor[{kind}, {obj.dim()}d]"
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return type(obj).__name__
     if depth < 2 and isinstance(obj, (tuple, list)) and len(obj) <= 8:
