@@ -58,6 +58,7 @@ class _Check:
     observed: Field
     expected: Field | None
     follows: tuple[str, ...] = ()  # fields whose tie-flip this one inherits (e.g. text follows tokens)
+    seeded_by: str = ""  # the distribution field that judges this seeded sampled stream (rng-stream rule)
 
 
 class CaseCheck:
@@ -102,7 +103,8 @@ class CaseCheck:
             outcome = replace(outcome, diff={**show, **outcome.diff})
         follows = observed.extras.get("follows") or ()
         follows = (follows,) if isinstance(follows, str) else tuple(follows)
-        self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline, follows)
+        seeded_by = str(observed.extras.get("seeded_by") or "")
+        self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline, follows, seeded_by)
         self.observed[name] = observed
         return self._checks[name].outcome
 
@@ -138,10 +140,15 @@ class CaseCheck:
         resolved: dict[str, Outcome] = {}
 
         def resolve(name: str, seen: tuple[str, ...] = ()) -> Outcome:
-            """The outcome after inheriting the tie-flips of the fields it follows (resolved first)."""
+            """The outcome after the rng-stream rule and inheriting the tie-flips / rng-streams of the
+            fields it follows (resolved first)."""
             if name not in resolved:
-                follows = [f for f in self._checks[name].follows if f in placed and f not in seen]
-                resolved[name] = _inherit_tie_flip(placed[name], [resolve(f, (*seen, name)) for f in follows])
+                check = self._checks[name]
+                follows = [f for f in check.follows if f in placed and f not in seen]
+                outcome = placed[name]
+                if check.seeded_by and check.seeded_by in placed:
+                    outcome = _rng_stream(outcome, placed[check.seeded_by])
+                resolved[name] = _inherit_tie_flip(outcome, [resolve(f, (*seen, name)) for f in follows])
             return resolved[name]
 
         out = [self._with_text(resolve(name)) for name in self._checks]
@@ -171,15 +178,31 @@ class CaseCheck:
         return o
 
 
+def _rng_stream(outcome: Outcome, distribution: Outcome) -> Outcome:
+    """A seeded sampled stream that differs from its record while the path's sampled
+    distribution (`distribution`, the same case's G-test of fit) still fits: the release draws its
+    random numbers differently - `changed` (information), not a regression. A distribution that
+    no longer fits keeps the stream's regression (and is one itself)."""
+    if outcome.status is not Status.REGRESSION or outcome.category is not Category.REAL_CHANGE:
+        return outcome
+    if distribution.status is not Status.PASS:
+        return outcome
+    return replace(outcome, status=Status.CHANGED, category=Category.RNG_STREAM,
+                   detail=f"seeded stream differs, but the sampled distribution still fits ({distribution.field}: "
+                          f"{distribution.detail}); here: {outcome.detail}",
+                   diff={**outcome.diff, "seeded_by": distribution.field})
+
+
 def _inherit_tie_flip(outcome: Outcome, sources: list[Outcome]) -> Outcome:
-    """A field derived from token streams differs because a stream tie-flipped (and none of them
-    changed for real): the same pass, not a second finding."""
-    flips = [s for s in sources if s.category is Category.TIE_FLIP]
+    """A field derived from token streams differs because a stream tie-flipped or is a seeded
+    stream drawn differently (rng-stream), and none of them changed for real: the same outcome
+    as its source, not a second finding."""
+    flips = [s for s in sources if s.category in (Category.TIE_FLIP, Category.RNG_STREAM)]
     if outcome.status is not Status.REGRESSION or not flips or any(s.status is Status.REGRESSION for s in sources):
         return outcome
     source = flips[0]
-    return replace(outcome, status=Status.PASS, category=Category.TIE_FLIP,
-                   detail=f"follows the tie-flip of {source.field} ({source.detail}); here: {outcome.detail}",
+    return replace(outcome, status=source.status, category=source.category,
+                   detail=f"follows the {source.category.value} of {source.field} ({source.detail}); here: {outcome.detail}",
                    diff={**outcome.diff, "follows": source.field})
 
 

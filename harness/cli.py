@@ -1,7 +1,8 @@
 """The `harness` command line (also `python -m harness`).
 
-    harness check   [--baseline KEY] [-n N] [--strict] [-- PYTEST ARGS]
-    harness regen   [--yes | --dry-run] [-n N] [-- PYTEST ARGS]
+    harness check   [--baseline KEY] [-n N] [--strict] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
+    harness regen   [--yes | --dry-run] [-n N] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
+    harness init    [--model PATH [--assistant PATH]] [--name NAME]
     harness compare A B [--out DIR] [--claims FILE]
     harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness report RESULTS_JSON [--out DIR]
@@ -69,7 +70,8 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 # plugin options the CLI sets itself: as pytest args after -- they would contradict its flags
 OWNED_OPTIONS = {"--harness-results": "", "--golden-dir": "--golden-dir", "--baseline": "--baseline",
                  "--force-regen": "harness regen", "--harness-dtype": "--dtype", "--harness-device": "--device",
-                 "--harness-attn": "--attn", "--harness-threads": "--threads", "--rootdir": "--root"}
+                 "--harness-attn": "--attn", "--harness-threads": "--threads", "--rootdir": "--root",
+                 "--harness-model": "--model", "--harness-assistant": "--assistant"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
     require_store(project, args)
     check_workers(args.workers)
-    check_fixtures(project.settings)
+    check_fixtures(project.settings, args)
     key = current_env_key(args)
     baseline = args.baseline or project.settings.baseline
     if baseline:
@@ -187,7 +189,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
                          "pass --yes to write without asking (CI), or --dry-run to only show the changes")
     project = open_project(args)
     check_workers(args.workers)
-    check_fixtures(project.settings)
+    check_fixtures(project.settings, args)
     key = current_env_key(args)
     target = project.store.root / key
     if not args.dry_run:  # a store that cannot be written fails now, not after the suites ran
@@ -214,14 +216,15 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
                 old[(path.parent.name, path.stem)] = project.store.read_file(path)
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
-        complete = rc == 0 and not extra
+        complete = rc == 0 and not extra and not args.model  # --model runs one checkpoint's cases only
         from harness.compare import Policy
 
         policy = Policy(alpha=project.settings.alpha, thresholds=project.settings.thresholds)
         changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
         if not complete:
-            why = "some tests failed (see pytest's output above)" if rc else "pytest arguments select part of the suites"
+            why = ("some tests failed (see pytest's output above)" if rc else
+                   "--model runs one checkpoint's cases" if args.model else "pytest arguments select part of the suites")
             print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
         if not changes:
             print(f"\n{target}: records are up to date; nothing to write")
@@ -280,6 +283,19 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     (out / "summary.md").write_text(markdown_summary(results, extra), encoding="utf-8")
     print(f"summary: {out / 'summary.md'}")
     return code
+
+
+# ----------------------------------------------------------------------------------------------
+# init
+
+
+def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from harness.project import init_project
+
+    pyproject, golden = init_project(Path.cwd(), args.name, args.model, args.assistant)
+    print(f"harness: wrote [tool.harness] to {pyproject} and created {golden}")
+    print("next: set path = ... to your checkpoint (if you did not pass --model), then run `harness check`")
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     running.add_argument("--attn", default="sdpa", help="attention implementation (default sdpa)")
     running.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own)")
     running.add_argument("-v", "--verbose", action="store_true", help="pytest's verbose output instead of -q")
+    running.add_argument("--model", metavar="PATH", help="run only this checkpoint of yours (a save_pretrained "
+                                                         "directory, safetensors) instead of the configured models")
+    running.add_argument("--assistant", metavar="PATH", help="--model's assistant: adds the assisted / ensemble cases")
+    running.add_argument("--deep", action="store_true", help="the deeper modes: every sampling path x setting at a "
+                                                             "smaller detectable TV, 3x the latency samples (slower)")
 
     parser = argparse.ArgumentParser(prog="harness", description="Upgrade validation harness for LLM text generation.",
                                      epilog="exit codes: 0 pass (or allowed changes), 1 regression, 2 usage or input error")
@@ -367,6 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--claims", metavar="FILE", help="a release's claims (JSON, e.g. docs/claims/transformers-5.14.json): "
                                                     "each checked against the outcomes, shown in the report and summary.md")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("init", help="write a commented starter [tool.harness] block for the current directory",
+                       description="Write a starter [tool.harness] block into ./pyproject.toml (created if absent) "
+                                   "and create its golden_dir; refuses a pyproject.toml that has one already.")
+    p.add_argument("--model", metavar="PATH", help="your checkpoint (default: a placeholder path to edit)")
+    p.add_argument("--assistant", metavar="PATH", help="its assistant (optional)")
+    p.add_argument("--name", default="my-model", help="the model's name in case ids (default my-model)")
+    p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("envs", parents=[common], help="list recorded env keys")
     p.set_defaults(func=cmd_envs)

@@ -78,6 +78,23 @@ def _aligned(counts: Any, other: Any) -> tuple[np.ndarray, np.ndarray, list[str]
     return a, b, None
 
 
+MISFIT_CELLS = 5
+
+
+def misfit(counts: np.ndarray, probs: np.ndarray, keys: list[str] | None) -> list[dict[str, Any]]:
+    """The cells that contribute most to a misfit: largest Pearson residuals |O - E| / sqrt(E)
+    (E = n p; a cell with p = 0 and O > 0 first), with observed and expected counts."""
+    n = float(counts.sum())
+    if n == 0:
+        return []
+    expected = n * probs / max(float(probs.sum()), 1e-300)
+    residual = np.where(expected > 0, np.abs(counts - expected) / np.sqrt(np.maximum(expected, 1e-300)),
+                        np.where(counts > 0, np.inf, 0.0))
+    order = np.argsort(-residual, kind="stable")[:MISFIT_CELLS]
+    return [{"cell": keys[i] if keys else str(i), "observed": int(counts[i]), "expected": round(float(expected[i]), 2),
+             "residual": float(residual[i]) if np.isfinite(residual[i]) else None} for i in order if residual[i] > 0]
+
+
 EXPECTED_TV = 1e-6  # TV between two records' exact distributions that is only rounding
 
 
@@ -121,7 +138,7 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
             "test": "g-test-fit", "statistic": test.statistic if math.isfinite(test.statistic) else None,
             "df": test.df, "p_value": test.p_value, "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
             "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb,
-            "impossible_draws": test.impossible, "support": keys,
+            "impossible_draws": test.impossible, "support": keys, "misfit": misfit(counts, probs, keys),
         }
         expected_change = _expected_change(observed, baseline, policy)
         if expected_change is not None:
@@ -135,6 +152,10 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
                       f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
             return verdict(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
         tv_max = policy.thresholds.tv_max
+        if "detectable_tv" in observed.extras:  # the field states its own design (N, power, detectable TV)
+            return verdict(name, "distribution", Status.PASS,
+                           f"fits: {text}; power {float(observed.extras.get('power', 0)):.2f} at TV "
+                           f"{float(observed.extras['detectable_tv']):g}", "", diff, test.p_value)
         if tv_ucb > tv_max and tv_max > 0:
             need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
             diff["samples_needed"] = need

@@ -10,11 +10,20 @@ models_dir = "golden/models"     # committed fixture checkpoints
 reports_dir = "reports"          # results.json and the HTML report
 alpha = 0.01                     # family-wise false-alarm rate of one whole run
 baseline = ""                    # env key to compare against ("" = the current env's own records)
-models = []                      # fixture model names the suites run (empty = all)
-extra_model_dirs = []            # more checkpoint directories (e.g. private models)
+models = []                      # fixture model names the suites run (empty = all) - or, as a table,
+                                 # your own checkpoints (below; then the whole zoo runs as well)
+extra_model_dirs = []            # more checkpoint directories; `harness check` verifies they exist
 
 [tool.harness.thresholds]        # see `Thresholds`
 tie_eps_bf16 = 0.75
+```
+
+Your own checkpoints (harness/models.py `parse_model` checks each table's keys and types here;
+`resolve` checks the files before a run):
+
+```toml
+[tool.harness.models.my-model]
+path = "/models/my-llama"
 ```
 """
 
@@ -24,6 +33,8 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from harness.models import ModelError, UserModel, parse_models_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,6 +101,7 @@ class HarnessConfig:
     baseline: str = ""
     models: tuple[str, ...] = ()
     extra_model_dirs: tuple[Path, ...] = ()
+    user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/models.py)
 
 
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": "golden/models", "reports_dir": "reports"}
@@ -151,7 +163,15 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     if not 0.0 < alpha < 1.0:
         raise _fail(path, "alpha", f"must be in (0, 1), got {table.get('alpha')!r}")
     baseline = _string(path, "baseline", table.get("baseline", ""))
-    models = _string_list(path, "models", table.get("models", []))
+    raw_models = table.get("models", [])
+    user_models: tuple[UserModel, ...] = ()
+    if isinstance(raw_models, dict):  # [tool.harness.models.NAME]: your own checkpoints
+        try:
+            user_models = parse_models_table(path, rootdir, raw_models)
+        except ModelError as exc:
+            raise ConfigError(str(exc)) from None
+        raw_models = []
+    models = _string_list(path, "models", raw_models)
     extra = tuple(rootdir / p for p in _string_list(path, "extra_model_dirs", table.get("extra_model_dirs", [])))
     thresholds = _thresholds(path, table.get("thresholds", {}))
     return HarnessConfig(
@@ -161,6 +181,7 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
         baseline=baseline,
         models=models,
         extra_model_dirs=extra,
+        user_models=user_models,
         **paths,
     )
 

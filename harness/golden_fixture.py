@@ -5,6 +5,7 @@ record of its case) and the write of its record when the test ends. The plugin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harness.checking import CaseCheck
@@ -30,10 +31,19 @@ class Golden:
         self.session, self.suite, self.case, self.nodeid = session, suite, case, nodeid
         self._check: CaseCheck | None = None
         self._finished = False
+        self._dtype: str | None = None
+
+    def numerics(self, dtype: str) -> None:
+        """This case runs in another dtype than the run's (a user model's own `dtype`): its record's
+        env and its comparisons (tolerances, tie epsilon) say so. Before the first check only."""
+        if self._check is not None:
+            raise RuntimeError(f"golden.numerics() after the first check of test {self.nodeid}")
+        self._dtype = dtype
 
     @property
     def env(self) -> dict[str, Any]:
-        return self.session.run_env.fingerprint
+        fingerprint = self.session.run_env.fingerprint
+        return {**fingerprint, "dtype": self._dtype} if self._dtype else fingerprint
 
     @property
     def alpha(self) -> float:
@@ -52,7 +62,9 @@ class Golden:
                 record = self.session.store.read(self.session.baseline_key, self.suite, self.case)
             except RecordError as exc:
                 unreadable = exc
-            self._check = CaseCheck(self.suite, self.case, self.session.rules(), record, unreadable)
+            rules = self.session.rules()
+            self._check = CaseCheck(self.suite, self.case, replace(rules, env=self.env) if self._dtype else rules,
+                                    record, unreadable)
         return self._check
 
     def check(self, name: str, value: Any, kind: str = "exact", *, show: dict[str, Any] | None = None,
@@ -91,7 +103,7 @@ class Golden:
 
     def _write(self) -> dict[str, Any] | None:
         session, check = self.session, self._check
-        if check is None or not check.observed or session.strict:
+        if check is None or not check.observed or session.strict or session.read_only:
             return None
         if check.unreadable is not None and session.baseline_key == session.run_env.key and not session.force_regen:
             return None  # never overwrite a record we could not read, unless regenerating it

@@ -35,8 +35,9 @@ DEEP_ENV = "HARNESS_LATENCY_DEEP"  # "1": the longer, more precise mode (more sa
 
 
 def deep() -> bool:
-    """The opt-in precise mode (env HARNESS_LATENCY_DEEP=1): 3x the samples of a default run."""
-    return os.environ.get(DEEP_ENV, "") not in ("", "0")
+    """The opt-in precise mode (env HARNESS_LATENCY_DEEP=1, or HARNESS_DEEP=1 / --harness-deep for
+    every deep mode): 3x the samples of a default run."""
+    return any(os.environ.get(name, "") not in ("", "0") for name in (DEEP_ENV, "HARNESS_DEEP"))
 
 
 def scaled(n: int) -> int:

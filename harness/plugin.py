@@ -15,6 +15,9 @@ Options (group "harness"):
                          the run's numerics, recorded in the fingerprint; suites read them from
                          the `harness_env` fixture (``--harness-threads N`` also calls
                          ``torch.set_num_threads(N)``)
+  --harness-model PATH [--harness-assistant PATH]
+                         a one-off run on your own checkpoint (harness/models.py; the suites'
+                         conftest turns it into cases and runs only that model's)
 
 Fixtures: `golden` (the checks of one test), `harness_env` (the run's fingerprint and key),
 `harness_config` (the project's `[tool.harness]`, loaded once per process). A suite reads::
@@ -95,6 +98,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-attn", dest="harness_attn", default="sdpa", help="attention implementation of the run")
     _add(group, "--harness-threads", dest="harness_threads", type=int, default=0,
          help="torch.set_num_threads(N) for the run (0: leave torch's default)")
+    _add(group, "--harness-model", dest="harness_model", default=None, metavar="PATH",
+         help="run the suites on this checkpoint (a save_pretrained directory) instead of the configured models")
+    _add(group, "--harness-assistant", dest="harness_assistant", default=None, metavar="PATH",
+         help="the --harness-model's assistant (assisted / ensemble cases)")
+    _add(group, "--harness-deep", action="store_true", dest="harness_deep", default=False,
+         help="the deeper modes (sets HARNESS_DEEP=1): every sampling path x setting at a smaller detectable TV, "
+              "3x the latency samples")
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,9 @@ class RunEnv:
     dtype: str
     device: str
     attn_implementation: str
+
+
+DEEP_ENV = "HARNESS_DEEP"
 
 
 class HarnessSession:
@@ -123,6 +136,9 @@ class HarnessSession:
         results = config.getoption("harness_results")
         self.results_path = Path(results).resolve() if results else self.settings.reports_dir / "results.json"
         self.force_regen = bool(config.getoption("force_regen"))
+        # a deep run (more cases, larger N) is an investigation: it never writes records, so the
+        # committed default set stays the baseline (unless regenerating on purpose)
+        self.read_only = os.environ.get(DEEP_ENV, "") not in ("", "0") and not self.force_regen
         # CI (the CI environment variable, as CI systems set it) is strict: a field without a baseline fails
         self.strict = bool(config.getoption("harness_strict")) or _pytest_strict(config) or (
             bool(os.environ.get("CI")) and not self.force_regen)
@@ -276,8 +292,19 @@ class HarnessSession:
             "golden_dir": relative_to(self.settings.rootdir, self.store.root),
             "writes": merged_writes(self.writes),
         }
+        users = self.user_model_names()
+        if users:
+            meta["user_models"] = users  # the report groups outcomes by model
+
         ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
+
+    def user_model_names(self) -> list[str]:
+        """Names of the run's own checkpoints (--harness-model, else [tool.harness.models.NAME])."""
+        from harness.models import from_flags
+
+        flag = self.config.getoption("harness_model", None)
+        return [from_flags(flag).name] if flag else [m.name for m in self.settings.user_models]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or (not self.outcomes and not self.golden_tests):
@@ -380,4 +407,20 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("harness_deep", False):
+        # read by the case tables at collection (harness/sampling.py, latency.py); restored at the end
+        config.stash[_DEEP_BEFORE] = os.environ.get(DEEP_ENV)
+        os.environ[DEEP_ENV] = "1"
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _DEEP_BEFORE in config.stash:
+        before = config.stash[_DEEP_BEFORE]
+        if before is None:
+            os.environ.pop(DEEP_ENV, None)
+        else:
+            os.environ[DEEP_ENV] = before
+
+
+_DEEP_BEFORE = pytest.StashKey[str | None]()

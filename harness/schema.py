@@ -59,6 +59,7 @@ class Category(str, Enum):
     TIE_FLIP = "tie-flip"  # greedy tokens diverge at a near-tie, across different numerics
     TOLERATED_DRIFT = "tolerated-drift"  # tensor values differ within the dtype's tolerance
     WITHIN_NOISE = "within-noise"  # counts differ, not significantly
+    RNG_STREAM = "rng-stream"  # a seeded sampled stream differs while its sampled distribution still fits
     # statistics
     BIAS = "bias"  # a known, intended bias (ensemble verifier)
     UNDERPOWERED = "underpowered"  # fits, but the sample cannot rule out the smallest effect that matters

@@ -1,12 +1,18 @@
 """What every suite shares: the run's subjects, the thread count, the model selection.
 
-- `zoo` (session): the installed transformers' view of the checkpoints under
-  `[tool.harness] models_dir` (harness/subjects/hf.py `Zoo`), loaded once per worker;
+- `zoo` (session): the installed transformers' view of the checkpoints - the fixture zoo under
+  `[tool.harness] models_dir` and your own (`[tool.harness.models.NAME]`, or `--harness-model
+  PATH [--harness-assistant PATH]`; harness/models.py) - loaded once per worker;
+- `@pytest.mark.cases(table=fn)`: parametrizes a test's `case` over ``table(user_models)`` (a
+  function of harness/fixtures/cases.py), so the zoo's cases and each user model's come from one
+  table; the user models are resolved (files checked, paths and prompts filled in) once per run,
+  and a problem is a usage error naming the key and the fix;
 - one intra-op thread for the tiny forwards unless the run chose a count;
-- before any case runs, every checkpoint the run loads is checked against its manifest sha256: a
-  missing or corrupt one is a usage error naming the file and the fix, never a skip;
-- `[tool.harness] models` (non-empty) keeps only those models' cases: every suite parametrizes
-  over a `case` whose `.model` names a checkpoint, and other models' cases are deselected.
+- before any case runs, every zoo checkpoint the run loads is checked against its manifest sha256:
+  a missing or corrupt one is a usage error naming the file and the fix, never a skip;
+- `[tool.harness] models` (a list) keeps only those zoo models' cases, and `--harness-model`
+  only that model's: other cases are deselected (so their records are not reported missing);
+- a user model with its own dtype records its cases with that dtype (`golden.numerics`).
 """
 
 from __future__ import annotations
@@ -15,14 +21,60 @@ import pytest
 import torch
 
 from harness.fixtures.load import FixtureError, check_models
+from harness.models import ModelError, UserModel, from_flags, resolve
 from harness.plugin import settings_of
 from harness.subjects.hf import Zoo
 
+USER_MODELS = pytest.StashKey[tuple[UserModel, ...]]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cases(table): parametrize `case` over table(user_models) "
+                                       "(harness/fixtures/cases.py; suites/conftest.py)")
+
+
+def one_off(config) -> bool:
+    """`--harness-model PATH`: only that model's cases run."""
+    return bool(config.getoption("harness_model", None))
+
+
+def user_models(config) -> tuple[UserModel, ...]:
+    """The run's own checkpoints, resolved once (harness/models.py `resolve`)."""
+    if USER_MODELS not in config.stash:
+        flag = config.getoption("harness_model", None)
+        try:
+            models = ((from_flags(flag, config.getoption("harness_assistant", None)),) if flag
+                      else settings_of(config).user_models)
+            config.stash[USER_MODELS] = tuple(resolve(m) for m in models)
+        except ModelError as exc:
+            raise pytest.UsageError(f"bad model: {exc}") from exc
+    return config.stash[USER_MODELS]
+
+
+def pytest_sessionstart(session):
+    user_models(session.config)  # a bad model stops the run before collection
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("cases")
+    if marker is not None:
+        cases = marker.kwargs["table"](user_models(metafunc.config))
+        metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+
 
 @pytest.fixture(scope="session")
-def zoo(harness_config, harness_env) -> Zoo:
-    """Checkpoints from [tool.harness] models_dir, loaded in the run's dtype on its device."""
-    return Zoo(harness_config.models_dir, harness_env.dtype, harness_env.device)
+def zoo(harness_config, harness_env, pytestconfig) -> Zoo:
+    """Checkpoints from [tool.harness] models_dir and the user's, loaded in their dtype on the run's device."""
+    return Zoo(harness_config.models_dir, harness_env.dtype, harness_env.device, user_models(pytestconfig))
+
+
+@pytest.fixture(autouse=True)
+def model_numerics(request):
+    """A user model loaded in its own dtype records (and is compared) in that dtype."""
+    case = getattr(getattr(request.node, "callspec", None), "params", {}).get("case")
+    model = {m.name: m for m in user_models(request.config)}.get(getattr(case, "model", None))
+    if model is not None and model.dtype and "golden" in request.fixturenames:
+        request.getfixturevalue("golden").numerics(model.dtype)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -43,6 +95,11 @@ def one_intra_op_thread(harness_env, pytestconfig):
         torch.set_num_threads(before)
 
 
+def _model_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return getattr(callspec.params.get("case"), "model", None) if callspec else None
+
+
 def pytest_collection_modifyitems(config, items):
     settings = settings_of(config)
     if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
@@ -50,14 +107,19 @@ def pytest_collection_modifyitems(config, items):
             check_models(settings.models_dir, settings.models)
         except FixtureError as exc:
             raise pytest.UsageError(f"missing or corrupt fixture: {exc}") from exc
-    models = settings.models
-    if not models:
+    users = {m.name for m in user_models(config)}
+    if one_off(config):  # only the given checkpoint's cases
+        keep_model = users.__contains__
+        keep_other = False
+    elif settings.models:
+        keep_model = lambda model: model in settings.models or model in users  # noqa: E731
+        keep_other = True
+    else:
         return
     keep, drop = [], []
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        model = getattr(callspec.params.get("case"), "model", None) if callspec else None
-        (drop if model is not None and model not in models else keep).append(item)
+        model = _model_of(item)
+        (keep if (keep_model(model) if model is not None else keep_other) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

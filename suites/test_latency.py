@@ -12,7 +12,7 @@ beyond `latency_tolerance` at the run's per-test alpha (harness/compare_stats.py
                          (after 4 warm-up steps; each sample = 8 steps / 8)
   <model>.generate       generate_<path>: one greedy generate() call; llama-target: plain,
                          assisted, prompt_lookup, ensemble (w=0.3), 24 tokens; glm4moe-mtp: plain,
-                         mtp, 8 tokens. Extras per speculative path: acceptance (per token),
+                         mtp, 8 tokens; a user model: its paths but MTP, 24 tokens, 6 samples. Extras per speculative path: acceptance (per token),
                          tokens_per_forward, draft_tokens, cost_ratio, speedup (median plain /
                          median path, this run) and theoretical_speedup (Leviathan et al.)
 
@@ -71,7 +71,12 @@ def test_decode(case: Case, golden, zoo, target):
         _check(golden, f"decode_{kind}", timing, steps_per_sample=hf_latency.DECODE_STEPS)
 
 
-@pytest.mark.parametrize("case", [c for c in latency_cases() if c.name.endswith(".generate")], ids=lambda c: c.id)
+def generate_cases(user) -> list[Case]:
+    """The zoo's generate() cases and one per user model (its paths; harness/fixtures/cases.py)."""
+    return [c for c in latency_cases(user) if c.name.endswith(".generate")]
+
+
+@pytest.mark.cases(table=generate_cases)
 def test_generate(case: Case, golden, zoo, target):
     cal = hf_latency.calibration(zoo)
     ids = zoo.prompt_ids(case.model, "short-0")

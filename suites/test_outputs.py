@@ -1,10 +1,15 @@
 """What generate() produces, per path, against the golden record and the reference engine.
 
-One test, parametrized by the case table (harness/fixtures/cases.py). Per case it records:
+One test, parametrized by the case table (harness/fixtures/cases.py `output_cases`: the zoo's rows and
+each user model's, built from its config's paths and its prompts). Per case it records:
   error         exact   the exception transformers raised (type, first line) or None
-  tokens        tokens  greedy/sampled ids with per-step top-2 margins
+  tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
+                        differs while `distribution` still fits is `changed` (rng-stream), not a regression
+  distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
+                        exact joint (harness/sampling.py `observe`, with processors / bias_vs_target)
   text          exact   decoded text
-  first_logits  tensor  scores of the first generated step
+  first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
+                        sorted; harness/subjects/hf_cache.py `top_values`)
   target_forwards exact number of target forward passes
   drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
                         speculative paths; prompt lookup has no margins)
@@ -18,7 +23,8 @@ and, computed in the same run:
   equals_plain_greedy      lossless greedy paths equal plain greedy token for token (same library,
                            same numerics: no near-tie allowance)
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
-                           (different implementations: a flip at a near-tie is a tie-flip).
+                           (different implementations: a flip at a near-tie is a tie-flip); skipped
+                           with the reason for a model the engine does not implement (`Zoo.engine_gap`).
 A path the installed version does not support records its capability and skips with the reason.
 """
 
@@ -26,15 +32,17 @@ from __future__ import annotations
 
 import pytest
 
+from harness import sampling
 from harness.compare import first_divergence
 from harness.fixtures.cases import output_cases
 from harness.schema import Case
 from harness.subjects import engine, hf
+from harness.subjects.hf_cache import top_values
 
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup"}
 
 
-@pytest.mark.parametrize("case", output_cases(), ids=lambda c: c.id)
+@pytest.mark.cases(table=output_cases)
 def test_generate(case: Case, golden, zoo):
     feature = FEATURE.get(case.path)
     if feature is not None:
@@ -47,9 +55,15 @@ def test_generate(case: Case, golden, zoo):
     if got.error is not None:
         return
     tok = zoo.load(case.model).tokenizer
-    golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])
+    if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
+        context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
+        sampling.observe(golden, zoo, sampling.Spec(case.model, case.path, "default", case.weight, case.assistant,
+                                                    **context), field="distribution")
+        golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    else:
+        golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins])
     golden.check("text", tok.decode(got.tokens), follows="tokens")
-    golden.check("first_logits", got.first_logits, kind="tensor")
+    golden.check("first_logits", top_values(got.first_logits), kind="tensor")
     golden.check("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
@@ -75,11 +89,19 @@ def test_generate(case: Case, golden, zoo):
         golden.reference("equals_plain_greedy", [got.tokens], [plain.tokens], kind="tokens",
                          observed_extras={"margins": [got.margins]}, expected_extras={"margins": [plain.margins]},
                          implementations_differ=False)
+    gap = zoo.engine_gap(case.model) or (zoo.engine_gap(case.assistant) if case.assistant else "")
+    if gap:
+        golden.outcome("equals_reference_engine", "skipped", "tokens", gap, "not-applicable")
+    else:
+        _vs_engine(case, golden, zoo, got)
+    if case.path == "ensemble" and plain is not None:
+        golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
+                     show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
+
+
+def _vs_engine(case: Case, golden, zoo, got: hf.Generated) -> None:
     assistant = zoo.reference(case.assistant) if case.assistant else None
     ours = engine.decode_case(zoo.reference(case.model), assistant, case,
                               zoo.prompt_ids(case.model, case.prompt)[0].tolist())
     golden.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [ours.margins]})
-    if case.path == "ensemble" and plain is not None:
-        golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
-                     show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})

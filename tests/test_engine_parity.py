@@ -101,6 +101,19 @@ def test_softcaps_are_exercised(cap):
     assert (capped.logits - uncapped.logits).abs().max() > 1e-2
 
 
+def test_rope_theta_per_kind_and_qk_norm_are_exercised():
+    """Sensitivity: on mellum-mtp, one RoPE theta for every layer kind, or no q/k norm, changes the
+    logits, so the parity tests above would catch either rule being wrong."""
+    import dataclasses
+
+    _, tok, ref = models("mellum-mtp")
+    ids = torch.tensor(prompt_ids(tok, prompts.BY_ID["long-0"]))
+    base = ref.forward(ids, torch.arange(len(ids)), None).logits
+    for change in (dict(rope_theta_by_kind=()), dict(qk_norm=False)):
+        other = type(ref)(dataclasses.replace(ref.cfg, **change), ref.w)
+        assert (other.forward(ids, torch.arange(len(ids)), None).logits - base).abs().max() > 1e-2, change
+
+
 def _paths(name: str, ref):
     yield "prompt_lookup", lambda: PromptLookupDrafter(eos_token_id=EOS), 4
     if name == "llama-target":

@@ -22,13 +22,13 @@ def checkpoint_names(model) -> set[str]:
         return set(f.keys())
 
 
-@pytest.mark.parametrize("name", ["llama-target", "glm4moe-mtp"])
+@pytest.mark.parametrize("name", ["llama-target", "glm4moe-mtp", "mellum-mtp"])
 def test_running_leaves_the_checkpoint_names_alone(name):
     model = load.load_reference(name)
     names = checkpoint_names(model)
     assert set(model.w) == names
     model.forward(torch.tensor(IDS), torch.arange(len(IDS)), model.new_caches())
-    if model.cfg.num_mtp_layers:  # the MTP layer runs block() on the target's weights, with a MoE MLP
+    if model.cfg.num_mtp_layers:  # the MTP layer runs block() on the target's weights (GLM: a MoE MLP)
         decode(model, IDS, 4, drafter=MtpDrafter(model), k=1)
     assert set(model.w) == names
 

@@ -501,3 +501,15 @@ def test_a_golden_fixture_used_after_its_test_is_an_error(pytester: pytest.Pytes
     run.stdout.fnmatch_lines(["*RuntimeError: golden check after the end of test *test_keeps_the_fixture*"])
     record = GoldenStore(pytester.path / "golden" / "records").read(FP32_KEY, "leaked", "test_keeps_the_fixture")
     assert record.fields["value"].value == 1  # the late check changed nothing
+
+
+def test_a_deep_run_never_writes_records_and_restores_the_environment(pytester: pytest.Pytester, monkeypatch):
+    import os
+
+    monkeypatch.delenv("HARNESS_DEEP", raising=False)
+    make_project(pytester)
+    run_inline(pytester, "--harness-deep").assert_outcomes(passed=7)
+    assert not (pytester.path / "golden").exists()  # an investigation run: the default set stays the baseline
+    assert "HARNESS_DEEP" not in os.environ
+    run_inline(pytester).assert_outcomes(passed=7)
+    assert record_path(pytester).exists()

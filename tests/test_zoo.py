@@ -89,7 +89,8 @@ def target_tokenizer():
     return Tokenizer.from_file(str(load.MODELS_DIR / "llama-target" / "tokenizer.json"))
 
 
-@pytest.mark.parametrize("name, kind", [("llama-assistant", "assistant"), ("glm4moe-mtp", "mtp")])
+@pytest.mark.parametrize("name, kind", [("llama-assistant", "assistant")]
+                         + [(s.name, "mtp") for s in SPECS if s.role == "mtp"])
 def test_recorded_acceptance_rates_are_reproduced_by_the_engine(name, kind):
     """The manifest's rates were measured at build time by teacher forcing through
     transformers; the reference engine's decode loop must count the same accepted/drafted."""

@@ -9,11 +9,13 @@ so decode asks it only after the target's first pass.
 - `AssistantDrafter`: a smaller model with its own layer-typed caches. It keeps its cache in
   step with the committed context (rewinds the tokens the target rejected, feeds the ones it
   has not seen) and drafts k tokens greedily or by sampling from its softmax.
-- `MtpDrafter`: the MTP head of a GLM-4.5-style checkpoint. At position t+1 it sees the
-  trunk's final hidden state h_t and the token x_{t+1}:
+- `MtpDrafter`: the MTP head of a GLM-4.5- or Mellum-style checkpoint. At position t+1 it sees
+  the trunk's final hidden state h_t and the token x_{t+1}:
       e = enorm(embed(x_{t+1})),  g = hnorm(h_t),  z = eh_proj([e; g])
-      z = decoder_block(z) (MoE MLP, own KV cache),  logits = lm_head(post_norm(z))
-  and proposes x_{t+2}. One MTP layer drafts one token per step.
+      z = decoder_block(z) (own KV cache),  logits = lm_head(post_norm(z))
+  and proposes x_{t+2}. One MTP layer drafts one token per step. The block is the family's
+  decoder layer: GLM-4.5 a MoE full-attention layer at `model.layers.<N>.*`; Mellum a layer of
+  kind `mtp_layer_types[0]` (sliding window here) at `mtp.layers.0.*` (`MtpNames`).
 - `PromptLookupDrafter`: n-gram match in the context (largest n first, first match from the
   left, up to k following tokens, cut before an end token); no draft probabilities.
 """
@@ -26,7 +28,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from .cache import FullCache, LayerCache
+from .cache import LayerCache, build_caches
 from .model import Model, block, rms_norm
 
 
@@ -124,6 +126,26 @@ class _Shifted(LayerCache):
         self.inner.rewind(n)
 
 
+@dataclass(frozen=True)
+class MtpNames:
+    """Where a checkpoint keeps its MTP layer: the decoder block's key prefix and the weights of
+    enorm / hnorm / eh_proj / post_norm."""
+
+    block: str
+    enorm: str
+    hnorm: str
+    eh_proj: str
+    post_norm: str
+
+    @staticmethod
+    def of(target: Model, index: int) -> MtpNames:
+        if "mtp.fc.weight" in target.w:  # Mellum: outside the layer-index space
+            return MtpNames("mtp.layers.0.", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
+                            "mtp.fc.weight", "mtp.norm.weight")
+        p = f"{target.prefix}layers.{index}."  # GLM-4.5: a layer past the trunk
+        return MtpNames(p, p + "enorm.weight", p + "hnorm.weight", p + "eh_proj.weight", p + "shared_head.norm.weight")
+
+
 class MtpDrafter:
     """Needs the trunk's final hidden states of the committed tokens (`hidden[t]` for position t)."""
 
@@ -135,13 +157,15 @@ class MtpDrafter:
             raise ValueError(f"{target.path}: config has no num_mtp_layers; not an MTP checkpoint")
         self.target = target
         self.index = cfg.num_layers if layer is None else layer  # GLM-4.5 layout: model.layers.<N>.*
-        self.prefix = f"{target.prefix}layers.{self.index}."
-        missing = [n for n in ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")
-                   if self.prefix + n not in target.w]
+        self.names = MtpNames.of(target, self.index)
+        n = self.names
+        missing = [k for k in (n.enorm, n.hnorm, n.eh_proj, n.post_norm) if k not in target.w]
         if missing:
             raise ValueError(f"{target.path}: MTP weights missing from model.safetensors: {missing}")
-        self.cfg = replace(cfg, layer_types=("full_attention",), rope_layers=(True,))  # one full-attention layer
-        self.cache = _Shifted(FullCache(), 1)  # the MTP layer's first position is 1
+        self.kind = cfg.mtp_layer_types[0] if cfg.mtp_layer_types else "full_attention"
+        self.cfg = replace(cfg, layer_types=(self.kind,), rope_layers=(True,))  # one layer
+        # the MTP layer's first position is 1
+        self.cache = _Shifted(build_caches([self.kind], cfg.sliding_window, cfg.chunk_size)[0], 1)
         self.done = 0  # positions fed to the MTP layer: 1 .. self.done
 
     def propose(self, context: list[int], k: int, *, hidden: torch.Tensor | None, sample: bool,
@@ -154,12 +178,12 @@ class MtpDrafter:
         positions = torch.arange(start, n)
         tokens = torch.tensor(context[start:n])
         h = hidden[start - 1 : n - 1]
-        w, p = self.target.w, self.prefix
-        e = rms_norm(self.target.embed(tokens), w[p + "enorm.weight"], self.cfg.eps)
-        g = rms_norm(h, w[p + "hnorm.weight"], self.cfg.eps)
-        z = F.linear(torch.cat([e, g], dim=-1), w[p + "eh_proj.weight"])
-        z = block(z, positions, w, p, self.cfg, 0, "full_attention", self.cache, use_moe=True)
-        logits = self.target.head(rms_norm(z, w[p + "shared_head.norm.weight"], self.cfg.eps))
+        w, names = self.target.w, self.names
+        e = rms_norm(self.target.embed(tokens), w[names.enorm], self.cfg.eps)
+        g = rms_norm(h, w[names.hnorm], self.cfg.eps)
+        z = F.linear(torch.cat([e, g], dim=-1), w[names.eh_proj])
+        z = block(z, positions, w, names.block, self.cfg, 0, self.kind, self.cache, use_moe=self.cfg.num_experts > 0)
+        logits = self.target.head(rms_norm(z, w[names.post_norm], self.cfg.eps))
         self.done = n - 1
         token, probs = _pick(logits[-1], sample, generator)
         return Draft([token][:k], probs[None][:k])

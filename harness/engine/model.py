@@ -1,6 +1,7 @@
 """A minimal decoder forward for the zoo's families, written from the papers, not from transformers.
 
-Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe, gemma2.
+Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe, mellum (dense MLPs),
+gemma2.
 One pre-norm block for all of them:
 
     h = x + o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(rms(x))), v_proj(rms(x))))
@@ -9,10 +10,12 @@ One pre-norm block for all of them:
 What differs per family is data, read from config.json into `Config`:
 - attention kind per layer (full / sliding(window) / chunked(chunk)) - the visibility rule is
   `cache.visible`, stated once there;
-- RoPE: rotate-half pairs (i, i + d/2) (Llama, Mistral, Qwen2, GLM) or interleaved pairs
+- RoPE: rotate-half pairs (i, i + d/2) (Llama, Mistral, Qwen2, GLM, Mellum) or interleaved pairs
   (2i, 2i+1) (Llama 4); partial rotary (GLM: only the first `rotary_dim` dims rotate);
-  NoPE layers (Llama 4 `no_rope_layers[i] == 0`);
+  NoPE layers (Llama 4 `no_rope_layers[i] == 0`); a theta per attention kind (Mellum:
+  `rope_parameters` keyed by layer type, e.g. sliding 1e4, full 5e5);
 - q/k/v biases (Qwen2, GLM with attention_bias), L2 q/k norm after RoPE (Llama 4 RoPE layers),
+  per-head RMS q/k norm with weights before RoPE (Mellum, as Qwen3),
   attention temperature tuning on NoPE layers (Llama 4):
   q *= 1 + attn_scale * log(1 + floor((pos + 1) / floor_scale));
 - MoE MLP (GLM-4.5 MTP layer): sigmoid router, top-k by score + correction bias,
@@ -44,7 +47,7 @@ from safetensors.torch import load_file
 
 from .cache import LayerCache, build_caches, layer_types_of, visible
 
-SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "gemma2")
+SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "mellum", "gemma2")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class Config:
     floor_scale: float
     attn_scale: float
     num_mtp_layers: int = 0
+    qk_norm: bool = False  # weighted per-head RMS norm of q and k before RoPE (Mellum)
+    rope_theta_by_kind: tuple[tuple[str, float], ...] = ()  # (layer type, theta) where it differs per kind
+    mtp_layer_types: tuple[str, ...] = ()  # attention kind of each MTP layer (Mellum); () = full attention
     # MoE (MTP layer of GLM-4.5)
     num_experts: int = 0
     first_moe_layer: int = 0  # layers >= this use the MoE MLP (when num_experts > 0)
@@ -94,10 +100,21 @@ class Config:
         heads = cfg["num_attention_heads"]
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
         rope = cfg.get("rope_parameters") or {}
+        # per-kind RoPE (Mellum): {"full_attention": {...}, "sliding_attention": {...}}
+        by_kind = {k: v for k, v in rope.items() if isinstance(v, dict)}
+        for params in (by_kind or {"": rope}).values():
+            if params.get("rope_type", "default") != "default":
+                raise ValueError(f"reference engine implements default RoPE only, got {params.get('rope_type')!r}")
+            if params.get("partial_rotary_factor", 1.0) != 1.0 and by_kind:
+                raise ValueError("reference engine: partial rotary per layer kind is not implemented")
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
-        if rope.get("rope_type", "default") != "default":
-            raise ValueError(f"reference engine implements default RoPE only, got {rope.get('rope_type')!r}")
         partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+        if model_type == "mellum":
+            sparse = [t for t in list(cfg.get("mlp_layer_types") or ["sparse"]) + list(cfg.get("mtp_mlp_layer_types") or [])
+                      if t != "dense"]
+            if sparse:
+                raise ValueError("reference engine implements Mellum's dense MLP layers only (mlp_layer_types / "
+                                 f"mtp_mlp_layer_types contain {sorted(set(sparse))})")
         n = cfg["num_hidden_layers"]
         llama4 = model_type.startswith("llama4")
         rope_layers = tuple(bool(x) for x in cfg["no_rope_layers"]) if llama4 else (True,) * n
@@ -115,8 +132,15 @@ class Config:
             experts_per_token=cfg.get("num_experts_per_tok", 0),
             norm_topk_prob=cfg.get("norm_topk_prob", True),
             routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
+            qk_norm=model_type == "mellum",
+            rope_theta_by_kind=tuple(sorted((k, float(v["rope_theta"])) for k, v in by_kind.items())),
+            mtp_layer_types=tuple(cfg.get("mtp_layer_types") or ()),
             **(_gemma2(cfg) if model_type == "gemma2" else {}),
         )
+
+    def theta(self, kind: str) -> float:
+        """The RoPE theta of a layer of attention kind `kind`."""
+        return dict(self.rope_theta_by_kind).get(kind, self.rope_theta)
 
 
 def _gemma2(cfg: dict) -> dict:
@@ -233,6 +257,8 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str,
     q = q.reshape(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
     k = k.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+    if cfg.qk_norm:  # per head, over head_dim, before RoPE
+        q, k = rms_norm(q, w[prefix + "q_norm.weight"], cfg.eps), rms_norm(k, w[prefix + "k_norm.weight"], cfg.eps)
     if cfg.rope_layers[layer]:  # q and k heads rotated together
         q, k = apply_rope(torch.cat((q, k)), rope, cfg.interleaved_rope).split((cfg.num_heads, cfg.num_kv_heads))
         if cfg.qk_l2_norm:
@@ -272,7 +298,7 @@ def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg
           layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False,
           rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     attn_prefix = prefix + "self_attn."
-    rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)
+    rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind))
     mlp_prefix = prefix + ("feed_forward." if cfg.model_type.startswith("llama4") else "mlp.")
     a = attention(norm(x, w, prefix + "input_layernorm.weight", cfg), positions, w, attn_prefix, cfg, layer, kind,
                   cache, rope)
@@ -328,10 +354,11 @@ class Model:
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
         cfg, x = self.cfg, self.embed(tokens)
-        rope = rope_angles(positions, cfg.rotary_dim, cfg.rope_theta)  # shared by every layer
+        ropes = {t: rope_angles(positions, cfg.rotary_dim, t) for t in {cfg.theta(k) for k in cfg.layer_types}}
         for i in range(cfg.num_layers):
-            x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, cfg.layer_types[i],
+            kind = cfg.layer_types[i]
+            x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, kind,
                       caches[i] if caches is not None else None,
-                      use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer, rope=rope)
+                      use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer, rope=ropes[cfg.theta(kind)])
         hidden = norm(x, self.w, self.prefix + "norm.weight", cfg)
         return Output(self.head(hidden), hidden)

@@ -7,6 +7,7 @@ autoescape on for every template). The only markup passed through unescaped is o
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +19,7 @@ from harness.findings import group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
+from harness.report.sampling_table import sampling_rows
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
@@ -72,6 +74,14 @@ class SuiteView:
     anchor: str
     counts: tuple[tuple[str, int], ...]
     cases: tuple[CaseView, ...]
+
+
+@dataclass(frozen=True)
+class ModelView:
+    name: str
+    origin: str  # "yours" | "zoo" | "" (cases that are not one model's: contracts, bias)
+    cases: int
+    counts: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,28 @@ def suite_views(views: list[OutcomeView]) -> list[SuiteView]:
     return suites
 
 
+def model_of(case: str, names: Sequence[str]) -> str:
+    """The model a case id belongs to: a model's own case is its name, a generation case starts
+    with "<name>." (names have no dots); '' for cases of no single model."""
+    return next((n for n in names if case == n or case.startswith(n + ".")), "")
+
+
+def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[ModelView]:
+    """Outcome counts per model - your models first, then the zoo's, then the rest."""
+    from harness.fixtures.zoo import BY_NAME
+
+    names = [*user_models, *sorted(BY_NAME, key=len, reverse=True)]  # longest zoo name first: no prefix clash
+    grouped: dict[str, list[OutcomeView]] = {}
+    for view in views:
+        grouped.setdefault(model_of(view.case, names), []).append(view)
+    order = [*user_models, *sorted(n for n in grouped if n in BY_NAME), ""]
+    return [ModelView(name or "(no single model: contracts, bias)",
+                      "yours" if name in user_models else "zoo" if name else "",
+                      len({v.case for v in grouped[name]}),
+                      tuple((s, n) for s, n in count_statuses(grouped[name]) if n))
+            for name in order if name in grouped]
+
+
 def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
     per_metric = {metric: bias_points(outcomes, metric) for metric in BIAS_METRICS}
     names = list(dict.fromkeys(name for series in per_metric.values() for name in series))
@@ -210,7 +242,9 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value,
                                                          Status.MISSING.value)],
         "suites": suite_views(views),
+        "models": model_views(views, results.meta.get("user_models") or []) if results.meta.get("user_models") else [],
         "bias_groups": bias_groups(results.outcomes),
+        "sampling": sampling_rows(results.outcomes),
         "latency": latency,
         "findings": findings,
         "findings_headline": headline(group_findings(results.outcomes)),

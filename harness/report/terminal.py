@@ -79,6 +79,16 @@ def print_summary(results: Results, title: str) -> None:
     counts = results.counts()
     for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
         print("  " + line)
+    users = results.meta.get("user_models") or []
+    if users:  # the report groups by model when the run had models of yours
+        from harness.report.page import model_views, outcome_view
+
+        print("\nper model:")
+        views = model_views([outcome_view(i, o) for i, o in enumerate(results.outcomes)], users)
+        for line in table(("model", "", "cases", "outcomes"),
+                          ((v.name, v.origin, v.cases, ", ".join(f"{n} {s}" for s, n in v.counts)) for v in views),
+                          (40, 6, 6, 80)):
+            print("  " + line)
     findings = group_findings(results.outcomes)
     print(f"\n{headline(findings)}:")
     for i, finding in enumerate(findings[:MAX_FINDINGS], 1):

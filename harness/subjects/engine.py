@@ -72,3 +72,27 @@ def lengths(spec: dict[str, Any], updates: list[int]) -> list[tuple[list[int], l
             c.update(k, k, torch.arange(s, s + n))
         out.append(([c.seq_len for c in caches], [c.held for c in caches]))
     return out
+
+
+def next_token_probs(model, prompt: list[int], sampling) -> Any:
+    """ctx -> the engine's processed next-token distribution after `ctx` (prompt + emitted
+    tokens), memoised; the prompt is prefilled once and each context's extra tokens are run on
+    top of it and rewound (harness/engine/processors.py applies `sampling`)."""
+    from harness.engine.processors import probs
+
+    caches = model.new_caches(slack=16)
+    last = model.forward(torch.tensor(prompt), torch.arange(len(prompt)), caches).logits[-1]
+    memo: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def p(ctx: tuple[int, ...]) -> torch.Tensor:
+        if ctx not in memo:
+            extra = list(ctx[len(prompt):])
+            logits = last
+            if extra:
+                logits = model.forward(torch.tensor(extra), torch.arange(len(prompt), len(ctx)), caches).logits[-1]
+                for cache in caches:
+                    cache.rewind(len(extra))
+            memo[ctx] = probs(logits, ctx, sampling)
+        return memo[ctx]
+
+    return p

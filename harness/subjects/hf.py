@@ -2,8 +2,9 @@
 what this version supports.
 
 - `Zoo`: the checkpoints of a run, from `[tool.harness] models_dir` (hash-checked against its
-  manifest.json), loaded through the real `from_pretrained(local_dir)` path (safetensors,
-  ``trust_remote_code=False``) once per process;
+  manifest.json) and the user's own (harness/models.py `UserModel`, checked by `resolve`), loaded
+  through the real `from_pretrained(local_dir)` path (safetensors, ``trust_remote_code=False``)
+  once per process;
 - `Zoo.generate(case)` / `generate(...)`: one `generate()` call on any path (plain, assisted,
   prompt lookup, MTP, ensemble), returning tokens, per-step top-2 margins, the drafts proposed and
   the number of target forward passes - or the exception transformers raised, as data;
@@ -19,7 +20,7 @@ import copy
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import torch
 
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
+from harness.models import UserModel
 from harness.schema import Case
 from harness.subjects import error_of, is_subject_error
 
@@ -101,23 +103,52 @@ def loaded_as(model) -> dict[str, str]:
 
 
 class Zoo:
-    """The checkpoints a run loads, from `models_dir`, in the run's dtype on its device (the env
-    fingerprint's); every load is cached for the process. The reference engine stays an fp32 CPU
-    oracle: comparisons with it use the tolerances of the run's dtype (harness/policy.py)."""
+    """The checkpoints a run loads - the fixture zoo's from `models_dir`, and `user` models (their
+    assistants named `UserModel.assistant_name`) - each in its dtype (a user model's own, else the
+    run's) on the run's device; every load is cached for the process. The reference engine stays
+    an fp32 CPU oracle: comparisons with it use the tolerances of the run's dtype (harness/policy.py)."""
 
-    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu"):
+    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
+                 user: Sequence[UserModel] = ()):
         self.models_dir = Path(models_dir)
         self.dtype, self.device = dtype, device
+        self.user = {m.name: m for m in user}
+        self._assistants = {m.assistant_name: m for m in user if m.assistant_name}
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
+        self._memo: dict[Any, Any] = {}
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def _path(self, name: str) -> Path:
+        if name in self.user:
+            return self.user[name].path
+        if name in self._assistants:
+            return self._assistants[name].assistant  # type: ignore[return-value]
+        return self.models_dir / name
 
     def directory(self, name: str) -> Path:
-        """The checkpoint's directory, every file checked against the manifest (`FixtureError`)."""
+        """The checkpoint's directory; a zoo model's files are checked against the manifest
+        (`FixtureError`), a user model's were checked up front (harness/models.py `resolve`)."""
+        if name in self.user or name in self._assistants:
+            return self._path(name)
         return fixtures_load.check_files(name, models_dir=self.models_dir)
 
+    def is_user(self, name: str) -> bool:
+        return name in self.user or name in self._assistants
+
+    def dtype_of(self, name: str) -> str:
+        """The dtype a model is loaded in: a user model's configured one, else the run's."""
+        owner = self.user.get(name) or self._assistants.get(name)
+        return (owner.dtype if owner else None) or self.dtype
+
     def config_json(self, name: str) -> dict[str, Any]:
-        return json.loads((self.models_dir / name / "config.json").read_text())
+        return json.loads((self._path(name) / "config.json").read_text())
 
     def model_type(self, name: str) -> str:
         return self.config_json(name).get("model_type", "?")
@@ -129,22 +160,52 @@ class Zoo:
             from transformers import AutoTokenizer
 
             directory = self.directory(name)
-            model, info = from_pretrained(directory, attn, self.dtype, self.device)
+            model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
             self._loaded[key] = Loaded(model, AutoTokenizer.from_pretrained(str(directory)), info)
         return self._loaded[key]
 
-    def reference(self, name: str):
-        """The reference engine's model, or None when the engine does not implement the family."""
+    def engine_gap(self, name: str) -> str:
+        """Why the reference engine cannot be the expected side for this model ('' when it can)."""
         from harness.engine.model import SUPPORTED
 
+        config = self.config_json(name)
+        model_type = config.get("model_type", "?")
+        if model_type not in SUPPORTED:
+            return f"the reference engine does not implement model_type {model_type!r} (it has {', '.join(SUPPORTED)})"
+        if not self.is_user(name):
+            return ""
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            return f"the reference engine implements default RoPE only, {name} uses {rope.get('rope_type')!r}"
+        if config.get("eos_token_id") != EOS:
+            return f"the reference engine stops at token {EOS} only, {name}'s eos_token_id is {config.get('eos_token_id')!r}"
+        return ""
+
+    def reference(self, name: str):
+        """The reference engine's model, or None when it cannot be the expected side (`engine_gap`)."""
         if name not in self._references:
-            supported = self.model_type(name) in SUPPORTED
-            self._references[name] = fixtures_load.load_reference(name, self.models_dir) if supported else None
+            if self.engine_gap(name):
+                self._references[name] = None
+            elif self.is_user(name):
+                from harness.engine.model import Model
+
+                self._references[name] = Model.load(self.directory(name))
+            else:
+                self._references[name] = fixtures_load.load_reference(name, self.models_dir)
         return self._references[name]
 
+    def prompt_text(self, name: str, prompt: str) -> str:
+        """A prompt id's text: the user model's own prompts, else the zoo's held-out ones."""
+        owner = self.user.get(name)
+        if owner is not None and owner.prompts:
+            found = {p.id: p.text for p in owner.prompts}
+            if prompt in found:
+                return found[prompt]
+        return BY_ID[prompt].text
+
     def prompt_ids(self, name: str, prompt: str) -> torch.Tensor:
-        """[1, T] token ids of a held-out prompt under the model's own tokenizer."""
-        return self.load(name).tokenizer(BY_ID[prompt].text, return_tensors="pt").input_ids.to(self.device)
+        """[1, T] token ids of a prompt under the model's own tokenizer."""
+        return self.load(name).tokenizer(self.prompt_text(name, prompt), return_tensors="pt").input_ids.to(self.device)
 
     def generate(self, case: Case) -> Generated:
         """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""

@@ -40,6 +40,33 @@ def logits(model, ids: torch.Tensor) -> torch.Tensor:
         return model(ids, use_cache=False).logits[0].float()
 
 
+# A real vocabulary (32k-256k) makes [T, V] logits tens of MB of JSON and ~1 GB of Python floats:
+# above VOCAB_LIMIT a field keeps the top TOP_K of the vocabulary (the fixture zoo's 512 stay whole).
+VOCAB_LIMIT = 4096
+TOP_K = 256
+
+
+def top_values(rows: torch.Tensor) -> list[list[float]]:
+    """[T, V] -> the rows as a golden record keeps them: whole up to VOCAB_LIMIT, else each row's
+    TOP_K largest values in descending order (sorting is 1-Lipschitz in the max norm, so drift
+    stays drift and a tie's reordering is no change; which ids they are shows in the tokens)."""
+    rows = torch.as_tensor(rows, dtype=torch.float32)
+    if rows.shape[-1] <= VOCAB_LIMIT:
+        return rows.tolist()
+    return torch.topk(rows, TOP_K, dim=-1).values.tolist()
+
+
+def narrowed(observed: torch.Tensor, expected: torch.Tensor) -> tuple[list, list]:
+    """Two [T, V] logit tensors compared in one run, as lists: whole up to VOCAB_LIMIT, else both
+    gathered at the same TOP_K vocabulary columns (the expected side's highest logits, over all
+    rows), so the comparison stays aligned and tractable."""
+    observed, expected = observed.float(), expected.float()
+    if expected.shape[-1] <= VOCAB_LIMIT:
+        return observed.tolist(), expected.tolist()
+    columns = torch.topk(expected.reshape(-1, expected.shape[-1]).amax(0), TOP_K).indices
+    return observed[..., columns].tolist(), expected[..., columns].tolist()
+
+
 def new_caches(model, max_cache_len: int) -> tuple[Any, dict | None, Any, dict | None]:
     """(DynamicCache, its error, StaticCache, its error) built from the model's config."""
     from transformers import DynamicCache, StaticCache

@@ -127,9 +127,13 @@ def slowed(model, fraction: float) -> Iterator[None]:
 def cost_ratio(zoo: Zoo, model_name: str, path: str, assistant: str | None) -> float:
     """c = t(one draft step) / t(one target step), from the architectures: prompt lookup 0 (a
     string match), MTP 1 / trunk layers (one MTP layer), an assistant its layers / the target's
-    (the zoo's models share widths)."""
+    (the zoo's models share widths); a user model's assistant: its parameters / the target's."""
     if path == "prompt_lookup":
         return 0.0
+    if zoo.is_user(model_name) and path != "mtp":
+        def params(name: str) -> int:
+            return sum(p.numel() for p in zoo.load(name).model.parameters())
+        return params(assistant) / params(model_name)
     layers = zoo.config_json(model_name)["num_hidden_layers"]
     if path == "mtp":
         return 1.0 / layers

@@ -1,0 +1,237 @@
+"""Your own checkpoints as subjects: a `UserModel` per `[tool.harness.models.NAME]` table or
+`harness check --model PATH [--assistant PATH]`, checked before anything runs.
+
+```toml
+[tool.harness.models.my-model]
+path = "/models/my-llama"             # a save_pretrained directory (safetensors only; never unpickled)
+assistant = "/models/my-llama-small"  # optional: enables the assisted / ensemble cases
+dtype = "bf16"                        # optional: this model's dtype (default: the run's)
+prompts = "prompts.jsonl"             # optional: one JSON object a line, {"text": ..., "id": ...}
+paths = ["plain", "assisted", "prompt_lookup", "mtp"]  # optional subset (default: all it supports)
+```
+
+Three steps, each a small pure function over plain data:
+
+- `parse_models_table` (called by harness/config.py): key names and types, no file access;
+- `from_flags`: `--model PATH` is named after its directory;
+- `resolve` (the up-front check of `harness check` / the suites' conftest): the directory has a
+  config.json and safetensors weights (a pickle-only checkpoint is refused, never loaded), the
+  prompts file parses, the assistant's tokenizer has the model's vocabulary, the paths asked for
+  exist and the model supports them. It returns the `UserModel` with its effective `paths` and
+  its prompts loaded; every problem is a `ModelError` naming the file / key / flag and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.fixtures.prompts import PROMPTS, Prompt
+from harness.schema import PATHS
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # a case-id prefix: no dots, safe in file names
+PROMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+KEYS = ("path", "assistant", "dtype", "prompts", "paths")
+DTYPES = ("fp32", "bf16", "fp16")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+DEFAULT_PROMPTS = ("short-0", "long-0")  # the zoo's held-out prompts, when the model has none of its own
+ASSISTANT_PATHS = ("assisted", "ensemble")
+
+
+class ModelError(ValueError):
+    """A user model that cannot be checked; the message names the file / key / flag and the fix."""
+
+
+@dataclass(frozen=True)
+class UserModel:
+    """One checkpoint of yours the suites run. `origin` names where it was configured (for
+    messages): ``pyproject.toml [tool.harness.models.NAME]`` or ``--model``."""
+
+    name: str
+    path: Path
+    origin: str
+    assistant: Path | None = None
+    dtype: str | None = None
+    prompts_file: Path | None = None
+    paths: tuple[str, ...] = ()  # asked for (parse) / effective (after resolve)
+    prompts: tuple[Prompt, ...] = ()  # loaded by resolve: the user's, else the zoo's DEFAULT_PROMPTS
+    model_type: str = ""
+
+    @property
+    def assistant_name(self) -> str | None:
+        """The assistant's name in the cases (`Case.assistant`): never a zoo name."""
+        return f"{self.name}.assistant" if self.assistant else None
+
+    def key(self, key: str) -> str:
+        """How a message names one of this model's settings."""
+        if self.origin == "--model":
+            return {"path": "--model", "assistant": "--assistant"}.get(key, f"--model {key}")
+        return f"{self.origin} {key}"
+
+
+# ----------------------------------------------------------------------------------------------
+# parsing (no file access)
+
+
+def _fail(where: str, message: str) -> ModelError:
+    return ModelError(f"{where}: {message}")
+
+
+def parse_model(source: Path, rootdir: Path, name: str, table: Any) -> UserModel:
+    """One `[tool.harness.models.NAME]` table: key names and types; paths resolved under rootdir."""
+    where = f"{source}: [tool.harness.models.{name}]"
+    if not NAME.match(name):
+        raise _fail(where, "the name becomes the prefix of case ids and record files; use letters, digits, "
+                           "'-' and '_' (no dots)")
+    from harness.fixtures.zoo import BY_NAME
+
+    if name in BY_NAME:
+        raise _fail(where, f"{name!r} is a fixture zoo model's name; give your model another name")
+    if not isinstance(table, dict):
+        raise _fail(where, f"expected a table with a path, got {table!r}; write path = \"/models/your-model\"")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise _fail(f"{where} {unknown[0]}", f"unknown key; known keys: {', '.join(KEYS)}")
+    for key in ("path", "assistant", "dtype", "prompts"):
+        if key in table and not isinstance(table[key], str):
+            raise _fail(f"{where} {key}", f"expected a string, got {table[key]!r}")
+    if "path" not in table:
+        raise _fail(f"{where} path", "missing; the directory save_pretrained wrote, e.g. path = \"/models/my-llama\"")
+    dtype = table.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        raise _fail(f"{where} dtype", f"{dtype!r} is not one of {', '.join(DTYPES)}")
+    paths = table.get("paths", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise _fail(f"{where} paths", f"expected a list of path names, got {paths!r}")
+    bad = [p for p in paths if p not in PATHS]
+    if bad:
+        raise _fail(f"{where} paths", f"unknown path {bad[0]!r}; known: {', '.join(PATHS)}")
+    return UserModel(
+        name=name, path=rootdir / table["path"], origin=f"{source}: [tool.harness.models.{name}]",
+        assistant=rootdir / table["assistant"] if "assistant" in table else None, dtype=dtype,
+        prompts_file=rootdir / table["prompts"] if "prompts" in table else None, paths=tuple(paths))
+
+
+def parse_models_table(source: Path, rootdir: Path, table: dict[str, Any]) -> tuple[UserModel, ...]:
+    """`[tool.harness.models]` as a table of user models."""
+    return tuple(parse_model(source, rootdir, name, value) for name, value in table.items())
+
+
+def from_flags(model: str, assistant: str | None = None) -> UserModel:
+    """`--model PATH [--assistant PATH]`: a one-off run, named after the model's directory."""
+    path = Path(model).resolve()
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", path.name).strip("-_") or "model"
+    from harness.fixtures.zoo import BY_NAME
+
+    if name in BY_NAME:
+        name = f"user-{name}"
+    return UserModel(name=name, path=path, origin="--model", assistant=Path(assistant).resolve() if assistant else None)
+
+
+# ----------------------------------------------------------------------------------------------
+# checking (reads files; never loads weights)
+
+
+def check_checkpoint(directory: Path, key: str) -> dict[str, Any]:
+    """The checkpoint's config.json, after checking that `directory` is a save_pretrained
+    directory with safetensors weights. A pickle-only checkpoint is refused without opening it."""
+    if not directory.exists():
+        raise ModelError(f"{key}: {directory} does not exist; fix the path, or save your model there with "
+                         "model.save_pretrained(path)")
+    if not directory.is_dir():
+        raise ModelError(f"{key}: {directory} is a file, not a directory; point it at the directory "
+                         "model.save_pretrained(path) wrote")
+    config = directory / "config.json"
+    if not config.is_file():
+        raise ModelError(f"{key}: {directory} has no config.json; point it at the directory "
+                         "model.save_pretrained(path) wrote")
+    if not any(directory.glob("*.safetensors")):
+        pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise ModelError(f"{key}: {directory} has only pickle weights ({', '.join(pickles[:3])}), which the "
+                             "harness never loads (unpickling runs code); convert them once, where you trust "
+                             "the file: model.save_pretrained(path, safe_serialization=True)")
+        raise ModelError(f"{key}: {directory} has no *.safetensors weights; save them with "
+                         "model.save_pretrained(path)")
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{key}: {config} is not valid JSON ({exc}); re-save the model with save_pretrained") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ModelError(f"{key}: {config} has no model_type; re-save the model with save_pretrained")
+    return data
+
+
+def has_mtp(config: dict[str, Any]) -> bool:
+    """The checkpoint carries multi-token-prediction layers (GLM-4.5 / DeepSeek-V3 style)."""
+    return bool(config.get("num_mtp_layers") or config.get("num_nextn_predict_layers"))
+
+
+def load_prompts(path: Path, key: str) -> tuple[Prompt, ...]:
+    """A JSONL file: one object a line with "text" (and optionally a unique "id"; default p<line>)."""
+    if not path.is_file():
+        raise ModelError(f"{key}: {path} does not exist; write one JSON object a line, "
+                         "e.g. {\"id\": \"greeting\", \"text\": \"Hello\"}")
+    prompts: list[Prompt] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{key}: {path}:{number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"{where}: not JSON ({exc.msg}); write one object a line, "
+                             "e.g. {\"id\": \"greeting\", \"text\": \"Hello\"}") from None
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"]:
+            raise ModelError(f"{where}: expected an object with a non-empty \"text\" string")
+        pid = item.get("id", f"p{number}")
+        if not isinstance(pid, str) or not PROMPT_ID.match(pid):
+            raise ModelError(f"{where}: \"id\" {pid!r} must be letters, digits, '-' or '_' (it names record files)")
+        if any(p.id == pid for p in prompts):
+            raise ModelError(f"{where}: duplicate id {pid!r}; give every prompt its own id")
+        prompts.append(Prompt(pid, item["text"], "user"))
+    if not prompts:
+        raise ModelError(f"{key}: {path} has no prompts; write one JSON object a line")
+    return tuple(prompts)
+
+
+def tokenizer_mismatch(model_dir: Path, assistant_dir: Path) -> str:
+    """Why the assistant cannot draft for the model ('' when their vocabularies are the same):
+    assisted decoding passes token ids from one to the other."""
+    from transformers import AutoTokenizer
+
+    vocab_a = AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
+    vocab_b = AutoTokenizer.from_pretrained(str(assistant_dir)).get_vocab()
+    if vocab_a == vocab_b:
+        return ""
+    differing = sorted(set(vocab_a.items()) ^ set(vocab_b.items()))
+    return (f"{len(vocab_a)} vs {len(vocab_b)} tokens, {len(differing)} (token, id) pairs differ "
+            f"(e.g. {differing[0][0]!r})")
+
+
+def resolve(model: UserModel) -> UserModel:
+    """Check everything the suites will read, before anything runs; the effective paths (those
+    asked for, else every path the model and its assistant support) and the prompts filled in."""
+    config = check_checkpoint(model.path, model.key("path"))
+    if model.assistant is not None:
+        check_checkpoint(model.assistant, model.key("assistant"))
+        why = tokenizer_mismatch(model.path, model.assistant)
+        if why:
+            raise ModelError(f"{model.key('assistant')}: {model.assistant} does not share {model.path}'s tokenizer "
+                             f"({why}); an assistant must use the model's tokenizer - pick one of the same family "
+                             "or drop the assistant")
+    supported = [p for p in PATHS if (p not in ASSISTANT_PATHS or model.assistant) and (p != "mtp" or has_mtp(config))]
+    for path in model.paths:
+        if path in ASSISTANT_PATHS and model.assistant is None:
+            raise ModelError(f"{model.key('paths')}: {path!r} needs an assistant; add "
+                             f"{model.key('assistant')} or remove {path!r} from the paths")
+        if path == "mtp" and not has_mtp(config):
+            raise ModelError(f"{model.key('paths')}: 'mtp' needs multi-token-prediction layers, and "
+                             f"{model.path / 'config.json'} has none (num_mtp_layers / num_nextn_predict_layers); "
+                             "remove 'mtp' from the paths")
+    prompts = load_prompts(model.prompts_file, model.key("prompts")) if model.prompts_file else tuple(
+        p for p in PROMPTS if p.id in DEFAULT_PROMPTS)
+    return replace(model, paths=tuple(model.paths or supported), prompts=prompts, model_type=config["model_type"])

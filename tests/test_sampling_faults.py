@@ -1,0 +1,230 @@
+"""Faults that bias sampling, injected into the installed transformers, are caught by the sampling
+suite's distribution check (not by exact token comparison): each runs the suite's own case
+(harness/sampling.py `observe`) at the level of a default run and must make `joint_vs_exact` a
+regression. Each test prints N, the p-value and the measured TV (pytest -s)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from harness import one_step, sampling, stats
+from harness.checking import CaseCheck, Rules
+from harness.config import Thresholds
+from harness.schema import Field, Outcome, Status
+from harness.subjects.hf import Zoo
+
+ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+
+
+class Checks:
+    """The part of the `golden` fixture `sampling.observe` uses, over a bare CaseCheck."""
+
+    def __init__(self) -> None:
+        self.core = CaseCheck("sampling", "fault", Rules(ALPHA, Thresholds(), {}))
+        self.alpha = ALPHA
+
+    def check(self, name, value, kind="exact", **extras):
+        return self.core.observe(name, Field(kind, value, extras))
+
+    def reference(self, name, observed, expected, kind="exact", *, observed_extras=None, expected_extras=None):
+        return self.core.reference(name, Field(kind, observed, observed_extras or {}),
+                                   Field(kind, expected, expected_extras or {}))
+
+    def outcome(self, name, status, kind="exact", detail="", category="", diff=None):
+        return self.core.add(Outcome("sampling", "fault", name, kind, Status(status), detail, category, dict(diff or {})))
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    return Zoo()
+
+
+# ----------------------------------------------------------------------------------------------
+# the faults
+
+
+@contextlib.contextmanager
+def temperature_twice() -> Iterator[None]:
+    """(a) the target's temperature applied twice: z / T / T."""
+    from transformers.generation import logits_process as lp
+
+    original = lp.TemperatureLogitsWarper.__call__
+
+    def twice(self, input_ids, scores):
+        return original(self, input_ids, original(self, input_ids, scores))
+
+    lp.TemperatureLogitsWarper.__call__ = twice
+    try:
+        yield
+    finally:
+        lp.TemperatureLogitsWarper.__call__ = original
+
+
+@contextlib.contextmanager
+def top_p_one_fewer() -> Iterator[None]:
+    """(b) top-p keeps one token fewer than it should (the least likely kept token is dropped
+    whenever more than one is kept)."""
+    from transformers.generation import logits_process as lp
+
+    original = lp.TopPLogitsWarper.__call__
+
+    def fewer(self, input_ids, scores):
+        out = original(self, input_ids, scores)
+        kept = torch.isfinite(out)
+        for row in range(out.shape[0]):
+            if int(kept[row].sum()) > 1:
+                masked = out[row].masked_fill(~kept[row], float("inf"))
+                out[row, int(masked.argmin())] = float("-inf")
+        return out
+
+    lp.TopPLogitsWarper.__call__ = fewer
+    try:
+        yield
+    finally:
+        lp.TopPLogitsWarper.__call__ = original
+
+
+@contextlib.contextmanager
+def acceptance_wrong_position() -> Iterator[None]:
+    """(d) the acceptance test reads the target's p of the next draft position (p_{i+1}(x_i) / q_i(x_i))."""
+    from transformers.generation import utils
+
+    original = utils._speculative_sampling
+
+    def shifted(candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs):
+        wrong = torch.cat([new_logits[:, 1:candidate_length + 1], new_logits[:, candidate_length:]], dim=1)
+        return original(candidate_input_ids, candidate_logits, candidate_length, wrong, *args, **kwargs)
+
+    utils._speculative_sampling = shifted
+    try:
+        yield
+    finally:
+        utils._speculative_sampling = original
+
+
+@contextlib.contextmanager
+def mtp_draft_off_by_one() -> Iterator[None]:
+    """(c) the MTP drafter samples its draft from the distribution one position back (the MTP
+    layer's prediction at the second-to-last position) while reporting the right position's
+    logits as q to the verifier."""
+    from transformers import modeling_layers as ml
+    from transformers.generation import candidate_generator as cg
+
+    stash: dict[str, object] = {}
+    original_layer, original_get = ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates
+
+    def forward_layer(self, *args, **kwargs):
+        stash["hidden"], stash["mtp"] = original_layer(self, *args, **kwargs), self
+        return stash["hidden"]
+
+    def get_candidates(self, input_ids, *args, **kwargs):
+        ids, logits = original_get(self, input_ids, *args, **kwargs)
+        hidden = stash.pop("hidden", None)
+        if hidden is not None and hidden.shape[1] >= 2 and ids.shape[1] > input_ids.shape[1]:
+            wrong = stash["mtp"]._project_to_logits(hidden[:, -2:-1])[:, -1].float()
+            if self.logits_processor is not None:
+                wrong = self.logits_processor(input_ids, wrong)
+            ids = ids.clone()
+            ids[:, input_ids.shape[1]] = torch.multinomial(torch.softmax(wrong, dim=-1), 1)[:, 0]
+        return ids, logits
+
+    ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates = forward_layer, get_candidates
+    try:
+        yield
+    finally:
+        ml.MtpModel.forward_layer, cg.MTPCandidateGenerator.get_candidates = original_layer, original_get
+
+
+FAULTS = [
+    ("temperature_twice", temperature_twice, sampling.Spec("llama-target", "plain", "temperature")),
+    ("top_p_one_fewer", top_p_one_fewer, sampling.Spec("llama-target", "plain", "top_p")),
+    ("acceptance_wrong_position", acceptance_wrong_position, sampling.Spec("llama-target", "assisted", "default")),
+    ("mtp_draft_off_by_one", mtp_draft_off_by_one, sampling.Spec(sampling.MTP_MODEL, "mtp", "default")),
+]
+
+
+def _run(zoo: Zoo, spec: sampling.Spec) -> dict[str, Outcome]:
+    golden = Checks()
+    zoo._memo.clear()  # never reuse a clean run's draws
+    sampling.observe(golden, zoo, spec)
+    return {o.field: o for o in golden.core.outcomes()}
+
+
+@pytest.mark.parametrize(("name", "fault", "spec"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_sampling_fault_is_caught_by_the_distribution_check(name, fault, spec, zoo):
+    from harness.subjects import hf
+
+    if spec.path == "mtp" and not hf.capabilities()["use_mtp"]:
+        pytest.skip(f"transformers {hf.version()} has no use_mtp")
+    with fault():
+        out = _run(zoo, spec)
+    fit = out["joint_vs_exact"]
+    print(f"{name}: {spec.id}: N = {fit.diff['n']}, p = {fit.diff['p_value']:.3g}, TV = {fit.diff['tv']:.3f}")
+    assert fit.status is Status.REGRESSION, fit.detail
+
+
+def test_the_same_cases_are_clean_without_a_fault(zoo):
+    from harness.subjects import hf
+
+    for _, _, spec in FAULTS:
+        if spec.path == "mtp" and not hf.capabilities()["use_mtp"]:
+            continue
+        fit = _run(zoo, spec)["joint_vs_exact"]
+        assert fit.status is Status.PASS, f"{spec.id}: {fit.detail}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the other direction: a release that draws its random numbers differently is not a regression
+
+
+@contextlib.contextmanager
+def one_extra_random_draw() -> Iterator[None]:
+    """generate() consumes one extra random number from the global generator before sampling (as a
+    release that reorders its draws would): every seeded stream changes, no distribution does."""
+    from transformers.generation import utils
+
+    original = utils.GenerationMixin.generate
+
+    def generate(self, *args, **kwargs):
+        torch.rand(1)
+        return original(self, *args, **kwargs)
+
+    utils.GenerationMixin.generate = generate
+    try:
+        yield
+    finally:
+        utils.GenerationMixin.generate = original
+
+
+def test_a_changed_random_stream_is_rng_stream_not_a_regression():
+    """The outputs suite's seeded case against its committed record: tokens differ, the sampled
+    distribution fits -> `changed`, category rng-stream (tokens and the text that follows them)."""
+    from pathlib import Path
+
+    from harness.config import load_config
+    from harness.env import env_key, fingerprint
+    from harness.fixtures.cases import output_cases
+    from harness.golden import GoldenStore
+    from harness.schema import Category
+
+    case = next(c for c in output_cases() if c.id == "llama-target.plain.dynamic.short-1.sample0")
+    record = GoldenStore(load_config(Path(__file__).resolve().parents[1]).golden_dir).read(env_key(fingerprint()), "outputs", case.id)
+    if record is None or "distribution" not in record.fields:
+        pytest.skip(f"no committed record of {case.id} with a distribution field for this environment")
+    fresh = Zoo()
+    golden = Checks()
+    golden.core = CaseCheck("outputs", case.id, Rules(ALPHA, Thresholds(), fingerprint()), baseline=record)
+    with one_extra_random_draw():
+        got = fresh.generate(case)
+        sampling.observe(golden, fresh, sampling.Spec(case.model, case.path, "default"), field="distribution")
+    golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    golden.check("text", fresh.load(case.model).tokenizer.decode(got.tokens), follows="tokens")
+    out = {o.field: o for o in golden.core.outcomes()}
+    assert got.tokens != record.fields["tokens"].value[0], "the extra draw should change the seeded stream"
+    assert out["distribution"].status is Status.PASS, out["distribution"].detail
+    assert out["tokens"].status is Status.CHANGED and out["tokens"].category is Category.RNG_STREAM
+    assert out["text"].category is Category.RNG_STREAM

@@ -1,0 +1,337 @@
+"""Your own checkpoints as subjects (harness/models.py, the suites' `cases` marker, `harness check
+--model`): bad input is refused up front naming the key and the fix (exit 2, nothing written), and a
+checkpoint the zoo lacks (a tiny random Qwen3, tests/user_checkpoints.py) runs end to end: records
+written, a clean rerun passes, a weight perturbed in place regresses exactly the fields it must.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.config import ConfigError, parse_config, tomllib
+from harness.fixtures.cases import latency_cases, model_cases, output_cases, user_output_cases
+from harness.fixtures.zoo import MODELS_DIR
+from harness.models import ModelError, UserModel, from_flags, resolve
+from harness.report.page import model_of
+from user_checkpoints import other_tokenizer, perturb, qwen3
+
+REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """A tiny Qwen3 target and assistant (zoo tokenizer) and one with another tokenizer."""
+    root = tmp_path_factory.mktemp("ckpt")
+    return {"target": qwen3(root / "tiny-qwen3"), "assistant": qwen3(root / "tiny-qwen3-small", layers=1, seed=1),
+            "other": other_tokenizer(root / "other-tok")}
+
+
+def project(root: Path, models: str = "") -> Path:
+    """A project of one's own: records and reports in tmp, the zoo from the checkout."""
+    (root / "records").mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [tool.harness]
+        golden_dir = "records"
+        models_dir = "{MODELS_DIR}"
+        reports_dir = "reports"
+    """) + textwrap.dedent(models))
+    return root
+
+
+def written(root: Path) -> list[Path]:
+    return [p for p in (root / "records").rglob("*") if p.is_file()] + list((root / "reports").glob("*"))
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration: keys and types (no file access)
+
+
+@pytest.mark.parametrize(("table", "says"), [
+    ('[tool.harness.models.mine]\npath = "m"\npaths = ["plain", "beam"]', "paths: unknown path 'beam'"),
+    ('[tool.harness.models.mine]\npath = "m"\ncolour = "red"', "mine] colour: unknown key"),
+    ('[tool.harness.models.mine]\nassistant = "a"', "mine] path: missing"),
+    ('[tool.harness.models.mine]\npath = "m"\ndtype = "int8"', "dtype: 'int8' is not one of"),
+    ('[tool.harness.models."my.model"]\npath = "m"', "no dots"),
+    ('[tool.harness.models.llama-target]\npath = "m"', "fixture zoo model's name"),
+])
+def test_bad_model_tables_name_the_key(tmp_path, table, says):
+    with pytest.raises(ConfigError, match=r"pyproject.toml: \[tool.harness.models") as info:
+        parse_config(tmp_path, tomllib.loads(table)["tool"]["harness"])
+    assert says in str(info.value)
+
+
+def test_a_model_table_resolves_paths_under_the_root(tmp_path):
+    settings = parse_config(tmp_path, {"models": {"mine": {"path": "ckpt", "assistant": "/abs/small",
+                                                           "paths": ["plain"], "dtype": "bf16"}}})
+    (model,) = settings.user_models
+    assert (model.path, model.assistant, model.paths, model.dtype) == (tmp_path / "ckpt", Path("/abs/small"),
+                                                                         ("plain",), "bf16")
+    assert settings.models == ()  # the list form (zoo selection) stays separate
+
+
+# ----------------------------------------------------------------------------------------------
+# the case table
+
+
+def test_user_cases_come_from_the_resolved_paths_and_prompts(checkpoints, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "hello", "text": "Once upon a time"}\n\n{"text": "The end"}\n')
+    model = resolve(UserModel("mine", checkpoints["target"], "test", assistant=checkpoints["assistant"],
+                              prompts_file=prompts))
+    assert model.paths == ("plain", "assisted", "prompt_lookup", "ensemble")  # no MTP layers in a Qwen3
+    assert [p.id for p in model.prompts] == ["hello", "p3"]
+    cases = user_output_cases(model)
+    # per path and weight: 2 caches x 2 prompts greedy + 1 sampled; ensemble at 2 weights
+    assert len(cases) == 3 * 5 + 2 * 5
+    assert all(c.id.startswith("mine.") and c.model == "mine" for c in cases)
+    assert {c.assistant for c in cases if c.path in ("assisted", "ensemble")} == {"mine.assistant"}
+    assert output_cases([model])[-len(cases):] == cases and model_cases([model])[-1].id == "mine"
+    zoo_ids = {c.id for c in output_cases()}
+    assert zoo_ids == {c.id for c in output_cases([model])} - {c.id for c in cases}  # the zoo's rows unchanged
+    assert model_of("mine.plain.dynamic.hello.greedy", ["mine", "llama-target"]) == "mine"
+    (latency,) = [c for c in latency_cases([model]) if c.model == "mine"]
+    assert (latency.id, latency.param("paths"), latency.assistant) == (
+        "mine.generate", ("plain", "assisted", "prompt_lookup", "ensemble"), "mine.assistant")
+
+
+def test_a_flagged_model_is_named_after_its_directory():
+    assert from_flags("/models/My Llama.v2").name == "My-Llama-v2"
+    assert from_flags(str(MODELS_DIR / "llama-target")).name == "user-llama-target"  # never a zoo name
+
+
+# ----------------------------------------------------------------------------------------------
+# bad input: exit 2, the key and the fix, nothing written
+
+
+class Boom:
+    """Unpickling this creates a file: proof that a pickle was (not) loaded."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def bad_input(case: str, root: Path, checkpoints: dict[str, Path]) -> tuple[list[str], list[str]]:
+    """(argv, what the message must say) for one kind of bad input."""
+    if case == "missing-path":
+        return ["--model", str(root / "nowhere")], ["--model", str(root / "nowhere"), "does not exist",
+                                                     "save_pretrained"]
+    if case == "no-config":
+        (root / "weights").mkdir()
+        (root / "weights" / "model.safetensors").write_bytes(b"\0" * 8)
+        return ["--model", str(root / "weights")], ["--model", "has no config.json", "save_pretrained"]
+    if case == "pickle-only":
+        ckpt = root / "pickled"
+        ckpt.mkdir()
+        (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+        (ckpt / "pytorch_model.bin").write_bytes(pickle.dumps(Boom(root / "unpickled")))
+        return ["--model", str(ckpt)], ["--model", "only pickle weights", "pytorch_model.bin",
+                                        "safe_serialization=True"]
+    if case == "tokenizer-mismatch":
+        return (["--model", str(checkpoints["target"]), "--assistant", str(checkpoints["other"])],
+                ["--assistant", "does not share", "tokenizer"])
+    if case == "unknown-path":
+        project(root, f'[tool.harness.models.mine]\npath = "{checkpoints["target"]}"\npaths = ["plain", "beam"]\n')
+        return [], ["[tool.harness.models.mine] paths", "unknown path 'beam'", "known: plain"]
+    if case == "assisted-without-assistant":
+        project(root, f'[tool.harness.models.mine]\npath = "{checkpoints["target"]}"\npaths = ["assisted"]\n')
+        return [], ["[tool.harness.models.mine] paths", "needs an assistant", "assistant"]
+    if case == "bad-prompts":
+        (root / "prompts.jsonl").write_text('{"text": "fine"}\n{"id": "x"}\n')
+        project(root, f'[tool.harness.models.mine]\npath = "{checkpoints["target"]}"\nprompts = "prompts.jsonl"\n')
+        return [], ["[tool.harness.models.mine] prompts", "prompts.jsonl:2", "non-empty \"text\""]
+    assert case == "assistant-without-model"
+    return ["--assistant", str(checkpoints["assistant"])], ["--assistant needs --model"]
+
+
+@pytest.mark.parametrize("case", ["missing-path", "no-config", "pickle-only", "tokenizer-mismatch", "unknown-path",
+                                  "assisted-without-assistant", "bad-prompts", "assistant-without-model"])
+def test_bad_input_is_exit_2_naming_the_key_and_fix_and_writes_nothing(tmp_path, capfd, checkpoints, case):
+    root = project(tmp_path / "proj")
+    argv, says = bad_input(case, root, checkpoints)
+    assert main(["check", "--root", str(root), *argv]) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for text in says:
+        assert text in err, (text, err)
+    assert written(root) == []
+    assert not (tmp_path / "proj" / "unpickled").exists()  # refused, never loaded
+
+
+def test_resolve_refuses_mtp_on_a_model_without_mtp_layers(checkpoints):
+    with pytest.raises(ModelError, match="'mtp' needs multi-token-prediction layers"):
+        resolve(UserModel("mine", checkpoints["target"], "here", paths=("mtp",)))
+
+
+# ----------------------------------------------------------------------------------------------
+# harness init
+
+
+def test_init_writes_a_starter_block_that_loads_and_refuses_a_second_time(tmp_path, monkeypatch, capfd, checkpoints):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "mine"\n')
+    assert main(["init", "--model", str(checkpoints["target"]), "--name", "prod"]) == 0
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert text.startswith('[project]\nname = "mine"\n') and "# dtype = " in text
+    settings = parse_config(tmp_path, tomllib.loads(text)["tool"]["harness"])
+    assert [m.name for m in settings.user_models] == ["prod"] and settings.golden_dir.is_dir()
+    assert resolve(settings.user_models[0]).paths == ("plain", "prompt_lookup")
+    capfd.readouterr()
+    assert main(["init"]) == 2
+    assert "already has [tool.harness]" in capfd.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# end to end: harness check on a checkpoint the zoo lacks
+
+
+def outcomes(results: Path) -> list[dict]:
+    return json.loads(results.read_text())["outcomes"]
+
+
+ONLY = "prod and not latency"  # timing is measured statistically; this test's verdicts are exact
+
+
+def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_perturbed_weight(
+        tmp_path, capfd, pytester: pytest.Pytester):
+    ckpt = qwen3(tmp_path / "prod-qwen3")
+    root = project(tmp_path / "proj", f'[tool.harness.models.prod]\npath = "{ckpt}"\npaths = ["plain"]\n'
+                                      'prompts = "prompts.jsonl"\n')
+    (root / "prompts.jsonl").write_text('{"id": "story", "text": "Anna had a red ball, and"}\n')
+
+    # first run through the CLI (a pytest subprocess): records written under <env-key>/<suite>/
+    assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
+    records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
+    assert records == ["backends/prod.json", "caches/prod.json", "outputs/prod.plain.dynamic.story.greedy.json",
+                       "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
+                       "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json"]
+    (first,) = (root / "reports").glob("*/*/results.json")
+    assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped"}
+    skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
+    assert set(skipped) == {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine"}
+    assert all("does not implement model_type 'qwen3'" in d for d in skipped.values())
+    out = capfd.readouterr().out
+    assert "per model:" in out and "prod" in out
+
+    # the reruns in process (the same plugin and suites, without a second interpreter start)
+    def rerun(name: str):
+        results = tmp_path / f"{name}.json"
+        run = pytester.runpytest_inprocess(str(REPO / "suites"), "--rootdir", str(root), "-p", "no:cacheprovider",
+                                           "--harness-results", str(results), "-k", ONLY)
+        return run, outcomes(results)
+
+    run, again = rerun("clean")
+    assert run.ret == 0 and {o["status"] for o in again} == {"pass", "skipped"}
+
+    # x1.5 on the final norm scales every logit by 1.5: greedy argmax (tokens, text, cache
+    # layout, keys) cannot move, the logit fields, the sampled stream and the exact sampling
+    # distributions must (expected-changed: the model's own distribution changed, not the sampler)
+    perturb(ckpt, "model.norm.weight", 1.5)
+    run, perturbed = rerun("perturbed")
+    assert run.ret == 1
+    regressed = {(o["case"], o["field"]) for o in perturbed if o["status"] == "regression"}
+    assert regressed == {("prod", "logits"), ("prod.plain.dynamic.story.greedy", "first_logits"),
+                         ("prod.plain.static.story.greedy", "first_logits"),
+                         ("prod.plain.dynamic.story.sample0", "first_logits"),
+                         ("prod.plain.dynamic.story.sample0", "tokens"), ("prod.plain.dynamic.story.sample0", "text"),
+                         ("prod.plain.dynamic.story.sample0", "distribution"),
+                         ("prod.plain.top_k.story-70.k2", "joint"), ("prod.plain.combined.story-70.k2", "joint")}
+    assert {o["category"] for o in perturbed if o["status"] == "regression" and o["field"] in ("joint", "distribution")} \
+        == {"expected-changed"}
+
+
+# ----------------------------------------------------------------------------------------------
+# a real vocabulary (32k-256k) stays tractable
+
+
+def test_large_vocabularies_keep_the_top_of_the_distribution_aligned():
+    import torch
+
+    from harness.subjects.hf_cache import TOP_K, VOCAB_LIMIT, narrowed, top_values
+
+    small = torch.randn(2, 512)
+    assert top_values(small) == small.tolist() and narrowed(small, small) == (small.tolist(), small.tolist())
+    torch.manual_seed(0)
+    big = torch.randn(3, 32_000)
+    kept = torch.tensor(top_values(big))
+    assert kept.shape == (3, TOP_K) and torch.equal(kept[:, 0], big.max(-1).values)
+    assert torch.equal(torch.tensor(top_values(big[:, torch.randperm(32_000)])), kept)  # ids do not matter
+    drifted = big + 1e-7 * torch.randn_like(big)
+    a, b = narrowed(drifted, big)
+    assert len(a[0]) == len(b[0]) == TOP_K and VOCAB_LIMIT < big.shape[-1]
+    assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6)  # the same columns on both sides
+    assert torch.tensor(b).max() == big.max()
+
+
+# ----------------------------------------------------------------------------------------------
+# a model's own dtype: its records and comparisons say so (golden.numerics, suites/conftest.py)
+
+NUMERICS_SUITE = '''
+import json
+from pathlib import Path
+
+
+def test_toy(golden):
+    golden.numerics("bf16")
+    golden.check("logits", json.loads((Path(__file__).parent / "value.json").read_text()), kind="tensor")
+'''
+
+
+def test_a_model_in_its_own_dtype_records_and_compares_in_it(pytester: pytest.Pytester):
+    pytester.makefile(".toml", pyproject='[tool.harness]\ngolden_dir = "records"\n')
+    (pytester.path / "records").mkdir()
+    pytester.makepyfile(test_toy=NUMERICS_SUITE)
+    (pytester.path / "value.json").write_text("[8.0, -3.0]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    (record,) = (pytester.path / "records").rglob("*.json")
+    assert json.loads(record.read_text())["env"]["dtype"] == "bf16" and record.parts[-3].endswith("-fp32")
+    # 0.5 % drift: beyond fp32's tolerance (rtol 1.3e-6), within bf16's (1.6e-2)
+    (pytester.path / "value.json").write_text("[8.04, -3.015]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # the same drift in the run's own fp32 is a regression
+    record.unlink()
+    (pytester.path / "test_toy.py").write_text(NUMERICS_SUITE.replace('    golden.numerics("bf16")\n', ""))
+    (pytester.path / "value.json").write_text("[8.0, -3.0]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    (pytester.path / "value.json").write_text("[8.04, -3.015]")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# harness regen --model: one checkpoint's cases, never a removal of the others'
+
+TOY_SUITE = '''
+import pytest
+
+
+@pytest.mark.parametrize("case", ["one"])
+def test_toy(case, golden):
+    golden.check("value", 1)
+'''
+
+
+def test_regen_with_model_is_partial_and_keeps_other_records(tmp_path, checkpoints, capfd):
+    from harness.env import env_key, fingerprint
+    from harness.golden import GoldenStore
+    from harness.schema import Field
+
+    root = project(tmp_path / "proj")
+    (root / "suites").mkdir()
+    (root / "suites" / "test_toy.py").write_text(TOY_SUITE)
+    fp = fingerprint()
+    store = GoldenStore(root / "records")
+    kept = store.update(env_key(fp), "toy", "llama-target.plain.dynamic.short-0.greedy", fp,
+                        {"value": Field("exact", 1)}).path
+    assert main(["regen", "--yes", "--root", str(root), "--model", str(checkpoints["target"])]) == 0
+    out = capfd.readouterr().out
+    assert "--model runs one checkpoint's cases" in out and "nothing is removed" in out
+    assert kept.is_file() and (kept.parent / "one.json").is_file()
