@@ -1,7 +1,7 @@
 """Attention backends and checkpoint loading of the installed transformers, per zoo model.
 
 Cases: one per zoo model (`harness.fixtures.cases.model_cases`: Llama x2, Mistral, Qwen2, Llama4, Glm4Moe,
-GPTNeoX, GPTBigCode) and one per user model. A vocabulary above 4096 keeps each position's top 256
+GPTNeoX, GPTBigCode, Gemma2) and one per user model. A vocabulary above 4096 keeps each position's top 256
 logits (`logits`) and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`;
 harness/subjects/hf_cache.py). Fields per case:
 
@@ -44,14 +44,13 @@ harness/subjects/hf_cache.py). Fields per case:
 from __future__ import annotations
 
 import copy
-import re
 
 import pytest
 import torch
 
 from harness.engine.cache import visible
 from harness.fixtures.cases import model_cases
-from harness.subjects import engine, observe
+from harness.subjects import engine, fold_keys, observe
 from harness.subjects.hf import from_pretrained, loaded_as
 from harness.subjects.hf_cache import attn_implementation, logits, narrowed, prefill_sdpa_calls, top_values
 
@@ -208,37 +207,6 @@ def test_eager_vs_sdpa(case, golden, zoo):
 
 # ----------------------------------------------------------------------------------------------
 # checkpoint loading
-
-
-_INDEX = re.compile(r"\.(\d+)\.")
-
-
-def _ranges(indices: list[int]) -> str:
-    out, start, prev = [], None, None
-    for i in sorted(set(indices)):
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
-        else:
-            out.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = prev = i
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ",".join(out)
-
-
-def fold_keys(keys) -> dict[str, str]:
-    """Tensor names with the first numeric index folded: {"model.layers.*.mlp.up_proj.weight":
-    "0-45", "lm_head.weight": ""}; a renamed, added or dropped tensor changes a key or a range."""
-    groups: dict[str, list[int]] = {}
-    for key in keys:
-        m = _INDEX.search(key)
-        if m is None:
-            groups.setdefault(key, [])
-        else:
-            groups.setdefault(key[: m.start()] + ".*." + key[m.end():], []).append(int(m.group(1)))
-    return {k: _ranges(v) for k, v in sorted(groups.items())}
 
 
 def _safetensor_keys(path) -> list[str]:

@@ -29,6 +29,24 @@ Fields (exact unless said otherwise):
   forward-cache-keyword  capability which forward() keyword fills an explicit cache (and warnings);
                          exact      the keys of forward()'s output
   save-pretrained-side-effects      what save_pretrained changes on the saved model (config.dtype)
+  api-<entry point>      signature  [[name, kind, default], ...] of each public generation / cache
+                                    entry point in `ENTRY_POINTS` ("<missing>" where absent);
+                         returns    the distinct runtime shapes it returned while a short generate()
+                                    workload ran ("Tensor[float32, 4d]", tuples in order, [] = not called)
+  genconfig-values-<field> capability {value: generate() ran} for each candidate value of an
+                                    enum-like GenerationConfig field (`ENUM_FIELDS`);
+                         stages     per value: refused at init / validate / generate (exception
+                                    type; the message an extra) or ran (the cache class produced);
+                         declared   capability: the values the version's own constant lists
+  generation-defaults-<model> effective  the GenerationConfig generate(input_ids) decodes with when the
+                                    caller passes nothing; stored: the model's generation_config
+  mtp-checkpoint-<model> checkpoint  the MTP tensors the checkpoint holds (layer index folded);
+                         expected   the parameter names of the MTP layer this version's MtpModel builds;
+                         load       MtpModel.from_pretrained: raised (type, the keys it names missing) or not;
+                         use_mtp    capability: generate(use_mtp=True) ran
+  stateful-paths-<arch>  cache_layers the cache layer classes DynamicCache(config=) builds for a hybrid
+                                    linear-attention model (in memory, seeded random weights);
+                         paths      capability: {plain, prompt_lookup, assisted: generate() ran}
 """
 
 from __future__ import annotations
@@ -37,6 +55,8 @@ from typing import Any
 
 import pytest
 
+from harness.fixtures.cases import model_cases
+from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.subjects import hf
 from harness.subjects.hf_contracts import MTP, PROBES, TARGET
@@ -44,9 +64,10 @@ from harness.subjects.hf_contracts import MTP, PROBES, TARGET
 PROBE_KEYS = ("probe", "requires")
 
 
-def contract(id: str, probe: str, requires: str | None = None, params: tuple[tuple[str, Any], ...] = ()) -> Case:
-    """One row of the table: a case named `id` that runs `probe` with `params`."""
-    return Case(TARGET, name=id, params=_p(probe=probe, requires=requires, **dict(params)))
+def contract(id: str, probe: str, requires: str | None = None, params: tuple[tuple[str, Any], ...] = (),
+             model: str = TARGET) -> Case:
+    """One row of the table: a case named `id` that runs `probe` with `params` (on `model`)."""
+    return Case(model, name=id, params=_p(probe=probe, requires=requires, **dict(params)))
 
 
 def _p(**kwargs: Any) -> tuple[tuple[str, Any], ...]:
@@ -97,8 +118,95 @@ CONTRACTS: tuple[Case, ...] = (
     contract("save-pretrained-side-effects", "save_pretrained_side_effects"),
 )
 
+# The API surface the suites and their users call: (short name, dotted path, workload that calls it
+# or None). A signature is recorded for each; with a workload, also the shapes it returned.
+_G, _C, _M, _CG = ("transformers.GenerationMixin.", "transformers.cache_utils.", "transformers.masking_utils.",
+                   "transformers.generation.candidate_generator.")
+ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
+    ("generate", _G + "generate", "plain"),
+    ("GenerationMixin._sample", _G + "_sample", None),
+    ("GenerationMixin._assisted_decoding", _G + "_assisted_decoding", None),
+    ("GenerationMixin._get_candidate_generator", _G + "_get_candidate_generator", "assisted"),
+    ("GenerationMixin._prepare_generation_config", _G + "_prepare_generation_config", "plain"),
+    ("GenerationConfig", "transformers.GenerationConfig", None),
+    ("GenerationConfig.validate", "transformers.GenerationConfig.validate", "plain"),
+    ("Cache", _C + "Cache", None),
+    ("Cache.update", _C + "Cache.update", "plain"),
+    ("Cache.get_seq_length", _C + "Cache.get_seq_length", "plain"),
+    ("Cache.get_mask_sizes", _C + "Cache.get_mask_sizes", "plain"),
+    ("Cache.crop", _C + "Cache.crop", "assisted"),
+    ("DynamicCache", _C + "DynamicCache", None),
+    ("DynamicCache.crop", _C + "DynamicCache.crop", "assisted"),
+    ("StaticCache", _C + "StaticCache", None),
+    ("DynamicLayer.update", _C + "DynamicLayer.update", "plain"),
+    ("DynamicLayer.get_mask_sizes", _C + "DynamicLayer.get_mask_sizes", "plain"),
+    ("DynamicSlidingWindowLayer", _C + "DynamicSlidingWindowLayer", None),
+    ("DynamicSlidingWindowLayer.update", _C + "DynamicSlidingWindowLayer.update", "sliding"),
+    ("DynamicSlidingWindowLayer.get_mask_sizes", _C + "DynamicSlidingWindowLayer.get_mask_sizes", "sliding"),
+    ("StaticLayer", _C + "StaticLayer", None),
+    ("StaticLayer.update", _C + "StaticLayer.update", "static"),
+    ("StaticSlidingWindowLayer", _C + "StaticSlidingWindowLayer", None),
+    ("LinearAttentionLayer", _C + "LinearAttentionLayer", None),
+    ("get_layer_types_and_kwargs", _C + "get_layer_types_and_kwargs", "plain"),
+    ("create_causal_mask", _M + "create_causal_mask", "plain"),
+    ("create_sliding_window_causal_mask", _M + "create_sliding_window_causal_mask", "sliding"),
+    ("create_chunked_causal_mask", _M + "create_chunked_causal_mask", None),
+    ("AssistedCandidateGenerator", _CG + "AssistedCandidateGenerator", None),
+    ("AssistedCandidateGenerator.get_candidates", _CG + "AssistedCandidateGenerator.get_candidates", "assisted"),
+    ("AssistedCandidateGenerator.update_candidate_strategy",
+     _CG + "AssistedCandidateGenerator.update_candidate_strategy", "assisted"),
+    ("PromptLookupCandidateGenerator", _CG + "PromptLookupCandidateGenerator", None),
+    ("PromptLookupCandidateGenerator.get_candidates", _CG + "PromptLookupCandidateGenerator.get_candidates",
+     "prompt-lookup"),
+    ("MTPCandidateGenerator", _CG + "MTPCandidateGenerator", None),
+    ("MTPCandidateGenerator.get_candidates", _CG + "MTPCandidateGenerator.get_candidates", "mtp"),
+    ("_speculative_sampling", "transformers.generation.utils._speculative_sampling", "assisted-sample"),
+    ("MtpModel", "transformers.modeling_layers.MtpModel", None),
+)
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CONTRACTS])
+# Enum-like GenerationConfig fields: (field, candidate values - the union of what 5.13 - 5.24
+# declare, plus a value no version should take - the constant that declares them, the generate()
+# settings a value needs to matter).
+BOGUS = "harness-no-such-value"
+ENUM_FIELDS: tuple[tuple[str, tuple[Any, ...], str | None, tuple[tuple[str, Any], ...]], ...] = (
+    ("cache_implementation",
+     ("dynamic", "dynamic_full", "static", "offloaded", "offloaded_static", "sliding_window", "hybrid",
+      "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked", "quantized", BOGUS),
+     "transformers.generation.configuration_utils.ALL_CACHE_IMPLEMENTATIONS", ()),
+    ("num_assistant_tokens_schedule", ("constant", "heuristic", "heuristic_transient", BOGUS), None,
+     (("assistant", True),)),
+    ("early_stopping", (True, False, "never", BOGUS), None, (("num_beams", 2),)),
+)
+
+# Stateful (recurrent-state) architectures, built in memory with seeded random weights: which
+# generate() paths the installed version runs on them (transformers refuses assisted decoding on
+# stateful models) and which cache layer classes it gives their layers. Not zoo fixtures: no
+# checkpoint, no reference engine (see README, "not yet covered").
+STATEFUL: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = (
+    ("qwen3_5", "Qwen3_5ForCausalLM", _p(
+        vocab_size=512, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, intermediate_size=128, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+        pad_token_id=0, tie_word_embeddings=False, linear_num_value_heads=4, linear_num_key_heads=2,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+        layer_types=("linear_attention", "full_attention", "linear_attention", "full_attention"))),
+)
+
+API: tuple[Case, ...] = (
+    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
+      for name, target, workload in ENTRY_POINTS),
+    *(contract(f"genconfig-values-{field}", "genconfig_values",
+               params=_p(field=field, values=values, declared=declared, run=run))
+      for field, values, declared, run in ENUM_FIELDS),
+    *(contract(f"generation-defaults-{c.model}", "generation_defaults", params=_p(model=c.model), model=c.model)
+      for c in model_cases()),
+    *(contract(f"mtp-checkpoint-{s.name}", "mtp_checkpoint", params=_p(model=s.name), model=s.name)
+      for s in SPECS if s.role == "mtp"),
+    *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(architecture=arch, config=config))
+      for name, arch, config in STATEFUL),
+)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CONTRACTS + API])
 def test_contract(case: Case, golden, zoo, tmp_path):
     requires = case.param("requires")
     if requires is not None:

@@ -1,6 +1,7 @@
 """A minimal decoder forward for the zoo's families, written from the papers, not from transformers.
 
-Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe, mellum (dense MLPs).
+Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe, mellum (dense MLPs),
+gemma2.
 One pre-norm block for all of them:
 
     h = x + o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(rms(x))), v_proj(rms(x))))
@@ -18,7 +19,13 @@ What differs per family is data, read from config.json into `Config`:
   attention temperature tuning on NoPE layers (Llama 4):
   q *= 1 + attn_scale * log(1 + floor((pos + 1) / floor_scale));
 - MoE MLP (GLM-4.5 MTP layer): sigmoid router, top-k by score + correction bias,
-  weights renormalised and scaled, plus a shared expert.
+  weights renormalised and scaled, plus a shared expert;
+- Gemma 2: embeddings scaled by sqrt(hidden_size); RMSNorm weights applied as (1 + w); four norms
+  per block ("sandwich": the attention and MLP outputs are normed before the residual add,
+      h = x + rms_post_attn(attn(rms_in(x)));  y = h + rms_post_ff(mlp(rms_pre_ff(h))) );
+  MLP activation gelu (tanh approximation); attention scores scaled by query_pre_attn_scalar^-1/2
+  and soft-capped before the mask, s = c_a * tanh(s / c_a); final logits soft-capped,
+  z = c_f * tanh(z / c_f); alternating sliding / full layers come from `layer_types`.
 
 Weights come straight from model.safetensors (safetensors only, never pickle) into `Weights`,
 under their checkpoint names and no others; the fused projections built from them are kept
@@ -40,7 +47,7 @@ from safetensors.torch import load_file
 
 from .cache import LayerCache, build_caches, layer_types_of, visible
 
-SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "mellum")
+SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "mellum", "gemma2")
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,14 @@ class Config:
     experts_per_token: int = 0
     norm_topk_prob: bool = True
     routed_scaling_factor: float = 1.0
+    # Gemma 2
+    embed_scale: float = 1.0  # embeddings multiplied by this (sqrt(hidden_size) for Gemma)
+    norm_offset: float = 0.0  # RMSNorm weight applied as (norm_offset + w)
+    sandwich_norms: bool = False  # post-attention / pre- and post-feed-forward norms
+    mlp_act: str = "silu"  # "silu" | "gelu_tanh"
+    attn_scale_dim: int = 0  # scores scaled by attn_scale_dim ** -0.5 (0: head_dim)
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
 
     @staticmethod
     def from_dict(cfg: dict) -> Config:
@@ -120,11 +135,21 @@ class Config:
             qk_norm=model_type == "mellum",
             rope_theta_by_kind=tuple(sorted((k, float(v["rope_theta"])) for k, v in by_kind.items())),
             mtp_layer_types=tuple(cfg.get("mtp_layer_types") or ()),
+            **(_gemma2(cfg) if model_type == "gemma2" else {}),
         )
 
     def theta(self, kind: str) -> float:
         """The RoPE theta of a layer of attention kind `kind`."""
         return dict(self.rope_theta_by_kind).get(kind, self.rope_theta)
+
+
+def _gemma2(cfg: dict) -> dict:
+    act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
+    if act != "gelu_pytorch_tanh":
+        raise ValueError(f"reference engine implements Gemma 2 with gelu_pytorch_tanh only, got {act!r}")
+    return dict(embed_scale=float(cfg["hidden_size"]) ** 0.5, norm_offset=1.0, sandwich_norms=True,
+                mlp_act="gelu_tanh", attn_scale_dim=int(cfg.get("query_pre_attn_scalar") or 0),
+                attn_softcap=cfg.get("attn_logit_softcapping"), final_softcap=cfg.get("final_logit_softcapping"))
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -190,9 +215,21 @@ def linear(x: torch.Tensor, w: Weights, name: str) -> torch.Tensor:
     return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
 
-def mlp(x: torch.Tensor, w: Weights, prefix: str) -> torch.Tensor:
+def norm(x: torch.Tensor, w: Weights, name: str, cfg: Config) -> torch.Tensor:
+    """rms_norm with the checkpoint's weight applied as (norm_offset + w) (Gemma: 1 + w)."""
+    weight = w[name]
+    return rms_norm(x, weight + cfg.norm_offset if cfg.norm_offset else weight, cfg.eps)
+
+
+def softcap(x: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """cap * tanh(x / cap): smooth, monotone, bounded by +-cap (identity when cap is None)."""
+    return x if cap is None else torch.tanh(x / cap) * cap
+
+
+def mlp(x: torch.Tensor, w: Weights, prefix: str, act: str = "silu") -> torch.Tensor:
     gate, up = F.linear(x, *w.fused(prefix, ("gate_proj", "up_proj"))).chunk(2, dim=-1)
-    return linear(F.silu(gate) * up, w, prefix + "down_proj")
+    gate = F.silu(gate) if act == "silu" else F.gelu(gate, approximate="tanh")
+    return linear(gate * up, w, prefix + "down_proj")
 
 
 def moe(x: torch.Tensor, w: Weights, prefix: str, cfg: Config) -> torch.Tensor:
@@ -236,10 +273,25 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str,
     size = cfg.sliding_window if kind == "sliding_attention" else cfg.chunk_size
     # one query over a full-attention cache sees every key it holds (all are at or before it)
     mask = None if t == 1 and kind == "full_attention" else visible(kind, positions, k_pos, size)
-    # softmax(q k^T / sqrt(d) + mask) v, each query head reading kv head (head // groups)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(cfg.head_dim),
-                                         enable_gqa=cfg.num_heads != cfg.num_kv_heads)
+    scale = 1.0 / math.sqrt(cfg.attn_scale_dim or cfg.head_dim)
+    if cfg.attn_softcap is not None:
+        out = capped_attention(q, k, v, mask, scale, cfg.attn_softcap)
+    else:  # softmax(q k^T / sqrt(d) + mask) v, each query head reading kv head (head // groups)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                             enable_gqa=cfg.num_heads != cfg.num_kv_heads)
     return linear(out.transpose(0, 1).reshape(t, -1), w, prefix + "o_proj")
+
+
+def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                     scale: float, cap: float) -> torch.Tensor:
+    """softmax(cap * tanh(q k^T * scale / cap) + mask) v, the softmax in fp32 (Gemma 2): the cap
+    applies to the scores before the mask, so SDPA (which has no cap) cannot compute it."""
+    groups = q.shape[0] // k.shape[0]
+    k, v = k.repeat_interleave(groups, dim=0), v.repeat_interleave(groups, dim=0)
+    scores = softcap(torch.matmul(q, k.transpose(-1, -2)) * scale, cap)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), v)
 
 
 def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg: Config,
@@ -247,11 +299,16 @@ def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg
           rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     attn_prefix = prefix + "self_attn."
     rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind))
-    x = x + attention(rms_norm(x, w[prefix + "input_layernorm.weight"], cfg.eps), positions, w, attn_prefix,
-                      cfg, layer, kind, cache, rope)
-    h = rms_norm(x, w[prefix + "post_attention_layernorm.weight"], cfg.eps)
     mlp_prefix = prefix + ("feed_forward." if cfg.model_type.startswith("llama4") else "mlp.")
-    return x + (moe(h, w, mlp_prefix, cfg) if use_moe else mlp(h, w, mlp_prefix))
+    a = attention(norm(x, w, prefix + "input_layernorm.weight", cfg), positions, w, attn_prefix, cfg, layer, kind,
+                  cache, rope)
+    if cfg.sandwich_norms:  # Gemma 2: every sublayer's output is normed before its residual add
+        x = x + norm(a, w, prefix + "post_attention_layernorm.weight", cfg)
+        h = mlp(norm(x, w, prefix + "pre_feedforward_layernorm.weight", cfg), w, mlp_prefix, cfg.mlp_act)
+        return x + norm(h, w, prefix + "post_feedforward_layernorm.weight", cfg)
+    x = x + a
+    h = norm(x, w, prefix + "post_attention_layernorm.weight", cfg)
+    return x + (moe(h, w, mlp_prefix, cfg) if use_moe else mlp(h, w, mlp_prefix, cfg.mlp_act))
 
 
 # ----------------------------------------------------------------------------- the model
@@ -286,11 +343,13 @@ class Model:
                             static_max_len=static_max_len, slack=slack)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.embedding(tokens, self.w[self.prefix + "embed_tokens.weight"])
+        x = F.embedding(tokens, self.w[self.prefix + "embed_tokens.weight"])
+        # Gemma: the scale is rounded to the embeddings' dtype before the product
+        return x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype) if self.cfg.embed_scale != 1.0 else x
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         w = self.w.get("lm_head.weight", self.w[self.prefix + "embed_tokens.weight"])
-        return F.linear(hidden, w).float()
+        return softcap(F.linear(hidden, w).float(), self.cfg.final_softcap)
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
@@ -301,5 +360,5 @@ class Model:
             x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, kind,
                       caches[i] if caches is not None else None,
                       use_moe=cfg.num_experts > 0 and i >= cfg.first_moe_layer, rope=ropes[cfg.theta(kind)])
-        hidden = rms_norm(x, self.w[self.prefix + "norm.weight"], cfg.eps)
+        hidden = norm(x, self.w, self.prefix + "norm.weight", cfg)
         return Output(self.head(hidden), hidden)

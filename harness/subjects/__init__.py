@@ -96,3 +96,34 @@ def type_name(obj: Any) -> str:
         inner = sorted({type_name(x) for x in obj})
         return f"{type(obj).__name__}[{' | '.join(inner) if inner else ''}]"
     return type(obj).__name__
+
+
+_INDEX = re.compile(r"\.(\d+)\.")
+
+
+def _ranges(indices: list[int]) -> str:
+    out, start, prev = [], None, None
+    for i in sorted(set(indices)):
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ",".join(out)
+
+
+def fold_keys(keys) -> dict[str, str]:
+    """Tensor names with the first numeric index folded: {"model.layers.*.mlp.up_proj.weight":
+    "0-45", "lm_head.weight": ""}; a renamed, added or dropped tensor changes a key or a range."""
+    groups: dict[str, list[int]] = {}
+    for key in keys:
+        m = _INDEX.search(key)
+        if m is None:
+            groups.setdefault(key, [])
+        else:
+            groups.setdefault(key[: m.start()] + ".*." + key[m.end():], []).append(int(m.group(1)))
+    return {k: _ranges(v) for k, v in sorted(groups.items())}

@@ -20,7 +20,7 @@ from unittest import mock
 import torch
 
 from harness.schema import Observation
-from harness.subjects import first_line, observe, type_name
+from harness.subjects import first_line, hf_api, observe, type_name
 from harness.subjects.hf import Zoo, capabilities, draft_schedule, record_drafts
 from harness.subjects.hf_cache import cache_keyword, forward
 
@@ -271,4 +271,4 @@ def probe_save_pretrained_side_effects(zoo: Zoo, params: dict[str, Any], tmp: Pa
 
 PROBES: dict[str, Callable[[Zoo, dict[str, Any], Path], Observation]] = {
     name.removeprefix("probe_"): fn for name, fn in globals().items() if name.startswith("probe_")
-}
+} | hf_api.PROBES
