@@ -187,11 +187,37 @@ class GTest:
 
 
 def monte_carlo_resamples(alpha: float | None) -> int:
-    """B for a Monte Carlo p-value that can go well below `alpha`: max(9999, 10/alpha), capped at
-    100000 (the smallest attainable p is 1/(B+1))."""
+    """The most resamples a Monte Carlo p-value may need to go well below `alpha`: max(9999,
+    20/alpha), capped at 4,000,000 (the smallest attainable p is 1/(B+1); levels below 2.5e-7 are
+    not reachable). `sequential_g_pvalue` stops long before B unless the data are far in the tail."""
     if alpha is None:
         return 9999
-    return int(min(100_000, max(9999, math.ceil(10.0 / alpha))))
+    return int(min(4_000_000, max(9999, math.ceil(20.0 / alpha))))
+
+
+SEQUENTIAL_HITS = 20  # Besag-Clifford: stop once this many null statistics reach the observed one
+
+
+def sequential_g_pvalue(counts: np.ndarray, probabilities: np.ndarray, max_resamples: int, rng: Any) -> tuple[float, int]:
+    """A sequential Monte Carlo p-value (Besag & Clifford 1991) for the G-test: draw null tables
+    from Multinomial(n, p) until h = SEQUENTIAL_HITS of them have G_b >= G (at draw L: p = h / L),
+    or until `max_resamples` (then p = (1 + hits) / (B + 1), the fixed-B p-value). Valid - P(p <= a)
+    <= a under the null - for every a; a fitting sample stops after ~h / p draws, so only a sample in
+    the far tail pays for the B a small level needs. Returns (p, draws)."""
+    n = int(round(counts.sum()))
+    expected = n * probabilities
+    observed = float(g_statistic(counts, expected))
+    tolerance = abs(observed) * 1e-12
+    drawn, hits, batch = 0, 0, 2_000
+    while drawn < max_resamples:
+        size = min(batch, max_resamples - drawn)
+        null = g_statistic(rng.multinomial(n, probabilities, size=size), expected)
+        reached = np.flatnonzero(null >= observed - tolerance)
+        if hits + reached.size >= SEQUENTIAL_HITS:
+            at = drawn + int(reached[SEQUENTIAL_HITS - hits - 1]) + 1
+            return SEQUENTIAL_HITS / at, at
+        hits, drawn, batch = hits + reached.size, drawn + size, min(batch * 4, 200_000)
+    return (1 + hits) / (drawn + 1), drawn
 
 
 def _seed(*arrays: np.ndarray) -> np.random.Generator:
@@ -241,8 +267,9 @@ def g_test(
     alpha: float | None = None,
     resamples: int | None = None,
 ) -> GTest:
-    """Do the counts fit the exact probabilities? G statistic, Monte Carlo p-value drawn from
-    Multinomial(n, p) (`GTest`, `g_test_pvalues`). `alpha` only sizes B (`monte_carlo_resamples`).
+    """Do the counts fit the exact probabilities? G statistic, sequential Monte Carlo p-value drawn
+    from Multinomial(n, p) (`GTest`, `sequential_g_pvalue`). `alpha` only sizes the most resamples
+    it may draw (`monte_carlo_resamples`), so p can always go below it.
     Repeated calls with the same input return the remembered result (`_G_TESTS`)."""
     obs = np.asarray(counts, dtype=float)
     prob = np.asarray(probabilities, dtype=float)
@@ -262,7 +289,7 @@ def g_test(
     key = (obs.tobytes(), prob.tobytes(), b)
     if key not in _G_TESTS:
         g = float(g_statistic(obs, n * prob))
-        p_value = float(g_test_pvalues(obs, prob, resamples=b)[0])
+        p_value, b = sequential_g_pvalue(obs, prob, b, _seed(obs, prob))
         if len(_G_TESTS) >= 64:
             _G_TESTS.pop(next(iter(_G_TESTS)))
         _G_TESTS[key] = GTest(g, int(obs.size - 1), p_value, float(sps.chi2.sf(g, obs.size - 1)), int(obs.size), b)

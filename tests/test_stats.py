@@ -299,3 +299,21 @@ def test_detectable_tv_inverts_samples_needed(n, k, alpha):
     tv = stats.detectable_tv(n, 0.8, alpha, k)
     assert stats.gtest_power(n, tv, alpha, k) == pytest.approx(0.8, abs=1e-6)
     assert stats.samples_needed(tv * 1.0001, 0.8, alpha, k) <= n <= stats.samples_needed(tv * 0.9999, 0.8, alpha, k)
+
+
+def test_the_sequential_monte_carlo_p_value_is_valid_and_reaches_below_small_levels():
+    """Besag-Clifford: under the null P(p <= a) <= a (checked at a = 0.05, 0.1 over 400 null
+    samples: 99.9 % binomial bounds), a fitting sample stops after a few hundred draws, and a sample
+    far in the tail gets a p-value below a level of 1e-6 (the fixed B = 100,000 floor was 1e-5)."""
+    rng = np.random.default_rng(7)
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    pvalues, draws = [], []
+    for _ in range(400):
+        value, used = stats.sequential_g_pvalue(rng.multinomial(300, p).astype(float), p, 99_999, rng)
+        pvalues.append(value)
+        draws.append(used)
+    for a, bound in ((0.05, 36), (0.1, 62)):  # binomial(400, a) upper 99.9 % quantiles
+        assert sum(v <= a for v in pvalues) <= bound
+    assert np.median(draws) < 500
+    far = stats.g_test(rng.multinomial(3000, [0.3, 0.3, 0.2, 0.2]), p, alpha=1e-6)
+    assert far.p_value < 1e-6 and far.resamples >= 1_000_000
