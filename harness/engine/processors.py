@@ -102,3 +102,33 @@ def process(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.
 def probs(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.Tensor:
     """The distribution a sampler with settings `s` draws the next token from (float32)."""
     return torch.softmax(process(logits, context, s), dim=-1)
+
+
+def boundary_mass(logits: torch.Tensor, context: Sequence[int], s: Sampling, eps: float) -> float:
+    """The probability mass whose fate a rounding of `eps` in the logits could flip: tokens within
+    `eps` (in logit, before temperature) of a top-k, top-p or min-p cut, on either side, weighted by
+    their softmax probability after penalty and temperature. 0 when no filter is active or every cut
+    has a gap wider than eps."""
+    z0 = logits.detach().to(torch.float32)
+    if s.repetition_penalty is not None and s.repetition_penalty != 1.0:
+        z0 = repetition_penalty(z0, context, s.repetition_penalty)
+    z0 = z0 / s.temperature
+    z, cuts = z0, []
+    if s.top_k and s.top_k < z.numel():
+        ranked = torch.sort(z, descending=True).values
+        cuts.append(float(ranked[s.top_k - 1] + ranked[s.top_k]) / 2)
+        z = _masked(z, top_k_mask(z, s.top_k))
+    if s.top_p is not None and s.top_p < 1.0:
+        keep = top_p_mask(z, s.top_p)
+        dropped = ~keep & torch.isfinite(z)
+        if dropped.any():
+            cuts.append(float(z[keep].min() + z[dropped].max()) / 2)
+        z = _masked(z, keep)
+    if s.min_p is not None:
+        cuts.append(float(z.max()) + float(torch.log(torch.tensor(s.min_p))))
+    if not cuts:
+        return 0.0
+    near = torch.zeros_like(z0, dtype=torch.bool)
+    for cut in cuts:
+        near |= (z0 - cut).abs() < eps / s.temperature
+    return float(torch.softmax(z0, dim=-1)[near].sum())

@@ -286,7 +286,8 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
     lm = zoo.load(model_name)
     n = zoo.config_json(model_name)["num_hidden_layers"]
     with safe_open(str(zoo.directory(model_name) / "model.safetensors"), framework="pt") as f:
-        held = [k for k in f.keys() if (m := re.match(r"model\.layers\.(\d+)\.", k)) and int(m.group(1)) >= n]
+        held = [k for k in f.keys() if k.startswith(("mtp.", "model.mtp."))  # Mellum / Inkling layouts
+                or ((m := re.match(r"model\.layers\.(\d+)\.", k)) and int(m.group(1)) >= n)]
     obs = Observation()
     obs.add("checkpoint", fold_keys(held))
     mtp_cls = resolve("transformers.modeling_layers.MtpModel")
@@ -294,8 +295,10 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
         obs.add("expected", MISSING)
         obs.add("load", MISSING)
     else:
-        layers = lm.model.config.get_text_config().num_mtp_layers
-        built, err = observe(lambda: mtp_cls(lm.model, layers))
+        # a version whose config class does not map the checkpoint's MTP count has none (5.14 Mellum)
+        layers = getattr(lm.model.config.get_text_config(), "num_mtp_layers", None)
+        built, err = observe(lambda: mtp_cls(lm.model, layers)) if layers else (None, {
+            "type": "missing", "message": "the config has no num_mtp_layers"})
         obs.add("expected", fold_keys([k for k, _ in built.named_parameters() if k.startswith("layers.")])
                 if built is not None else {"error": err})
         try:
