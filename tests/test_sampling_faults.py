@@ -148,6 +148,7 @@ def test_a_sampling_fault_is_caught_by_the_distribution_check(name, fault, spec,
     assert fit.status is Status.REGRESSION, fit.detail
 
 
+@pytest.mark.slow  # the default run's suites/test_sampling.py runs these very cases clean (same design)
 def test_the_same_cases_are_clean_without_a_fault(zoo):
     from harness.subjects import hf
 
