@@ -38,9 +38,7 @@ def main() -> None:
         prompt = sampling.context_ids(zoo, spec)
         ids = torch.tensor([prompt])
         model = zoo.load(spec.model).model
-        assistant = zoo.load(spec.assistant).model if spec.assistant else None
-        path_args = dict(assistant=assistant, prompt_lookup=spec.draft_tokens if spec.path == "prompt_lookup" else None,
-                         use_mtp=spec.path == "mtp", ensemble_weight=spec.weight, draft_tokens=spec.draft_tokens)
+        path_args = zoo.path_args(spec.case())
         probe = hf_sampling.draw(model, ids, sampling.K, 1, spec.sampling, seed=1, **path_args)
         joint, _ = sampling.expected_joint(zoo, spec, probe.effective(), prompt)
         plan = sampling.design(joint, level, sampling.TV_DEFAULT)

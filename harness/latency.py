@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.config import deep_mode
+
 # CPU time of this process (what pytest-benchmark times with under
 # `--benchmark-timer time.process_time`): on a shared machine wall time also measures how long the
 # scheduler kept the process off a core - a 10 ms decode loop is descheduled far more often than a
@@ -37,7 +39,7 @@ DEEP_ENV = "HARNESS_LATENCY_DEEP"  # "1": the longer, more precise mode (more sa
 def deep() -> bool:
     """The opt-in precise mode (env HARNESS_LATENCY_DEEP=1, or HARNESS_DEEP=1 / --harness-deep for
     every deep mode): 3x the samples of a default run."""
-    return any(os.environ.get(name, "") not in ("", "0") for name in (DEEP_ENV, "HARNESS_DEEP"))
+    return os.environ.get(DEEP_ENV, "") not in ("", "0") or deep_mode()
 
 
 def scaled(n: int) -> int:

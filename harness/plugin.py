@@ -60,7 +60,7 @@ import pytest
 
 from harness import faults, stats
 from harness.checking import Rules, missing_fields
-from harness.config import ConfigError, HarnessConfig, load_config
+from harness.config import DEEP_ENV, ConfigError, HarnessConfig, deep_mode, load_config
 from harness.env import canonical_dtype, env_key, fingerprint
 from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 from harness.golden_fixture import Golden
@@ -124,9 +124,6 @@ class RunEnv:
     attn_implementation: str
 
 
-DEEP_ENV = "HARNESS_DEEP"
-
-
 class HarnessSession:
     """One pytest run (or one xdist worker's share of it): settings, store, env, outcomes."""
 
@@ -144,7 +141,7 @@ class HarnessSession:
         self.force_regen = bool(config.getoption("force_regen"))
         # a deep run (more cases, larger N) is an investigation: it never writes records, so the
         # committed default set stays the baseline (unless regenerating on purpose)
-        self.read_only = os.environ.get(DEEP_ENV, "") not in ("", "0") and not self.force_regen
+        self.read_only = deep_mode() and not self.force_regen
         # CI (the CI environment variable, as CI systems set it) is strict: a field without a baseline fails
         self.strict = bool(config.getoption("harness_strict")) or _pytest_strict(config) or (
             bool(os.environ.get("CI")) and not self.force_regen)

@@ -31,10 +31,11 @@ from typing import Any
 import torch
 
 from harness import stats
+from harness.config import deep_mode
 from harness.engine import joint as joints
 from harness.engine.joint import Joint, tv_by_bin
 from harness.engine.processors import Sampling
-from harness.fixtures.prompts import BY_ID
+from harness.fixtures.cases import ASSISTANT, draft_tokens_of
 from harness.schema import Case
 
 K = 2
@@ -54,8 +55,6 @@ PRECISION_TV = 0.02  # low precision: at most this much mass may sit within roun
 # fp16 has 3 more mantissa bits
 BOUNDARY_EPS = {"bf16": 0.1, "fp16": 0.02}
 STAT_CHECKS = 2  # statistical fields per case (the record's fit, the fit against the exact joint): Holm
-DRAFT_TOKENS = 4
-ASSISTANT = "llama-assistant"
 # the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
 # use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
 MTP_MODEL = "mellum-mtp"
@@ -99,7 +98,7 @@ class Spec:
 
     @property
     def draft_tokens(self) -> int | None:
-        return None if self.path == "plain" else 1 if self.path == "mtp" else DRAFT_TOKENS
+        return draft_tokens_of(self.path)
 
     def case(self) -> Case:
         return Case(self.model, self.path, "dynamic", self.prompt, "sample", weight=self.weight,
@@ -130,6 +129,7 @@ def _grid(mtp_model: str | None, deep: bool) -> list[Spec]:
 
 # a user model's settings restrict the support with a top-k, so a 32k-256k vocabulary stays tractable
 USER_SETTINGS = ("top_k", "combined")
+ENSEMBLE_WEIGHT_USER = 0.3
 
 
 def user_specs(model: Any) -> list[Spec]:
@@ -145,16 +145,9 @@ def user_specs(model: Any) -> list[Spec]:
     return specs_
 
 
-ENSEMBLE_WEIGHT_USER = 0.3
-
-
-def deep() -> bool:
-    return os.environ.get("HARNESS_DEEP", "") not in ("", "0")
-
-
 def specs(mtp_model: str | None = MTP_MODEL, deep_run: bool | None = None) -> list[Spec]:
     """The zoo's case table: the default grid, or every path x setting with HARNESS_DEEP=1."""
-    return _grid(mtp_model, deep() if deep_run is None else deep_run)
+    return _grid(mtp_model, deep_mode() if deep_run is None else deep_run)
 
 
 def cases(user: Any = ()) -> list[Case]:
@@ -202,8 +195,7 @@ def bias(joint: Joint, target: Joint) -> float:
 
 def context_ids(zoo: Any, spec: Spec) -> list[int]:
     """The sampling context under the model's own tokenizer (a user model's prompt, else the zoo's)."""
-    text = zoo.prompt_text(spec.model, spec.prompt) if hasattr(zoo, "prompt_text") else BY_ID[spec.prompt].text
-    return zoo.load(spec.model).tokenizer(text).input_ids[: spec.prompt_tokens]
+    return zoo.load(spec.model).tokenizer(zoo.prompt_text(spec.model, spec.prompt)).input_ids[: spec.prompt_tokens]
 
 
 def expected_joint(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int]) -> tuple[Joint, Joint]:
@@ -233,20 +225,19 @@ def boundary_ambiguity(zoo: Any, spec: Spec, settings: Sampling, prompt: list[in
     """The expected probability mass, over the first two positions, of tokens within `eps` (a
     logit margin: BOUNDARY_EPS of the dtype) of a top-k / top-p / min-p cut, from the fp32
     engine's logits: how much of the exact distribution the run's rounding may redraw."""
-    import torch as _torch
-
     from harness.engine.processors import boundary_mass
 
     ref = zoo.reference(spec.model)
     if ref is None:
         return 0.0
-    contexts = [((), 1.0)] + [((int(c),), m) for c, m in
-                              ((k[0], sum(v for kk, v in target.cells.items() if kk[:1] == k[:1])) for k in
-                               {c[:1] for c in target.cells if len(c) > 1})]
+    first: dict[tuple[int, ...], float] = {}  # the first emitted token of each longer tuple, and its mass
+    for cell, mass in target.cells.items():
+        if len(cell) > 1:
+            first[cell[:1]] = first.get(cell[:1], 0.0) + mass
     total = 0.0
-    for extra, mass in contexts:
+    for extra, mass in [((), 1.0), *first.items()]:
         ctx = list(prompt) + list(extra)
-        logits = ref.forward(_torch.tensor(ctx), _torch.arange(len(ctx)), ref.new_caches(slack=4)).logits[-1]
+        logits = ref.forward(torch.tensor(ctx), torch.arange(len(ctx)), ref.new_caches(slack=4)).logits[-1]
         total += mass * boundary_mass(logits, ctx, settings, eps)
     return total
 
@@ -261,13 +252,11 @@ def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float |
       <field>_bias_vs_target exact   exact TV(path joint, target joint) next to the measured one"""
     from harness.subjects import hf_sampling
 
-    tv = tv or (TV_DEEP if deep() else TV_DEFAULT)
+    tv = tv or (TV_DEEP if deep_mode() else TV_DEFAULT)
     prompt = context_ids(zoo, spec)
     ids = torch.tensor([prompt], device=zoo.device)
     model = zoo.load(spec.model).model
-    assistant = zoo.load(spec.assistant).model if spec.assistant else None
-    path_args = dict(assistant=assistant, prompt_lookup=spec.draft_tokens if spec.path == "prompt_lookup" else None,
-                     use_mtp=spec.path == "mtp", ensemble_weight=spec.weight, draft_tokens=spec.draft_tokens)
+    path_args = zoo.path_args(spec.case())
     seed = seed_of(spec)
     probe = zoo.memo(("sampling-probe", spec, seed),
                      lambda: hf_sampling.draw(model, ids, K, 1, spec.sampling, seed=seed, **path_args))
@@ -281,7 +270,7 @@ def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float |
                        detail=f"generate() applied a processor the engine does not implement: {probe.processors}")
         return
     path_joint, target = zoo.memo(("sampling-joint", spec, settings), lambda: expected_joint(zoo, spec, settings, prompt))
-    dtype = zoo.dtype_of(spec.model) if hasattr(zoo, "dtype_of") else "fp32"
+    dtype = zoo.dtype_of(spec.model)
     eps = BOUNDARY_EPS.get(dtype)
     ambiguous = zoo.memo(("sampling-boundary", spec, settings, eps),
                          lambda: boundary_ambiguity(zoo, spec, settings, prompt, target, eps)) if eps else 0.0

@@ -207,15 +207,19 @@ class Zoo:
         """[1, T] token ids of a prompt under the model's own tokenizer."""
         return self.load(name).tokenizer(self.prompt_text(name, prompt), return_tensors="pt").input_ids.to(self.device)
 
+    def path_args(self, case: Case) -> dict[str, Any]:
+        """The keyword arguments of `generate` / `hf_sampling.draw` that put a call on the case's path."""
+        return dict(assistant=self.load(case.assistant).model if case.assistant else None,
+                    prompt_lookup=case.draft_tokens if case.path == "prompt_lookup" else None,
+                    use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens)
+
     def generate(self, case: Case) -> Generated:
         """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""
         if case not in self._generated:
-            assistant = self.load(case.assistant).model if case.assistant else None
             self._generated[case] = generate(
                 self.load(case.model).model, self.prompt_ids(case.model, case.prompt), case.new_tokens,
-                assistant=assistant, prompt_lookup=case.draft_tokens if case.path == "prompt_lookup" else None,
-                use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens,
-                do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache, first_logit_steps=1)
+                **self.path_args(case), do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache,
+                first_logit_steps=1)
         return self._generated[case]
 
 
