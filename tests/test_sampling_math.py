@@ -179,3 +179,15 @@ def test_a_seeded_stream_whose_distribution_no_longer_fits_stays_a_regression():
     assert out["distribution"].status is Status.REGRESSION
     assert out["tokens"].status is Status.REGRESSION and out["tokens"].category is Category.REAL_CHANGE
     assert out["text"].status is Status.REGRESSION
+
+
+def test_an_applied_processor_the_engine_does_not_implement_is_never_silently_dropped():
+    """The expected joint is computed from the processors generate() really applied; one outside
+    `Sampling` (e.g. typical-p) makes `effective()` None, and the suite then skips the fit with the
+    processor list as its reason instead of checking against a distribution it cannot compute."""
+    from harness.subjects.hf_sampling import Draws
+
+    known = Draws(processors=[["TopKLogitsWarper", {"top_k": 50}], ["TemperatureLogitsWarper", {"temperature": 0.7}]])
+    assert known.effective() == Sampling(temperature=0.7, top_k=50)
+    unknown = Draws(processors=[["TopKLogitsWarper", {"top_k": 50}], ["TypicalLogitsWarper", {"mass": 0.9}]])
+    assert unknown.effective() is None
