@@ -11,6 +11,7 @@ from harness.engine.cache import (
     CacheRewindError,
     ChunkedCache,
     FullCache,
+    RecurrentCache,
     SlidingCache,
     StaticCache,
     StaticChunkedCache,
@@ -232,3 +233,47 @@ def test_build_caches_errors_name_the_layer():
         build_caches(["full_attention", "sliding_attention"], None, None)
     with pytest.raises(ValueError, match="layer 0: unknown attention kind 'moe'"):
         build_caches(["moe"], None, None)
+
+
+# ------------------------------------------------------------------- recurrent (linear attention)
+
+
+def _states(n: int, start: int = 0) -> list[int]:
+    return list(range(start, start + n))  # any object stands for a state: the cache never looks inside
+
+
+def test_build_caches_gives_linear_layers_a_recurrent_cache_static_or_not():
+    types = ["linear_attention", "full_attention"]
+    for static in (None, 32):
+        caches = build_caches(types, None, None, static_max_len=static, slack=3)
+        assert isinstance(caches[0], RecurrentCache) and caches[0].slack == 3
+
+
+def test_recurrent_cache_keeps_slack_plus_one_snapshots_and_rewinds_to_them():
+    c = RecurrentCache(slack=2)
+    assert c.state is None and c.seq_len == 0
+    c.update(_states(5))  # states after tokens 1..5
+    assert (c.seq_len, c.held, c.state) == (5, 3, 4)
+    c.rewind(2)
+    assert (c.seq_len, c.state) == (3, 2)
+    c.update(_states(2, start=10))
+    assert (c.seq_len, c.state) == (5, 11)
+
+
+def test_recurrent_cache_rewind_beyond_the_snapshots_fails_and_changes_nothing():
+    c = RecurrentCache(slack=1)
+    c.update(_states(6))
+    with pytest.raises(CacheRewindError, match="only the states after the newest 2 tokens are kept"):
+        c.rewind(2)
+    assert (c.seq_len, c.state) == (6, 5)
+    with pytest.raises(CacheRewindError, match="cannot rewind 7 tokens of 6"):
+        c.rewind(7)
+
+
+def test_recurrent_cache_rewind_to_empty_restores_the_initial_state():
+    c = RecurrentCache(slack=0)
+    c.update(_states(3))
+    c.rewind(3)
+    assert (c.seq_len, c.held, c.state) == (0, 0, None)
+    with pytest.raises(ValueError, match="no states"):
+        c.update([])

@@ -12,7 +12,9 @@ Kinds (transformers' ``layer_types`` names are accepted as aliases):
 - ``chunked`` (``chunked_attention``): earlier positions of the query's own chunk of ``chunk``.
 
 Caches: `FullCache` (growing), `StaticCache` (preallocated, full attention), `SlidingCache`,
-`ChunkedCache` and their preallocated variants `StaticSlidingCache`, `StaticChunkedCache`.
+`ChunkedCache` and their preallocated variants `StaticSlidingCache`, `StaticChunkedCache`; and
+for linear-attention layers (``linear_attention``), which keep a fixed-size recurrent state
+instead of keys and values, `RecurrentCache`: it rewinds by snapshot.
 Windowed caches evict what no future query can see, keeping ``slack`` extra entries so that
 a rejected draft of up to ``slack`` tokens can be rewound.
 
@@ -40,12 +42,15 @@ __all__ = [
     "ChunkedCache",
     "StaticSlidingCache",
     "StaticChunkedCache",
+    "RecurrentCache",
+    "LINEAR",
     "layer_types_of",
     "cache_spec_of",
     "build_caches",
 ]
 
 KINDS = ("full", "sliding", "chunked")
+LINEAR = "linear_attention"  # a recurrent layer: no keys/values, no visibility rule
 _ALIASES = {
     "full": "full",
     "full_attention": "full",
@@ -351,6 +356,75 @@ class StaticChunkedCache(ChunkedCache):
         return min(self.max_len, self.size - 1 + self.slack)
 
 
+class RecurrentCache:
+    """The state of one linear-attention layer (delta_rule.RecurrentState: conv inputs and the
+    [d_k, d_v] memory per head), batch 1, with rollback by snapshot.
+
+    A recurrent state folds every token into one fixed-size tensor, so it cannot drop its newest
+    tokens the way a KV cache truncates: transformers' LinearAttentionLayer has no crop, and
+    its assisted decoding refuses such models. The layer instead hands over the state after
+    *each* token it processes (`update`); the cache keeps the newest ``slack + 1`` of them, so
+    ``rewind(n)`` for n <= slack is restoring the snapshot taken n tokens ago - exact, with no
+    recomputation. Rewinding to length 0 restores the initial (empty) state; anything further
+    back than the snapshots held raises `CacheRewindError` and leaves the cache unchanged.
+    Cost: slack + 1 states per layer instead of one (`nbytes` counts them all).
+    """
+
+    kind = LINEAR
+
+    def __init__(self, slack: int = 0):
+        if slack < 0:
+            raise ValueError(f"slack must be >= 0, got {slack}")
+        self.slack = int(slack)
+        self._seq_len = 0
+        self._snapshots: list = []  # state after token seq_len - len + 1 ... seq_len (newest last)
+
+    @property
+    def state(self):
+        """The state after the newest token, or None before the first."""
+        return self._snapshots[-1] if self._snapshots else None
+
+    def update(self, states: Sequence) -> None:
+        """Append the states after each of len(states) new tokens (oldest first)."""
+        if not states:
+            raise ValueError("RecurrentCache.update: no states")
+        self._snapshots = (self._snapshots + list(states))[-(self.slack + 1):]
+        self._seq_len += len(states)
+
+    def rewind(self, n: int) -> None:
+        """Drop the newest ``n`` tokens: restore the snapshot from n tokens ago."""
+        n = int(n)
+        if n < 0 or n > self._seq_len:
+            raise CacheRewindError(f"RecurrentCache: cannot rewind {n} tokens of {self._seq_len}")
+        if n == 0:
+            return
+        if n == self._seq_len:
+            self._snapshots, self._seq_len = [], 0
+            return
+        if n >= len(self._snapshots):
+            raise CacheRewindError(
+                f"RecurrentCache(slack={self.slack}): cannot rewind {n} tokens: only the states after the "
+                f"newest {len(self._snapshots)} tokens are kept; build the cache with a larger slack")
+        del self._snapshots[-n:]
+        self._seq_len -= n
+
+    @property
+    def seq_len(self) -> int:
+        return self._seq_len
+
+    @property
+    def held(self) -> int:
+        """Snapshots held (the live state is the newest)."""
+        return len(self._snapshots)
+
+    def nbytes(self) -> int:
+        """Bytes of every snapshot held (live state included)."""
+        return sum(s.nbytes() for s in self._snapshots)
+
+    def __repr__(self) -> str:
+        return f"RecurrentCache(seq_len={self._seq_len}, snapshots={self.held}, slack={self.slack})"
+
+
 # --------------------------------------------------------------------------------------------
 # config -> layer kinds -> caches
 
@@ -446,7 +520,7 @@ def build_caches(
     attention_chunk_size: int | None,
     static_max_len: int | None = None,
     slack: int = 0,
-) -> list[LayerCache]:
+) -> list[LayerCache | RecurrentCache]:
     """One cache per layer, as transformers 5.24.0 ``DynamicCache(config=...)`` /
     ``StaticCache(config=..., max_cache_len=...)`` dispatch (cache_utils.py:1469-1500, 1959-2006):
 
@@ -457,10 +531,17 @@ def build_caches(
     window = ``sliding_window``, chunk = ``attention_chunk_size`` (transformers passes the chunk
     size as the sliding layer's window). The static variants are used when ``static_max_len``
     is given. ``slack`` is the longest rewind the windowed caches must support (the largest
-    draft length). Other layer types (linear attention, "moe"/"mlp" dummies, ...) raise.
+    draft length).
+
+        linear_attention   -> RecurrentCache(slack)  (a fixed-size state: static or not alike)
+
+    Other layer types ("moe"/"mlp" dummies, ...) raise.
     """
-    caches: list[LayerCache] = []
+    caches: list[LayerCache | RecurrentCache] = []
     for i, lt in enumerate(layer_types):
+        if lt == LINEAR:
+            caches.append(RecurrentCache(slack))
+            continue
         try:
             kind = normalize_kind(lt)
         except ValueError as e:

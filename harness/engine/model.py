@@ -1,7 +1,7 @@
 """A minimal decoder forward for the zoo's families, written from the papers, not from transformers.
 
 Families (config.json `model_type`): llama, mistral, qwen2, llama4_text, glm4_moe, mellum (dense MLPs),
-gemma2.
+gemma2, qwen3_5_text (hybrid: gated delta-rule linear attention + gated full attention).
 One pre-norm block for all of them:
 
     h = x + o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(rms(x))), v_proj(rms(x))))
@@ -26,6 +26,11 @@ What differs per family is data, read from config.json into `Config`:
   MLP activation gelu (tanh approximation); attention scores scaled by query_pre_attn_scalar^-1/2
   and soft-capped before the mask, s = c_a * tanh(s / c_a); final logits soft-capped,
   z = c_f * tanh(z / c_f); alternating sliding / full layers come from `layer_types`.
+- Qwen3.5 (text): `linear_attention` layers replace attention by the gated delta rule
+  (delta_rule.py) under the same pre-norm block; full-attention layers have an output gate,
+      q, gate = per head split of q_proj(x) (2 * head_dim per head);  out = attn(...) * sigmoid(gate)
+  and per-head q/k RMS norms; every RMSNorm of the model applies its weight as (1 + w) (the
+  gated norm inside the delta-rule layer excepted); partial rotary (`partial_rotary_factor`).
 
 Weights come straight from model.safetensors (safetensors only, never pickle) into `Weights`,
 under their checkpoint names and no others; the fused projections built from them are kept
@@ -45,9 +50,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from .cache import LayerCache, build_caches, layer_types_of, visible
+from .cache import LINEAR, LayerCache, RecurrentCache, build_caches, layer_types_of, visible
+from .delta_rule import LinearShape, gated_delta_net, initial_state
 
-SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "mellum", "gemma2")
+SUPPORTED = ("llama", "mistral", "qwen2", "llama4_text", "llama4", "glm4_moe", "mellum", "gemma2", "qwen3_5_text")
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,9 @@ class Config:
     attn_scale_dim: int = 0  # scores scaled by attn_scale_dim ** -0.5 (0: head_dim)
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    # Qwen3.5
+    attn_output_gate: bool = False  # q_proj also emits a per-head gate; out *= sigmoid(gate)
+    linear: LinearShape | None = None  # shape of the linear_attention (gated delta-rule) layers
 
     @staticmethod
     def from_dict(cfg: dict) -> Config:
@@ -132,10 +141,11 @@ class Config:
             experts_per_token=cfg.get("num_experts_per_tok", 0),
             norm_topk_prob=cfg.get("norm_topk_prob", True),
             routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
-            qk_norm=model_type == "mellum",
+            qk_norm=model_type in ("mellum", "qwen3_5_text"),
             rope_theta_by_kind=tuple(sorted((k, float(v["rope_theta"])) for k, v in by_kind.items())),
             mtp_layer_types=tuple(cfg.get("mtp_layer_types") or ()),
             **(_gemma2(cfg) if model_type == "gemma2" else {}),
+            **(_qwen3_5(cfg) if model_type == "qwen3_5_text" else {}),
         )
 
     def theta(self, kind: str) -> float:
@@ -150,6 +160,16 @@ def _gemma2(cfg: dict) -> dict:
     return dict(embed_scale=float(cfg["hidden_size"]) ** 0.5, norm_offset=1.0, sandwich_norms=True,
                 mlp_act="gelu_tanh", attn_scale_dim=int(cfg.get("query_pre_attn_scalar") or 0),
                 attn_softcap=cfg.get("attn_logit_softcapping"), final_softcap=cfg.get("final_logit_softcapping"))
+
+
+def _qwen3_5(cfg: dict) -> dict:
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"reference engine implements Qwen3.5 with silu only, got {act!r}")
+    linear = LinearShape(key_heads=cfg["linear_num_key_heads"], value_heads=cfg["linear_num_value_heads"],
+                         key_dim=cfg["linear_key_head_dim"], value_dim=cfg["linear_value_head_dim"],
+                         conv_kernel=cfg["linear_conv_kernel_dim"], eps=cfg.get("rms_norm_eps", 1e-6))
+    return dict(norm_offset=1.0, attn_output_gate=True, linear=linear)
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -253,12 +273,16 @@ def moe(x: torch.Tensor, w: Weights, prefix: str, cfg: Config) -> torch.Tensor:
 def attention(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg: Config,
               layer: int, kind: str, cache: LayerCache | None, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     t, hq, hkv = x.shape[0], cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-    q, k, v = F.linear(x, *w.fused(prefix, ("q_proj", "k_proj", "v_proj"))).split((hq, hkv, hkv), dim=-1)
+    gated = 2 if cfg.attn_output_gate else 1
+    q, k, v = F.linear(x, *w.fused(prefix, ("q_proj", "k_proj", "v_proj"))).split((gated * hq, hkv, hkv), dim=-1)
+    if cfg.attn_output_gate:  # per head: [q_h | gate_h]
+        q, gate = q.reshape(t, cfg.num_heads, 2 * cfg.head_dim).chunk(2, dim=-1)
+        gate = gate.reshape(t, hq)
     q = q.reshape(t, cfg.num_heads, cfg.head_dim).transpose(0, 1)
     k = k.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
     if cfg.qk_norm:  # per head, over head_dim, before RoPE
-        q, k = rms_norm(q, w[prefix + "q_norm.weight"], cfg.eps), rms_norm(k, w[prefix + "k_norm.weight"], cfg.eps)
+        q, k = norm(q, w, prefix + "q_norm.weight", cfg), norm(k, w, prefix + "k_norm.weight", cfg)
     if cfg.rope_layers[layer]:  # q and k heads rotated together
         q, k = apply_rope(torch.cat((q, k)), rope, cfg.interleaved_rope).split((cfg.num_heads, cfg.num_kv_heads))
         if cfg.qk_l2_norm:
@@ -279,7 +303,10 @@ def attention(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str,
     else:  # softmax(q k^T / sqrt(d) + mask) v, each query head reading kv head (head // groups)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
                                              enable_gqa=cfg.num_heads != cfg.num_kv_heads)
-    return linear(out.transpose(0, 1).reshape(t, -1), w, prefix + "o_proj")
+    out = out.transpose(0, 1).reshape(t, -1)
+    if cfg.attn_output_gate:
+        out = out * torch.sigmoid(gate)
+    return linear(out, w, prefix + "o_proj")
 
 
 def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
@@ -294,14 +321,25 @@ def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     return torch.matmul(torch.softmax(scores.float(), dim=-1).to(q.dtype), v)
 
 
+def linear_attention(x: torch.Tensor, w: Weights, prefix: str, cfg: Config, cache: RecurrentCache | None) -> torch.Tensor:
+    """The gated delta-rule mixer; the cache receives the state after every token (for rollback)."""
+    state = cache.state if cache is not None and cache.state is not None else initial_state(cfg.linear, x.dtype)
+    out, states = gated_delta_net(x, w, prefix, cfg.linear, state)
+    if cache is not None:
+        cache.update(states)
+    return out
+
+
 def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg: Config,
-          layer: int, kind: str, cache: LayerCache | None, use_moe: bool = False,
+          layer: int, kind: str, cache: LayerCache | RecurrentCache | None, use_moe: bool = False,
           rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    attn_prefix = prefix + "self_attn."
-    rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind))
     mlp_prefix = prefix + ("feed_forward." if cfg.model_type.startswith("llama4") else "mlp.")
-    a = attention(norm(x, w, prefix + "input_layernorm.weight", cfg), positions, w, attn_prefix, cfg, layer, kind,
-                  cache, rope)
+    h = norm(x, w, prefix + "input_layernorm.weight", cfg)
+    if kind == LINEAR:
+        a = linear_attention(h, w, prefix + "linear_attn.", cfg, cache)
+    else:
+        rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind))
+        a = attention(h, positions, w, prefix + "self_attn.", cfg, layer, kind, cache, rope)
     if cfg.sandwich_norms:  # Gemma 2: every sublayer's output is normed before its residual add
         x = x + norm(a, w, prefix + "post_attention_layernorm.weight", cfg)
         h = mlp(norm(x, w, prefix + "pre_feedforward_layernorm.weight", cfg), w, mlp_prefix, cfg.mlp_act)
@@ -338,7 +376,7 @@ class Model:
         weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in load_file(directory / "model.safetensors").items()}
         return cls(cfg, weights, directory)
 
-    def new_caches(self, static_max_len: int | None = None, slack: int = 0) -> list[LayerCache]:
+    def new_caches(self, static_max_len: int | None = None, slack: int = 0) -> list[LayerCache | RecurrentCache]:
         return build_caches(list(self.cfg.layer_types), self.cfg.sliding_window, self.cfg.chunk_size,
                             static_max_len=static_max_len, slack=slack)
 
@@ -352,7 +390,8 @@ class Model:
         return softcap(F.linear(hidden, w).float(), self.cfg.final_softcap)
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, caches: list[LayerCache] | None) -> Output:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
+                caches: list[LayerCache | RecurrentCache] | None) -> Output:
         cfg, x = self.cfg, self.embed(tokens)
         ropes = {t: rope_angles(positions, cfg.rotary_dim, t) for t in {cfg.theta(k) for k in cfg.layer_types}}
         for i in range(cfg.num_layers):
