@@ -68,7 +68,7 @@ TARGET, ASSISTANT = "llama-target", "llama-assistant"
 # m of a default `pytest suites` run (tests using `golden`), so alpha / m is the per-test alpha the
 # suite is sized for; tests/test_bias_design.py checks it against a real collection.
 
-DEFAULT_RUN_TESTS = 305
+DEFAULT_RUN_TESTS = 326
 DEFAULT_RUN_ALPHA = 0.01  # [tool.harness] alpha (default)
 
 Verifier = Callable[[int, torch.Tensor, torch.Tensor, "float | None"], tuple[int, int]]

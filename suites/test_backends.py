@@ -15,6 +15,9 @@ harness/subjects/hf_cache.py). Fields per case:
                                        _can_compile_fullgraph (a flag that appears or vanishes is
                                        reported as feature added / removed)
     default_attn_implementation exact  config._attn_implementation after a plain from_pretrained
+    linear_attention_kernels capability  models with linear-attention layers: whether the installed
+                                  version finds the fused kernels (flash-linear-attention's gated delta
+                                  rule, causal_conv1d) or runs its torch fallback
   test_sdpa_prefill (prompt "long-0", prefill through DynamicCache and StaticCache; every call of
   torch.nn.functional.scaled_dot_product_attention recorded by wrapping it)
     sdpa_prefill           exact  per cache: number of calls and the distinct call signatures
@@ -22,7 +25,8 @@ harness/subjects/hf_cache.py). Fields per case:
                                   enable_gqa) with how many layers made each
     sdpa_mask_vs_reference ref    the mask each call applies (attn_mask, or is_causal's top-left
                                   triangle) equals the reference visibility rule
-                                  (harness/engine/cache.py `visible`) for that layer's kind
+                                  (harness/engine/cache.py `visible`) for that layer's kind (calls are
+                                  the attention layers', in order; linear-attention layers make none)
   test_eager_vs_sdpa
     eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
                                   "sdpa" agree within fp32 tolerance
@@ -48,10 +52,10 @@ import copy
 import pytest
 import torch
 
-from harness.engine.cache import visible
+from harness.engine.cache import LINEAR, visible
 from harness.fixtures.cases import model_cases
 from harness.subjects import engine, fold_keys, observe
-from harness.subjects.hf import from_pretrained, loaded_as
+from harness.subjects.hf import from_pretrained, linear_attention_kernels, loaded_as
 from harness.subjects.hf_cache import attn_implementation, logits, narrowed, prefill_sdpa_calls, top_values
 
 PROMPT = "long-0"
@@ -76,6 +80,8 @@ def test_attention_flags(case, golden, zoo, harness_env):
                     if len(present) < len(flags) else {}))
     golden.check("default_attn_implementation", attn_implementation(lm.model),
                  model_class=cls.__name__, loaded_as=loaded_as(lm.model))
+    if "linear_attention" in (getattr(lm.model.config, "layer_types", None) or ()):
+        golden.check("linear_attention_kernels", linear_attention_kernels(), kind="capability")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -160,8 +166,10 @@ def test_sdpa_prefill(case, golden, zoo):
         calls, err = prefill_sdpa_calls(lm.model, ids, name, prompt_len + STATIC_HEADROOM)
         observed[name] = {**_distinct(calls), **({"error": err} if err else {})}
         if err is None and calls and ref is not None:
-            sizes = engine.windows(ref)  # window or chunk per layer (None: full, which needs none)
-            problems[name] = _check_masks(calls, ref["layer_types"], sizes, prompt_len)
+            # window or chunk per attention layer (None: full, which needs none); linear-attention
+            # layers make no attention call
+            kinds = [(t, w) for t, w in zip(ref["layer_types"], engine.windows(ref), strict=True) if t != LINEAR]
+            problems[name] = _check_masks(calls, [t for t, _ in kinds], [w for _, w in kinds], prompt_len)
     golden.check("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model))
     if ref is None:
         golden.outcome("sdpa_mask_vs_reference", "skipped", "exact", no_rule, "not-applicable")

@@ -178,18 +178,10 @@ ENUM_FIELDS: tuple[tuple[str, tuple[Any, ...], str | None, tuple[tuple[str, Any]
     ("early_stopping", (True, False, "never", BOGUS), None, (("num_beams", 2),)),
 )
 
-# Stateful (recurrent-state) architectures, built in memory with seeded random weights: which
-# generate() paths the installed version runs on them (transformers refuses assisted decoding on
-# stateful models) and which cache layer classes it gives their layers. Not zoo fixtures: no
-# checkpoint, no reference engine (see README, "not yet covered").
-STATEFUL: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = (
-    ("qwen3_5", "Qwen3_5ForCausalLM", _p(
-        vocab_size=512, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, intermediate_size=128, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
-        pad_token_id=0, tie_word_embeddings=False, linear_num_value_heads=4, linear_num_key_heads=2,
-        linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
-        layer_types=("linear_attention", "full_attention", "linear_attention", "full_attention"))),
-)
+# Zoo models with recurrent-state (linear-attention) layers: which generate() paths the installed
+# version runs on them (transformers refuses assisted decoding on stateful models) and which cache
+# layer classes it gives their layers.
+STATEFUL: tuple[str, ...] = tuple(s.name for s in SPECS if "linear_attention" in s.config.get("layer_types", ()))
 
 API: tuple[Case, ...] = (
     *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
@@ -201,8 +193,7 @@ API: tuple[Case, ...] = (
       for c in model_cases()),
     *(contract(f"mtp-checkpoint-{s.name}", "mtp_checkpoint", params=_p(model=s.name), model=s.name)
       for s in SPECS if s.role == "mtp"),
-    *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(architecture=arch, config=config))
-      for name, arch, config in STATEFUL),
+    *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(model=name), model=name) for name in STATEFUL),
 )
 
 

@@ -26,6 +26,12 @@ and, computed in the same run:
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`).
 A path the installed version does not support records its capability and skips with the reason.
+A speculative greedy path the installed version refuses with an error (assisted decoding and prompt
+lookup on a stateful, linear-attention model) is run by the reference engine in its place:
+  engine_acceptance        exact  accepted / drafted tokens of the engine's run (per-step counts ride along):
+                                  what the path would accept on this model
+  engine_equals_plain_greedy the engine's speculative tokens equal transformers' plain greedy tokens
+                           (lossless paths; a flip at a near-tie is a tie-flip)
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ def test_generate(case: Case, golden, zoo):
     got = zoo.generate(case)
     golden.check("error", got.error)
     if got.error is not None:
+        if case.path != "plain" and case.decoding == "greedy":
+            _engine_in_its_place(case, golden, zoo)
         return
     tok = zoo.load(case.model).tokenizer
     if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
@@ -97,6 +105,28 @@ def test_generate(case: Case, golden, zoo):
     if case.path == "ensemble" and plain is not None:
         golden.check("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                      show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
+
+
+def _engine_in_its_place(case: Case, golden, zoo) -> None:
+    """A speculative path the installed transformers refuses (assisted decoding and prompt lookup on
+    a model with recurrent-state layers: "not supported with stateful models") is run by the
+    reference engine instead - its recurrent caches roll back by snapshot - so the record shows
+    what the path would accept on this model, and that it would stay lossless."""
+    gap = zoo.engine_gap(case.model) or (zoo.engine_gap(case.assistant) if case.assistant else "")
+    if gap:
+        golden.outcome("engine_equals_plain_greedy", "skipped", "tokens", gap, "not-applicable")
+        return
+    assistant = zoo.reference(case.assistant) if case.assistant else None
+    ours = engine.decode_case(zoo.reference(case.model), assistant, case,
+                              zoo.prompt_ids(case.model, case.prompt)[0].tolist())
+    accepted, drafted = ours.acceptance
+    golden.check("engine_acceptance", {"k": accepted, "n": drafted},
+                 accepted_per_step=[s.accepted for s in ours.steps], drafted_per_step=[s.drafted for s in ours.steps])
+    plain = zoo.generate(case.plain())
+    if not case.lossless or plain.error is not None:
+        return
+    golden.reference("engine_equals_plain_greedy", [ours.tokens], [plain.tokens], kind="tokens",
+                     observed_extras={"margins": [ours.margins]}, expected_extras={"margins": [plain.margins]})
 
 
 def _vs_engine(case: Case, golden, zoo, got: hf.Generated) -> None:

@@ -217,7 +217,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
-    assert set(skipped) == {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine"}
+    assert set(skipped) == {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine",
+                            "engine_rollback_vs_fresh"}
     assert all("does not implement model_type 'qwen3'" in d for d in skipped.values())
     out = capfd.readouterr().out
     assert "per model:" in out and "prod" in out

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.engine.cache import build_caches, cache_spec_of
+from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of
 from harness.engine.decode import Decoded, decode
 from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
 from harness.schema import Case
@@ -25,6 +25,7 @@ REFERENCE_CLASSES = {
     "full_attention": ("DynamicLayer", "StaticLayer"),
     "sliding_attention": ("DynamicSlidingWindowLayer", "StaticSlidingWindowLayer"),
     "chunked_attention": ("DynamicSlidingWindowLayer", "StaticSlidingWindowLayer"),
+    LINEAR: ("LinearAttentionLayer", "LinearAttentionLayer"),  # a fixed-size state: static or not alike
 }
 
 
@@ -60,17 +61,42 @@ def windows(spec: dict[str, Any]) -> list[int | None]:
             if t == "chunked_attention" else None for t in spec["layer_types"]]
 
 
-def lengths(spec: dict[str, Any], updates: list[int]) -> list[tuple[list[int], list[int]]]:
+def lengths(spec: dict[str, Any], updates: list[int]) -> list[tuple[list[int | None], list[int]]]:
     """Run the reference caches (no slack) through `updates` (tokens per forward) with dummy
-    keys; after each update: (seq_len per layer, entries a next query still needs per layer)."""
+    keys; after each update: (seq_len per layer, key slots a next query still needs per layer).
+    A linear-attention layer has no sequence dimension: seq_len None, no key slots (its state is
+    fixed-size; see `state_shapes`)."""
     caches = build_caches(spec["layer_types"], spec["sliding_window"], spec["attention_chunk_size"])
     out = []
     for n in updates:
         for c in caches:
+            if isinstance(c, RecurrentCache):
+                c.update([None] * n)  # the length is all this run follows; the states are dummies
+                continue
             s = c.seq_len
             k = torch.zeros(1, n, 1)
             c.update(k, k, torch.arange(s, s + n))
-        out.append(([c.seq_len for c in caches], [c.held for c in caches]))
+        out.append(([None if isinstance(c, RecurrentCache) else c.seq_len for c in caches],
+                     [0 if isinstance(c, RecurrentCache) else c.held for c in caches]))
+    return out
+
+
+def state_shapes(config: dict[str, Any], layer_types: list[str]) -> list[dict[str, list[list[int]]] | None]:
+    """Per layer, batch 1: the conv and recurrent state shapes a linear-attention layer needs
+    (the gated delta rule, harness/engine/delta_rule.py): the conv window [1, channels, K] over
+    q|k|v channels, the memory [1, value heads, key dim, value dim]; None for attention layers.
+    (The engine keeps K - 1 conv inputs; transformers keeps the kernel's K, the newest K - 1 of
+    which are the same.)"""
+    c = config.get("text_config", config)
+    out: list[dict[str, list[list[int]]] | None] = []
+    for t in layer_types:
+        if t != LINEAR:
+            out.append(None)
+            continue
+        kh, vh = c["linear_num_key_heads"], c["linear_num_value_heads"]
+        dk, dv = c["linear_key_head_dim"], c["linear_value_head_dim"]
+        out.append({"conv_states": [[1, 2 * kh * dk + vh * dv, c["linear_conv_kernel_dim"]]],
+                    "recurrent_states": [[1, vh, dk, dv]]})
     return out
 
 

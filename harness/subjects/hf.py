@@ -94,6 +94,16 @@ def from_pretrained(directory: Path | str, attn: str | None = None, dtype: str =
     return model.to(device).eval(), plain
 
 
+def linear_attention_kernels() -> dict[str, bool]:
+    """Whether the installed transformers finds the fused linear-attention kernels its gated
+    delta-rule layers prefer (else it runs the torch fallback: same math, slower)."""
+    from transformers.utils import import_utils
+
+    probes = {"flash_linear_attention": "is_flash_linear_attention_available",
+              "causal_conv1d": "is_causal_conv1d_available"}
+    return {name: bool(getattr(import_utils, fn, lambda: False)()) for name, fn in probes.items()}
+
+
 def loaded_as(model) -> dict[str, str]:
     """The dtype and device the model's parameters really are in (the run must not claim others)."""
     from harness.env import canonical_dtype

@@ -319,27 +319,18 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
 
 
 def probe_stateful_paths(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
-    """A stateful (recurrent-state) architecture built in memory from `config` (seeded random
-    weights: this probes what generate() accepts, not what it emits). Fields: `cache_layers`
-    (exact): the layer class of each layer of DynamicCache(config=...); `paths`
-    (capability): {path: generate() ran} for plain, prompt lookup and assisted decoding (the
-    model as its own assistant), the refusals' messages as extras."""
-    cls = resolve(f"transformers.{params['architecture']}")
-    obs = Observation()
-    if cls is MISSING:
-        obs.add("cache_layers", MISSING)
-        obs.add("paths", {}, "capability", missing=params["architecture"])
-        return obs
+    """A zoo model with recurrent-state (linear-attention) layers. Fields: `cache_layers` (exact):
+    the layer class of each layer of DynamicCache(config=...); `paths` (capability): {path:
+    generate() ran} for plain, prompt lookup and assisted decoding (the model as its own
+    assistant), the refusals' messages as extras."""
     from transformers import DynamicCache
 
-    # the case table holds tuples (cases are hashable); config classes want lists
-    config = cls.config_class(**{k: list(v) if isinstance(v, tuple) else v for k, v in params["config"]})
-    torch.manual_seed(0)
-    model = cls(config).eval()
-    cache, err = observe(lambda: DynamicCache(config=config))
+    model = zoo.load(params["model"]).model
+    obs = Observation()
+    cache, err = observe(lambda: DynamicCache(config=model.config))
     names = [type(layer).__name__ for layer in cache.layers] if cache is not None else []
     obs.add("cache_layers", names if cache is not None else {"error": err})
-    ids = torch.randint(3, config.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    ids = zoo.prompt_ids(params["model"], "short-0")
     runs = {"plain": {}, "prompt_lookup": {"prompt_lookup_num_tokens": 3}, "assisted": {"assistant_model": model}}
     ran, errors = {}, {}
     for path, kwargs in runs.items():

@@ -5,7 +5,7 @@ Everything version-specific is probed with inspect / hasattr, never with version
   version calls the keyword (``cache=`` in 5.24, ``past_key_values=`` before);
 - `new_caches`: DynamicCache(config=) and StaticCache(config=, max_cache_len=), or the error;
 - per-layer introspection: classes, `get_seq_length()`, slots held, windows, bytes;
-- `prefill_and_decode` and `rollback`: the runs the caches suite observes;
+- `prefill_and_decode`, `fresh_run` and `crop_run`: the runs the caches suite observes;
 - `record_sdpa`: every torch SDPA call's arguments, for the mask the attention integration passes.
 """
 
@@ -92,8 +92,11 @@ def held(layer) -> int:
     return int(keys.shape[-2]) if isinstance(keys, torch.Tensor) and keys.dim() >= 2 else 0
 
 
-def seq_length(layer) -> int:
-    return int(layer.get_seq_length())
+def seq_length(layer) -> int | None:
+    """get_seq_length(); None for a layer with no sequence dimension (a linear-attention layer
+    keeps a fixed-size recurrent state and has no get_seq_length)."""
+    get = getattr(layer, "get_seq_length", None)
+    return int(get()) if get is not None else None
 
 
 def window(layer) -> int | None:
@@ -107,8 +110,38 @@ def capacity(layer) -> int | None:
     return int(n) if n is not None else None
 
 
+def _states(layer) -> list[torch.Tensor]:
+    """A linear-attention layer's conv and recurrent states (a tensor each before 5.24; a dict of
+    them per state index since)."""
+    out: list[torch.Tensor] = []
+    for name in ("conv_states", "recurrent_states"):
+        value = getattr(layer, name, None)
+        values = value.values() if isinstance(value, dict) else [value]
+        out += [t for t in values if isinstance(t, torch.Tensor)]
+    return out
+
+
 def _kv(layer) -> list[torch.Tensor]:
-    return [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if isinstance(t, torch.Tensor)]
+    """What the layer holds: keys and values, and a linear-attention layer's states."""
+    kv = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+    return [t for t in kv if isinstance(t, torch.Tensor)] + _states(layer)
+
+
+def state_shapes(cache) -> list[dict[str, list[list[int]]] | None]:
+    """Per layer: the shapes of a linear-attention layer's conv / recurrent states (None for an
+    attention layer)."""
+    out: list[dict[str, list[list[int]]] | None] = []
+    for layer in cache.layers:
+        if not hasattr(layer, "conv_states"):
+            out.append(None)
+            continue
+        shapes = {}
+        for name in ("conv_states", "recurrent_states"):
+            value = getattr(layer, name, None)
+            values = value.values() if isinstance(value, dict) else [value]
+            shapes[name] = [list(t.shape) for t in values if isinstance(t, torch.Tensor)]
+        out.append(shapes)
+    return out
 
 
 def per_class(cache, size) -> dict[str, int]:
@@ -144,36 +177,38 @@ def prefill_and_decode(model, ids: torch.Tensor, cache, steps: int) -> tuple[lis
     return outs, after_prefill
 
 
-def rollback(model, ids: torch.Tensor, draft_len: int, follow: int):
-    """(fresh logits, rollback logits, state after crop, fed tokens). Fresh: prompt, then the
-    correct token and `follow` greedy steps. Rollback: prompt, a wrong `draft_len`-token draft in
-    one forward (its lowest-scored tokens), crop it, then the same tokens as fresh."""
+def fresh_run(model, ids: torch.Tensor, draft_len: int, follow: int) -> tuple[torch.Tensor, list[int], list[int]]:
+    """(fresh logits, fed tokens, a wrong draft). Fresh: prompt, then the correct token and
+    `follow` greedy steps, one forward each. The draft: the `draft_len` lowest-scored tokens after
+    the prompt (never the correct one)."""
     from transformers import DynamicCache
 
-    def new_cache(croppable: bool):
-        cache = DynamicCache(config=model.config)
-        for layer in cache.layers if croppable else ():
-            if hasattr(layer, "activate_past_recording"):  # 5.24: windowed layers record to be croppable
-                layer.activate_past_recording()
-        return cache
-
-    fresh_cache = new_cache(croppable=False)
-    last = forward(model, ids, fresh_cache)[-1]
+    cache = DynamicCache(config=model.config)
+    last = forward(model, ids, cache)[-1]
     feed = [int(last.argmax())]
     fresh = []
     for _ in range(follow + 1):
-        fresh.append(forward(model, ids.new_tensor([[feed[-1]]]), fresh_cache)[-1])
+        fresh.append(forward(model, ids.new_tensor([[feed[-1]]]), cache)[-1])
         feed.append(int(fresh[-1].argmax()))
     draft = [t for t in torch.argsort(last).tolist() if t != feed[0]][:draft_len]
+    return torch.stack(fresh), feed[: follow + 1], draft
 
-    cache = new_cache(croppable=True)
+
+def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int]) -> tuple[torch.Tensor, dict]:
+    """(logits, state after crop): prompt, the wrong draft in one forward, crop it, then `feed`
+    one token per forward - the logits a rollback must make equal to `fresh_run`'s."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    for layer in cache.layers:
+        if hasattr(layer, "activate_past_recording"):  # 5.24: windowed layers record to be croppable
+            layer.activate_past_recording()
     forward(model, ids, cache)
     forward(model, ids.new_tensor([draft]), cache)
-    cache.crop(-draft_len)
+    cache.crop(-len(draft))
     state = {"seq_len_after_crop": [seq_length(x) for x in cache.layers],
              "held_after_crop": [held(x) for x in cache.layers]}
-    rolled = [forward(model, ids.new_tensor([[t]]), cache)[-1] for t in feed[: follow + 1]]
-    return torch.stack(fresh), torch.stack(rolled), state, feed[: follow + 1]
+    return torch.stack([forward(model, ids.new_tensor([[t]]), cache)[-1] for t in feed]), state
 
 
 @contextlib.contextmanager
