@@ -163,6 +163,12 @@ class Zoo:
     def model_type(self, name: str) -> str:
         return self.config_json(name).get("model_type", "?")
 
+    def stateful(self, name: str) -> bool:
+        """The model has recurrent-state (linear-attention) layers: transformers refuses
+        speculative decoding on it."""
+        config = self.config_json(name)
+        return "linear_attention" in (config.get("text_config", config).get("layer_types") or ())
+
     def load(self, name: str, attn: str | None = None) -> Loaded:
         """The model as the installed transformers loads it (attn None: its default backend)."""
         key = (name, attn)
