@@ -32,12 +32,18 @@ model's layer types come from its own config.json). Fields per case:
     rollback                       exact  per-layer seq_len / held after the crop
     rollback_vs_fresh              ref    logits after rollback equal a fresh run without the draft
     rollback_vs_engine             ref    ... and the reference engine's logits (families it has)
+    states_restored_by_crop        exact  linear-attention layers: per layer, whether crop put each state
+                                          (conv window, recurrent memory) back to what it was before the draft
+    engine_rollback_vs_fresh       ref    the reference engine's own rollback (truncation; the snapshot
+                                          for a recurrent state) on the same draft, against the fresh run
 A vocabulary above 4096 compares logits on 256 shared columns (hf_cache.py `narrowed`). A config
 whose layer kinds the reference dispatcher has no rule for skips the *_vs_reference fields with
 the reason, and still records every observed field.
 
 A version whose sliding layers cannot be cropped records rollback_supported = False with the
-error and skips the rest with the reason (5.13 / 5.14: ValueError once the window is full).
+error and skips the rest with the reason (5.13 / 5.14: ValueError once the window is full). A crop
+that raises nothing but leaves a linear-attention layer's recurrent state (every version: the
+state holds the rejected draft) is rollback_supported = False too, with the logit difference.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from harness.subjects.hf_cache import (
     narrowed,
     new_caches,
     prefill_and_decode,
+    restored_states,
     seq_length,
     state_shapes,
     window,
@@ -187,10 +194,12 @@ def test_lengths_and_bytes(case, golden, zoo):
 def test_rollback(case, golden, zoo):
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
-    fresh, feed, draft = fresh_run(lm.model, ids, DRAFT, FOLLOW)
+    fresh, feed, draft, before_draft = fresh_run(lm.model, ids, DRAFT, FOLLOW)
     result, err = observe(lambda: crop_run(lm.model, ids, draft, feed))
     classes = sorted(set(dynamic_layer_classes(lm.model)))
     recurrent = any("LinearAttention" in c for c in classes)
+    if recurrent and result is not None:  # which of a linear-attention layer's states the crop put back
+        golden.check("states_restored_by_crop", restored_states(result[2], before_draft))
     restored = result is not None and (
         not recurrent or torch.allclose(result[0], fresh, rtol=RESTORED_RTOL, atol=RESTORED_ATOL))
     extras = {"error": err} if err else {}
@@ -207,7 +216,7 @@ def test_rollback(case, golden, zoo):
                   f"snapshot: engine_rollback_vs_fresh)")
         golden.outcome("rollback_vs_fresh", "skipped", "tensor", reason, "unsupported")
         pytest.skip(reason)
-    rolled, state = result
+    rolled, state, _ = result
     golden.check("rollback", state)
     golden.reference("rollback_vs_fresh", *narrowed(rolled, fresh), kind="tensor", implementations_differ=False)
     reference = zoo.reference(case.model)

@@ -177,26 +177,59 @@ def prefill_and_decode(model, ids: torch.Tensor, cache, steps: int) -> tuple[lis
     return outs, after_prefill
 
 
-def fresh_run(model, ids: torch.Tensor, draft_len: int, follow: int) -> tuple[torch.Tensor, list[int], list[int]]:
-    """(fresh logits, fed tokens, a wrong draft). Fresh: prompt, then the correct token and
-    `follow` greedy steps, one forward each. The draft: the `draft_len` lowest-scored tokens after
-    the prompt (never the correct one)."""
+def layer_states(cache) -> list[dict[str, torch.Tensor]]:
+    """Per layer, a copy of a linear-attention layer's state tensors by name ({} for attention)."""
+    out = []
+    for layer in cache.layers:
+        states = {}
+        for name in ("conv_states", "recurrent_states"):
+            value = getattr(layer, name, None)
+            values = value.values() if isinstance(value, dict) else [value]
+            tensors = [t for t in values if isinstance(t, torch.Tensor)]
+            if tensors:
+                states[name] = tensors[0].detach().clone()
+        out.append(states)
+    return out
+
+
+def restored_states(after_crop: list[dict[str, torch.Tensor]], before_draft: list[dict[str, torch.Tensor]]
+                    ) -> list[dict[str, bool] | None]:
+    """Per layer: whether each linear-attention state after the crop equals (same shape, within
+    1e-6) the state a fresh run had before the draft; None for attention layers."""
+    out: list[dict[str, bool] | None] = []
+    for got, want in zip(after_crop, before_draft, strict=True):
+        if not want:
+            out.append(None)
+            continue
+        out.append({name: name in got and got[name].shape == w.shape and
+                    torch.allclose(got[name].float(), w.float(), rtol=1e-6, atol=1e-6) for name, w in want.items()})
+    return out
+
+
+def fresh_run(model, ids: torch.Tensor, draft_len: int, follow: int
+              ) -> tuple[torch.Tensor, list[int], list[int], list[dict[str, torch.Tensor]]]:
+    """(fresh logits, fed tokens, a wrong draft, linear-attention states after the prompt). Fresh:
+    prompt, then the correct token and `follow` greedy steps, one forward each. The draft: the
+    `draft_len` lowest-scored tokens after the prompt (never the correct one)."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
     last = forward(model, ids, cache)[-1]
+    before_draft = layer_states(cache)
     feed = [int(last.argmax())]
     fresh = []
     for _ in range(follow + 1):
         fresh.append(forward(model, ids.new_tensor([[feed[-1]]]), cache)[-1])
         feed.append(int(fresh[-1].argmax()))
     draft = [t for t in torch.argsort(last).tolist() if t != feed[0]][:draft_len]
-    return torch.stack(fresh), feed[: follow + 1], draft
+    return torch.stack(fresh), feed[: follow + 1], draft, before_draft
 
 
-def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int]) -> tuple[torch.Tensor, dict]:
-    """(logits, state after crop): prompt, the wrong draft in one forward, crop it, then `feed`
-    one token per forward - the logits a rollback must make equal to `fresh_run`'s."""
+def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int]
+             ) -> tuple[torch.Tensor, dict, list[dict[str, torch.Tensor]]]:
+    """(logits, lengths after crop, linear-attention states after crop): prompt, the wrong draft in
+    one forward, crop it, then `feed` one token per forward - the logits a rollback must make equal
+    to `fresh_run`'s."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
@@ -208,7 +241,8 @@ def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int]) -> tup
     cache.crop(-len(draft))
     state = {"seq_len_after_crop": [seq_length(x) for x in cache.layers],
              "held_after_crop": [held(x) for x in cache.layers]}
-    return torch.stack([forward(model, ids.new_tensor([[t]]), cache)[-1] for t in feed]), state
+    after_crop = layer_states(cache)
+    return torch.stack([forward(model, ids.new_tensor([[t]]), cache)[-1] for t in feed]), state, after_crop
 
 
 @contextlib.contextmanager
