@@ -193,16 +193,14 @@ def layer_states(cache) -> list[dict[str, torch.Tensor]]:
 
 
 def restored_states(after_crop: list[dict[str, torch.Tensor]], before_draft: list[dict[str, torch.Tensor]]
-                    ) -> list[dict[str, bool] | None]:
-    """Per layer: whether each linear-attention state after the crop equals (same shape, within
-    1e-6) the state a fresh run had before the draft; None for attention layers."""
-    out: list[dict[str, bool] | None] = []
-    for got, want in zip(after_crop, before_draft, strict=True):
-        if not want:
-            out.append(None)
-            continue
-        out.append({name: name in got and got[name].shape == w.shape and
-                    torch.allclose(got[name].float(), w.float(), rtol=1e-6, atol=1e-6) for name, w in want.items()})
+                    ) -> dict[str, bool]:
+    """{"layer <i> <state>": restored} for every linear-attention layer's states: whether the state
+    after the crop equals (same shape, within 1e-6) the one a fresh run had before the draft."""
+    out: dict[str, bool] = {}
+    for i, (got, want) in enumerate(zip(after_crop, before_draft, strict=True)):
+        for name, w in want.items():
+            out[f"layer {i} {name}"] = name in got and got[name].shape == w.shape and bool(
+                torch.allclose(got[name].float(), w.float(), rtol=1e-6, atol=1e-6))
     return out
 
 
