@@ -278,6 +278,7 @@ GEN = "transformers.generation.utils"
 CAND = "transformers.generation.candidate_generator"
 CACHE = "transformers.cache_utils"
 MASK = "transformers.masking_utils"
+QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
 PROC = "transformers.generation.logits_process"
 
 
@@ -357,6 +358,12 @@ FAULTS: tuple[Fault, ...] = (
           "the cache's layer-type dispatch swaps full and sliding-window attention layers",
           Catch("caches", "qwen2-hybrid", "dynamic_layers_vs_reference"),
           (Wrap(CACHE, "get_layer_types_and_kwargs", lambda original: _swap_layer_types(original)),)),
+    Fault("delta-rule-decode-no-decay", "caches",
+          "the one-token decode step of the gated delta rule (linear attention) skips the recurrent state's "
+          "decay; the prefill, which runs the chunked kernel, stays right",
+          Catch("outputs", "qwen3_5-linear.plain.*.greedy", "equals_reference_engine"),
+          (edit(QWEN3_5, "torch_recurrent_gated_delta_rule",
+                ("last_recurrent_state = last_recurrent_state * decay_t", "last_recurrent_state = last_recurrent_state")),)),
     Fault("chunk-boundary-off-by-one", "attention",
           "the chunked-attention mask puts every chunk boundary one token early",
           Catch("backends", "llama4-chunked", "sdpa_mask_vs_reference"),

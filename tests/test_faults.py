@@ -31,7 +31,6 @@ from harness.schema import Outcome, Results, Status
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")
 AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "latency"}
-AWAITING_SUITE = {"sampling"}  # suites/test_sampling.py (issue 11) catches the sampling faults once merged
 
 
 def env() -> str:
@@ -54,8 +53,6 @@ def test_every_catch_names_a_suite_and_recorded_cases():
     """The suite exists (or is the one awaited), and the case glob matches this env's records."""
     records = {(p.parent.name, p.stem) for p in STORE.record_paths(env())}
     for f in FAULTS:
-        if f.catch.suite in AWAITING_SUITE and not fault_runs.suite_file(ROOT, f.catch.suite).exists():
-            continue
         assert fault_runs.suite_file(ROOT, f.catch.suite).exists(), f.name
         assert any(s == f.catch.suite and fnmatch.fnmatchcase(c, f.catch.case) for s, c in records), f.name
 
@@ -213,8 +210,7 @@ def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
     assert [r["fault"] for r in data["runs"]] == [f.name for f in FAULTS]
     for run in data["runs"]:
         fault = faults.get(run["fault"])
-        expected = fault_runs.NO_SUITE if fault.catch.suite in AWAITING_SUITE else fault_runs.CAUGHT
-        assert run["status"] in (expected, fault_runs.CAUGHT), run["fault"]
+        assert run["status"] == fault_runs.CAUGHT, run["fault"]
         assert f"| `{fault.name}` |" in text
     assert data["clean"]["status"] == fault_runs.CLEAN_OK
 
@@ -244,14 +240,10 @@ def test_clean_reruns_draw_fresh_bias_seeds(monkeypatch):
 def _check_runs(runs, clean) -> None:
     for run in runs:
         fault = faults.get(run.fault)
-        if run.status == fault_runs.NO_SUITE:
-            assert fault.catch.suite in AWAITING_SUITE, run.fault
-            continue
         assert run.status == fault_runs.CAUGHT, (
             f"{run.fault} not caught by {fault.catch}: {run.error or run.regressions[:5]}")
     assert clean.status == fault_runs.CLEAN_OK, clean.regressions[:5]
-    assert clean.cases >= len({(f.catch.suite, f.catch.case) for f in FAULTS if f.name in {r.fault for r in runs}
-                                and f.catch.suite not in AWAITING_SUITE})
+    assert clean.cases >= len({(f.catch.suite, f.catch.case) for f in FAULTS if f.name in {r.fault for r in runs}})
 
 
 def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases(tmp_path, capfd):
