@@ -300,10 +300,10 @@ FAULTS: tuple[Fault, ...] = (
           (edit(GEN, "_speculative_sampling",
                 ("p_prime = torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_prime = p_n_plus_1.clone()")),),
           notes="a literally un-renormalised residual is invisible (torch.multinomial normalises its input), so "
-                "the catalogue's form draws from p. Caught at the G-test's Monte Carlo floor, p = 1/(B + 1) = 1e-5 "
-                "(B capped at 100,000 in harness/stats.py `monte_carlo_resamples`), against Holm's first "
-                "threshold 0.01 / 175 / 4 = 1.43e-5: a run with more than 249 golden tests could no longer reject "
-                "it - a gap to close in harness/stats.py, not in the catalogue."),
+                "the catalogue's form draws from p. It was once caught only at the G-test's Monte Carlo floor "
+                "(p = 1e-5 with B capped at 100,000), which a run of more than 249 golden tests could not reject "
+                "at; the sequential Besag-Clifford p-value (harness/stats.py `sequential_g_pvalue`, up to 20 / "
+                "alpha resamples) has no such floor."),
     Fault("acceptance-wrong-draft-position", "verifier",
           "the acceptance ratio p/q is read at the token before the draft (position i - 1) instead of the "
           "drafted token",
