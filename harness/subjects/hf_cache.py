@@ -110,38 +110,29 @@ def capacity(layer) -> int | None:
     return int(n) if n is not None else None
 
 
-def _states(layer) -> list[torch.Tensor]:
-    """A linear-attention layer's conv and recurrent states (a tensor each before 5.24; a dict of
-    them per state index since)."""
-    out: list[torch.Tensor] = []
+def _named_states(layer) -> dict[str, list[torch.Tensor]]:
+    """A linear-attention layer's conv and recurrent states by name (a tensor each before 5.24; a
+    dict of them per state index since); {} for an attention layer."""
+    out: dict[str, list[torch.Tensor]] = {}
     for name in ("conv_states", "recurrent_states"):
-        value = getattr(layer, name, None)
-        values = value.values() if isinstance(value, dict) else [value]
-        out += [t for t in values if isinstance(t, torch.Tensor)]
+        if hasattr(layer, name):
+            value = getattr(layer, name)
+            out[name] = [t for t in (value.values() if isinstance(value, dict) else [value])
+                         if isinstance(t, torch.Tensor)]
     return out
 
 
 def _kv(layer) -> list[torch.Tensor]:
     """What the layer holds: keys and values, and a linear-attention layer's states."""
     kv = [getattr(layer, "keys", None), getattr(layer, "values", None)]
-    return [t for t in kv if isinstance(t, torch.Tensor)] + _states(layer)
+    return [t for t in kv if isinstance(t, torch.Tensor)] + [t for ts in _named_states(layer).values() for t in ts]
 
 
 def state_shapes(cache) -> list[dict[str, list[list[int]]] | None]:
     """Per layer: the shapes of a linear-attention layer's conv / recurrent states (None for an
     attention layer)."""
-    out: list[dict[str, list[list[int]]] | None] = []
-    for layer in cache.layers:
-        if not hasattr(layer, "conv_states"):
-            out.append(None)
-            continue
-        shapes = {}
-        for name in ("conv_states", "recurrent_states"):
-            value = getattr(layer, name, None)
-            values = value.values() if isinstance(value, dict) else [value]
-            shapes[name] = [list(t.shape) for t in values if isinstance(t, torch.Tensor)]
-        out.append(shapes)
-    return out
+    return [{name: [list(t.shape) for t in ts] for name, ts in states.items()} or None
+            for states in map(_named_states, cache.layers)]
 
 
 def per_class(cache, size) -> dict[str, int]:
@@ -178,18 +169,8 @@ def prefill_and_decode(model, ids: torch.Tensor, cache, steps: int) -> tuple[lis
 
 
 def layer_states(cache) -> list[dict[str, torch.Tensor]]:
-    """Per layer, a copy of a linear-attention layer's state tensors by name ({} for attention)."""
-    out = []
-    for layer in cache.layers:
-        states = {}
-        for name in ("conv_states", "recurrent_states"):
-            value = getattr(layer, name, None)
-            values = value.values() if isinstance(value, dict) else [value]
-            tensors = [t for t in values if isinstance(t, torch.Tensor)]
-            if tensors:
-                states[name] = tensors[0].detach().clone()
-        out.append(states)
-    return out
+    """Per layer, a copy of a linear-attention layer's (first) state tensors by name ({} for attention)."""
+    return [{name: ts[0].detach().clone() for name, ts in _named_states(layer).items() if ts} for layer in cache.layers]
 
 
 def restored_states(after_crop: list[dict[str, torch.Tensor]], before_draft: list[dict[str, torch.Tensor]]
