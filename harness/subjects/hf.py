@@ -341,14 +341,10 @@ def _margin(scores: torch.Tensor) -> float:
     return float(top[0] - top[1])
 
 
-def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
-             use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
-             do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
-             first_logit_steps: int = 0) -> Generated:
-    kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, return_dict_in_generate=True,
-                                  output_scores=True, pad_token_id=model.config.pad_token_id)
-    if cache == "static":
-        kwargs["cache_implementation"] = "static"
+def path_kwargs(assistant=None, prompt_lookup: int | None = None, use_mtp: bool = False,
+                ensemble_weight: float | None = None) -> dict[str, Any]:
+    """The generate() keyword arguments that select a path (none: plain decoding)."""
+    kwargs: dict[str, Any] = {}
     if assistant is not None:
         kwargs["assistant_model"] = assistant
     if prompt_lookup is not None:
@@ -357,6 +353,18 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
         kwargs["use_mtp"] = True
     if ensemble_weight is not None:
         kwargs["assistant_ensemble_weight"] = ensemble_weight
+    return kwargs
+
+
+def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
+             use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
+             do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
+             first_logit_steps: int = 0) -> Generated:
+    kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, return_dict_in_generate=True,
+                                  output_scores=True, pad_token_id=model.config.pad_token_id)
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    kwargs.update(path_kwargs(assistant, prompt_lookup, use_mtp, ensemble_weight))
     out = Generated()
     if seed is not None:
         torch.manual_seed(seed)

@@ -22,7 +22,7 @@ import torch
 
 from harness.engine.processors import Sampling
 from harness.subjects import error_of, is_subject_error
-from harness.subjects.hf import draft_schedule
+from harness.subjects.hf import draft_schedule, path_kwargs
 
 PLAIN_BATCH = 512  # draws per plain generate() call (num_return_sequences)
 
@@ -95,15 +95,8 @@ def draw(model, input_ids: torch.Tensor, K: int, n: int, sampling: Sampling, *, 
          draft_tokens: int | None = None) -> Draws:
     """n draws of the first K tokens of `generate(do_sample=True)` on one path (see the module docstring)."""
     kwargs: dict[str, Any] = dict(do_sample=True, max_new_tokens=K, pad_token_id=model.config.pad_token_id,
-                                  attention_mask=torch.ones_like(input_ids), **sampling.kwargs())
-    if assistant is not None:
-        kwargs["assistant_model"] = assistant
-    if prompt_lookup is not None:
-        kwargs["prompt_lookup_num_tokens"] = prompt_lookup
-    if use_mtp:
-        kwargs["use_mtp"] = True
-    if ensemble_weight is not None:
-        kwargs["assistant_ensemble_weight"] = ensemble_weight
+                                  attention_mask=torch.ones_like(input_ids), **sampling.kwargs(),
+                                  **path_kwargs(assistant, prompt_lookup, use_mtp, ensemble_weight))
     speculative = assistant is not None or prompt_lookup is not None or use_mtp
     eos = eos_ids(model)
     out = Draws()
