@@ -12,7 +12,8 @@
   a missing or corrupt one is a usage error naming the file and the fix, never a skip;
 - `[tool.harness] models` (a list) keeps only those zoo models' cases, and `--harness-model`
   only that model's: other cases are deselected (so their records are not reported missing);
-- a user model with its own dtype records its cases with that dtype (`golden.numerics`).
+- a user model with its own dtype records its cases with that dtype (`golden.numerics`);
+- `require_feature(name)`: a path's generate() feature, recorded as a capability, its absence a skip.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from harness.fixtures.load import FixtureError, check_models
 from harness.models import ModelError, UserModel, from_flags, resolve
 from harness.plugin import settings_of
+from harness.subjects import hf
 from harness.subjects.hf import Zoo
 
 USER_MODELS = pytest.StashKey[tuple[UserModel, ...]]()
@@ -66,6 +68,18 @@ def pytest_generate_tests(metafunc):
 def zoo(harness_config, harness_env, pytestconfig) -> Zoo:
     """Checkpoints from [tool.harness] models_dir and the user's, loaded in their dtype on the run's device."""
     return Zoo(harness_config.models_dir, harness_env.dtype, harness_env.device, user_models(pytestconfig))
+
+
+@pytest.fixture
+def require_feature(golden):
+    """`require_feature(name)`: record whether the installed transformers has the generate()
+    feature (`supports_<name>`, a capability) and skip the case with the reason when it does not."""
+    def require(feature: str) -> None:
+        supported = hf.capabilities()[feature]
+        golden.check(f"supports_{feature}", supported, kind="capability")
+        if not supported:
+            pytest.skip(f"transformers {hf.version()} does not support {feature}")
+    return require
 
 
 @pytest.fixture(autouse=True)

@@ -49,13 +49,9 @@ FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lo
 
 
 @pytest.mark.cases(table=output_cases)
-def test_generate(case: Case, golden, zoo):
-    feature = FEATURE.get(case.path)
-    if feature is not None:
-        supported = hf.capabilities()[feature]
-        golden.check(f"supports_{feature}", supported, kind="capability")
-        if not supported:
-            pytest.skip(f"transformers {hf.version()} does not support {feature}")
+def test_generate(case: Case, golden, zoo, require_feature):
+    if case.path in FEATURE:
+        require_feature(FEATURE[case.path])
     got = zoo.generate(case)
     golden.check("error", got.error)
     if got.error is not None:

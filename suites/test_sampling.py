@@ -27,19 +27,14 @@ import pytest
 
 from harness import sampling
 from harness.schema import Case
-from harness.subjects import hf
 
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup",
            "assisted": "assistant_model"}
 
 
 @pytest.mark.cases(table=sampling.cases)
-def test_sampled_distribution(case: Case, golden, zoo):
+def test_sampled_distribution(case: Case, golden, zoo, require_feature):
     spec = sampling.Spec.of(case)
-    feature = FEATURE.get(spec.path)
-    if feature is not None:
-        supported = hf.capabilities()[feature]
-        golden.check(f"supports_{feature}", supported, kind="capability")
-        if not supported:
-            pytest.skip(f"transformers {hf.version()} does not support {feature}")
+    if spec.path in FEATURE:
+        require_feature(FEATURE[spec.path])
     sampling.observe(golden, zoo, spec)
