@@ -80,7 +80,7 @@ def test_attention_flags(case, golden, zoo, harness_env):
                     if len(present) < len(flags) else {}))
     golden.check("default_attn_implementation", attn_implementation(lm.model),
                  model_class=cls.__name__, loaded_as=loaded_as(lm.model))
-    if "linear_attention" in (getattr(lm.model.config, "layer_types", None) or ()):
+    if zoo.stateful(case.model):
         golden.check("linear_attention_kernels", linear_attention_kernels(), kind="capability")
 
 

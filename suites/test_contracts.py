@@ -55,6 +55,7 @@ from typing import Any
 
 import pytest
 
+from harness.engine.cache import has_linear_attention
 from harness.fixtures.cases import model_cases
 from harness.fixtures.zoo import SPECS
 from harness.schema import Case
@@ -181,7 +182,7 @@ ENUM_FIELDS: tuple[tuple[str, tuple[Any, ...], str | None, tuple[tuple[str, Any]
 # Zoo models with recurrent-state (linear-attention) layers: which generate() paths the installed
 # version runs on them (transformers refuses assisted decoding on stateful models) and which cache
 # layer classes it gives their layers.
-STATEFUL: tuple[str, ...] = tuple(s.name for s in SPECS if "linear_attention" in s.config.get("layer_types", ()))
+STATEFUL: tuple[str, ...] = tuple(s.name for s in SPECS if has_linear_attention(s.config))
 
 API: tuple[Case, ...] = (
     *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))

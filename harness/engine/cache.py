@@ -44,6 +44,7 @@ __all__ = [
     "StaticChunkedCache",
     "RecurrentCache",
     "LINEAR",
+    "has_linear_attention",
     "layer_types_of",
     "cache_spec_of",
     "build_caches",
@@ -443,6 +444,12 @@ def _text_config(config: Mapping) -> Mapping:
     if "model_type" not in tc and config.get("model_type"):
         tc = {**tc, "model_type": f"{config['model_type']}_text"}
     return tc
+
+
+def has_linear_attention(config: Mapping) -> bool:
+    """The config.json dict declares linear-attention (recurrent-state) layers: a stateful model,
+    on which transformers refuses speculative decoding."""
+    return LINEAR in (_text_config(config).get("layer_types") or ())
 
 
 def cache_spec_of(config: Mapping) -> dict:

@@ -166,8 +166,9 @@ class Zoo:
     def stateful(self, name: str) -> bool:
         """The model has recurrent-state (linear-attention) layers: transformers refuses
         speculative decoding on it."""
-        config = self.config_json(name)
-        return "linear_attention" in (config.get("text_config", config).get("layer_types") or ())
+        from harness.engine.cache import has_linear_attention
+
+        return has_linear_attention(self.config_json(name))
 
     def load(self, name: str, attn: str | None = None) -> Loaded:
         """The model as the installed transformers loads it (attn None: its default backend)."""
