@@ -198,14 +198,12 @@ def test_rollback(case, golden, zoo):
     fresh, feed, draft, before_draft = fresh_run(lm.model, ids, DRAFT, FOLLOW)
     result, err = observe(lambda: crop_run(lm.model, ids, draft, feed))
     classes = sorted(set(dynamic_layer_classes(lm.model)))
-    recurrent = any("LinearAttention" in c for c in classes)
-    if recurrent and result is not None:  # which of a linear-attention layer's states the crop put back
-        golden.check("states_restored_by_crop", restored_states(result[2], before_draft), kind="capability")
-    restored = result is not None and (
-        not recurrent or torch.allclose(result[0], fresh, rtol=RESTORED_RTOL, atol=RESTORED_ATOL))
     extras = {"error": err} if err else {}
-    if recurrent and result is not None:
+    restored = result is not None
+    if result is not None and any(before_draft):  # linear-attention states: did crop put them back?
+        golden.check("states_restored_by_crop", restored_states(result[2], before_draft), kind="capability")
         extras["max_abs_diff_vs_fresh"] = float((result[0] - fresh).abs().max())
+        restored = torch.allclose(result[0], fresh, rtol=RESTORED_RTOL, atol=RESTORED_ATOL)
     golden.check("rollback_supported", err is None and restored, kind="capability", **extras)
     _engine_rollback(case, golden, zoo, ids, draft, feed, fresh)
     if err is not None or not restored:
