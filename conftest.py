@@ -1,6 +1,6 @@
 """Repository defaults for pytest runs in this checkout (nothing else belongs here).
 
-The harness plugin lives in the package (`harness/plugin.py`, loaded through the pytest11 entry
+The harness plugin lives in the package (`harness/plugin/`, loaded through the pytest11 entry
 point `harness`) and reads its paths - golden_dir, models_dir, reports_dir - and its alpha and
 thresholds from `[tool.harness]` in pyproject.toml, so they are repository defaults already.
 This file only:

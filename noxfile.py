@@ -8,7 +8,7 @@ wheel when pip's find-links has it), the session's transformers and this package
 dependencies pinned by constraints.txt), then runs ``pytest suites --force-regen`` so the cell's
 own env key is (re)recorded under HARNESS_GOLDEN_DIR (default: the project's golden_dir).
 HARNESS_RESULTS, if set, is where the run's results.json goes (`harness matrix` reads the env
-key from it). `harness matrix` (harness/matrix.py) drives these sessions.
+key from it). `harness matrix` (harness/cli/matrix.py) drives these sessions.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ import time
 
 import torch
 
-from harness import one_step, sampling, stats
+from harness.checking import stats
+from harness.designs import one_step, sampling
 from harness.subjects import hf_sampling
 from harness.subjects.hf import Zoo
 

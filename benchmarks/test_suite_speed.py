@@ -4,7 +4,7 @@ Run with the engine benchmarks: `pytest benchmarks --benchmark-enable -s` (skipp
 
 1. Per path (llama-target: assisted, prompt lookup, ensemble w=0.3; glm4moe-mtp: MTP), greedy
    generate() through the installed transformers: the measured speedup over plain generate() in
-   the same run (medians of interleaved CPU-time samples, harness/latency.py) next to Leviathan et
+   the same run (medians of interleaved CPU-time samples, harness/designs/latency.py) next to Leviathan et
    al.'s theoretical one from the measured acceptance, draft length and cost ratio
    (`hf_latency.speculative_stats`).
 2. The wall time of `pytest suites/<suite>.py` per suite (a fresh process each, the run's
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import latency
+from harness.designs import latency
 from harness.fixtures.cases import latency_cases
 from harness.subjects import hf_latency
 from harness.subjects.hf import Zoo

@@ -1,4 +1,4 @@
-"""`python -m harness ...`: the same as the `harness` console script (see harness/cli.py)."""
+"""`python -m harness ...`: the same as the `harness` console script (see harness/cli/)."""
 
 import sys
 

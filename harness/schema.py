@@ -13,14 +13,14 @@ Defined here, as plain data with a stable JSON form:
 - `Observation`: the named fields a subject observed for one case.
 - `Record`: an observation as stored for one env (with the env's fingerprint and schema version).
 - `Status` and `Category`: the verdict on one field and the word that refines it; the comparer
-  (harness/compare.py), the checking core (harness/checking.py), the report and its CSS use
+  (harness/checking/compare.py), the checking core (harness/checking/core.py), the report and its CSS use
   these two vocabularies only.
 - `Outcome`: (suite, case, field, status, category, detail, diff) - what the checking core says.
 - `Results`: a run's outcomes plus both environments: results.json, read by the report and CLI.
 
-Elsewhere: subjects (harness/subjects/) produce observations, the store (harness/golden.py)
-reads and writes records, the comparers (harness/compare.py) judge one field, the checking core
-(harness/checking.py) judges a case, the plugin (harness/plugin.py) wires that into pytest.
+Elsewhere: subjects (harness/subjects/) produce observations, the store (harness/store/records.py)
+reads and writes records, the comparers (harness/checking/compare.py) judge one field, the checking core
+(harness/checking/core.py) judges a case, the plugin (harness/plugin/) wires that into pytest.
 """
 
 from __future__ import annotations

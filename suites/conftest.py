@@ -2,7 +2,7 @@
 
 - `zoo` (session): the installed transformers' view of the checkpoints - the fixture zoo under
   `[tool.harness] models_dir` and your own (`[tool.harness.models.NAME]`, or `--harness-model
-  PATH [--harness-assistant PATH]`; harness/models.py) - loaded once per worker;
+  PATH [--harness-assistant PATH]`; harness/settings/models.py) - loaded once per worker;
 - `@pytest.mark.cases(table=fn)`: parametrizes a test's `case` over ``table(user_models)`` (a
   function of harness/fixtures/cases.py), so the zoo's cases and each user model's come from one
   table; the user models are resolved (files checked, paths and prompts filled in) once per run,
@@ -22,8 +22,8 @@ import pytest
 import torch
 
 from harness.fixtures.load import FixtureError, check_models
-from harness.models import ModelError, UserModel, from_flags, resolve
 from harness.plugin import settings_of
+from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from harness.subjects import hf
 from harness.subjects.hf import Zoo
 
@@ -41,7 +41,7 @@ def one_off(config) -> bool:
 
 
 def user_models(config) -> tuple[UserModel, ...]:
-    """The run's own checkpoints, resolved once (harness/models.py `resolve`)."""
+    """The run's own checkpoints, resolved once (harness/settings/models.py `resolve`)."""
     if USER_MODELS not in config.stash:
         flag = config.getoption("harness_model", None)
         try:

@@ -4,7 +4,7 @@ Every field is kind `latency`: ``{"samples": [...], "calibration": [...]}`` in s
 subject's samples interleaved one for one with a fixed calibration workload (the reference
 engine's forward of llama-target over the short prompt, `hf_latency.calibration`), so the
 comparison is of samples / median(calibration), on the same hardware class only, a slowdown
-beyond `latency_tolerance` at the run's per-test alpha (harness/compare_stats.py). Fields:
+beyond `latency_tolerance` at the run's per-test alpha (harness/checking/compare_stats.py). Fields:
 
   llama-target.prefill   prefill_{short,long}_{dynamic,static}: one forward over the prompt into a
                          fresh cache (extras: rss_delta_bytes of prefill + 16 decode steps per cache)
@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-from harness import latency
+from harness.designs import latency
 from harness.fixtures.cases import latency_cases
 from harness.schema import Case
 from harness.subjects import hf, hf_latency

@@ -6,7 +6,7 @@ each user model's, built from its config's paths and its prompts). Per case it r
   tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
                         differs while `distribution` still fits is `changed` (rng-stream), not a regression
   distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
-                        exact joint (harness/sampling.py `observe`, with processors / bias_vs_target)
+                        exact joint (harness/designs/sampling.py `observe`, with processors / bias_vs_target)
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
                         sorted; harness/subjects/hf_cache.py `top_values`)
@@ -16,7 +16,7 @@ each user model's, built from its config's paths and its prompts). Per case it r
   acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
                         exactly); rate (Fisher test) for a sampled one
 A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
-tie-flip of the stream it follows across numerics (harness/checking.py), never a real change.
+tie-flip of the stream it follows across numerics (harness/checking/core.py), never a real change.
   acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
   divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
 and, computed in the same run:
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import sampling
-from harness.compare import first_divergence
+from harness.checking.compare import first_divergence
+from harness.designs import sampling
 from harness.fixtures.cases import output_cases
 from harness.schema import Case
 from harness.subjects import engine, hf

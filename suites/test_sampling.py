@@ -1,10 +1,10 @@
 """Sampling at generation level: does `generate(do_sample=True)` on each path, with each sampling
 setting, emit the distribution it should?
 
-One test, parametrized by the case table (harness/sampling.py `specs`): every path that samples
+One test, parametrized by the case table (harness/designs/sampling.py `specs`): every path that samples
 (plain, assisted, prompt lookup, MTP, ensemble weight w) x sampling settings (the model's
 defaults, temperature, top-k, top-p, min-p, repetition penalty, a combination). Per case,
-N draws of the first K = 2 tokens after one context, distinct seeds, and (harness/sampling.py
+N draws of the first K = 2 tokens after one context, distinct seeds, and (harness/designs/sampling.py
 `observe`):
   joint_error     exact         the exception generate() raised, or None
   joint_processors exact        the logits processors generate() applied, its defaults included
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import sampling
+from harness.designs import sampling
 from harness.schema import Case
 
 FEATURE = {"mtp": "use_mtp", "ensemble": "assistant_ensemble_weight", "prompt_lookup": "prompt_lookup",

@@ -1,9 +1,9 @@
 """Simulated verifier bugs: does the bias suite catch them, at the run's alpha?
 
-Each simulated run executes the bias suite's own code path (harness/one_step.py: `design`, `draw`,
+Each simulated run executes the bias suite's own code path (harness/designs/one_step.py: `design`, `draw`,
 `observe`) for every case of the suite, with transformers' verifier replaced by a reference-math
 verifier (optionally buggy), and lets the checking core decide exactly as the plugin does: one
-`Golden` per case (harness/golden_fixture.py, a `CaseCheck` against a clean baseline record with
+`Golden` per case (harness/plugin/golden.py, a `CaseCheck` against a clean baseline record with
 the run's rules), Holm within the case, the run's per-test alpha = 0.01 / m of a default
 `pytest suites` run. A simulated run *detects* the bug when any case ends with a regression
 (that is what fails a real run). The bugs:
@@ -30,12 +30,13 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from harness import one_step, stats
-from harness.checking import Rules
-from harness.config import Thresholds
-from harness.env import fingerprint
-from harness.golden_fixture import Golden
+from harness.checking import stats
+from harness.checking.core import Rules
+from harness.designs import one_step
+from harness.plugin.golden import Golden
 from harness.schema import Category, Record, Status
+from harness.settings.config import Thresholds
+from harness.store.env import fingerprint
 from harness.subjects.hf import Zoo
 
 ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)

@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import one_step, stats
-from harness.checking import compare_records
-from harness.config import Thresholds
+from harness.checking import stats
+from harness.checking.core import compare_records
+from harness.designs import one_step
 from harness.engine import verify
 from harness.schema import Category, Record, Status
+from harness.settings.config import Thresholds
 from harness.subjects.hf import Zoo
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,10 +1,10 @@
-"""Release notes, checked (harness/claims.py): claims against a comparison's outcomes."""
+"""Release notes, checked (harness/checking/claims.py): claims against a comparison's outcomes."""
 
 from pathlib import Path
 
 import pytest
 
-from harness.claims import (
+from harness.checking.claims import (
     NOT_OBSERVABLE,
     NOT_OBSERVED,
     OBSERVED,

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import diff_records, finish, main, pytest_problem
-from harness.env import env_key, fingerprint
-from harness.golden import GoldenStore, Record, RecordError
 from harness.schema import Field, Outcome, Results, Status
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore, Record, RecordError
 from report_sample import sample_results
 
 SUITE = textwrap.dedent("""
@@ -264,7 +264,7 @@ def test_regen_a_store_that_cannot_be_written_is_one_line_exit_2(project, capfd,
     line naming the path, no traceback."""
     import errno
 
-    import harness.golden as golden
+    import harness.store.records as golden
 
     path = project.record("one", value=1)
     before = path.read_bytes()
@@ -603,7 +603,7 @@ def test_terminal_output_strips_control_characters_and_survives_lone_surrogates(
 
 
 def test_regen_keeps_float_noise_but_writes_a_new_extra():
-    from harness.regen import same_shape
+    from harness.checking.regen import same_shape
 
     assert same_shape({"margins": [[1.0, 2.0]], "dtype": "fp32"}, {"margins": [[1.0000001, 2.0]], "dtype": "fp32"})
     assert not same_shape({"margins": [[1.0]]}, {"margins": [[1.0]], "follows": "tokens"})

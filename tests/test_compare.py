@@ -1,4 +1,4 @@
-"""harness/compare.py: every field kind's policy, on both sides of its threshold."""
+"""harness/checking/compare.py: every field kind's policy, on both sides of its threshold."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compare import TOLERANCES, Policy, compare_field, first_divergence
-from harness.config import Thresholds
-from harness.env import fingerprint
+from harness.checking.compare import TOLERANCES, Policy, compare_field, first_divergence
 from harness.schema import KINDS, STATISTICAL_KINDS, Category, Field, Outcome, Status
+from harness.settings.config import Thresholds
+from harness.store.env import fingerprint
 
 FP32 = fingerprint(dtype="fp32", threads=2)
 FP32_1T = {**FP32, "threads": 1}

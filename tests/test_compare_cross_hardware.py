@@ -18,10 +18,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.compare import Policy, compare_field
-from harness.env import fingerprint
-from harness.golden import GoldenStore, normalize_field
+from harness.checking.compare import Policy, compare_field
 from harness.schema import Field, Status
+from harness.store.env import fingerprint
+from harness.store.records import GoldenStore, normalize_field
 
 V, D, LAYERS, HEADS = 64, 64, 2, 4
 BATCH, PROMPT, STEPS = 32, 6, 12

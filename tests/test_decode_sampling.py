@@ -30,12 +30,12 @@ import torch
 from scipy import optimize
 from scipy import stats as sps
 
-from harness import stats
-from harness.config import Thresholds
+from harness.checking import stats
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter, PromptLookupDrafter
 from harness.engine.model import Config, Model
 from harness.engine.verify import emitted_distribution, tv_distance
+from harness.settings.config import Thresholds
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import compare_field
-from harness.config import load_config
-from harness.env import env_key, fingerprint
-from harness.golden import GoldenStore
-from harness.policy import Policy
+from harness.checking.compare import compare_field
+from harness.checking.policy import Policy
 from harness.schema import Field, Status
+from harness.settings.config import load_config
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore
 from harness.subjects import hf
 
 ALPHA_PER_TEST = 0.01 / 165  # a default run's per-test alpha

@@ -1,4 +1,4 @@
-"""Environment fingerprint and env key (harness/env.py)."""
+"""Environment fingerprint and env key (harness/store/env.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from harness.env import (
+from harness.store.env import (
     NUMERICS_KEYS,
     canonical_dtype,
     env_key,
@@ -78,7 +78,7 @@ def test_numerics_differences_and_hardware_class():
 
 
 def test_a_package_that_is_not_installed_is_recorded_as_absent(monkeypatch):
-    import harness.env as env
+    import harness.store.env as env
 
     def not_installed(name):
         raise env.metadata.PackageNotFoundError(name)
@@ -90,7 +90,7 @@ def test_a_package_that_is_not_installed_is_recorded_as_absent(monkeypatch):
 
 
 def test_cpu_name_without_proc_cpuinfo_falls_back_to_platform(monkeypatch):
-    import harness.env as env
+    import harness.store.env as env
 
     def unreadable(*args, **kwargs):
         raise OSError("no /proc here")

@@ -1,4 +1,4 @@
-"""The fault catalogue (harness/faults.py): each fault is caught by the suite, case and field the
+"""The fault catalogue (harness/faults/): each fault is caught by the suite, case and field the
 catalogue names, and a clean run of the same cases raises nothing.
 
 Default run (fast; ~25 s of CPU, two pytest subprocesses): the catalogue's shape; every fault
@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import fault_runs, faults
-from harness.env import env_key, fingerprint
+from harness import faults
+from harness.cli import faults as fault_runs
 from harness.faults import FAULTS, Catch, FaultError, SourceEdit
-from harness.golden import GoldenStore
 from harness.report import render_html
 from harness.schema import Outcome, Results, Status
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")
@@ -119,7 +120,7 @@ def test_slow_forward_slows_generating_models_only():
     model that does not generate (a base model, the calibration workload's side) is untouched."""
     from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 
-    from harness.latency import timer
+    from harness.designs.latency import timer
     from harness.subjects.hf_latency import busy_wait
 
     class Base(PreTrainedModel):
@@ -218,7 +219,7 @@ def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
 def test_clean_reruns_draw_fresh_bias_seeds(monkeypatch):
     """benchmarks/clean_runs.py reruns `harness check` with HARNESS_SEED_OFFSET=i: every bias case
     draws from a seed no other run or case uses; a bad value names the variable."""
-    from harness import one_step
+    from harness.designs import one_step
 
     monkeypatch.delenv(one_step.SEED_OFFSET_ENV, raising=False)
     base = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]

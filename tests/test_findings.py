@@ -1,6 +1,6 @@
-"""Findings: outcomes with one suite-independent cause grouped (harness/findings.py)."""
+"""Findings: outcomes with one suite-independent cause grouped (harness/checking/findings.py)."""
 
-from harness.findings import cause, group_findings, headline, normalise
+from harness.checking.findings import cause, group_findings, headline, normalise
 from harness.schema import Outcome, Status
 
 CROP = "raises now: ValueError: Assisted decoding requires a cache that can be cropped"

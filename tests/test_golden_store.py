@@ -1,4 +1,4 @@
-"""harness/golden.py: record format, validation, merging, atomic and concurrent writes."""
+"""harness/store/records.py: record format, validation, merging, atomic and concurrent writes."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compare import tensor_tolerance
-from harness.golden import (
+from harness.checking.compare import tensor_tolerance
+from harness.schema import SCHEMA_VERSION, Field
+from harness.store.records import (
     FLOAT_DIGITS,
     GoldenStore,
     Record,
@@ -26,7 +27,6 @@ from harness.golden import (
     round_float,
     to_plain,
 )
-from harness.schema import SCHEMA_VERSION, Field
 
 KEY = "tf5.24.0-torch2.13.0-cpu-x86_64-fp32"
 ENV = {"dtype": "fp32", "threads": 2}
@@ -199,7 +199,7 @@ def test_concurrent_writers_never_lose_a_field(tmp_path):
 
 REGEN_SCRIPT = """
 import sys
-from harness.golden import GoldenStore
+from harness.store.records import GoldenStore
 from harness.schema import Field
 store = GoldenStore(sys.argv[1])
 n = 0
@@ -319,8 +319,8 @@ def test_replace_records_swaps_in_the_full_new_set(tmp_path):
 
 KILL_SCRIPT = """
 import os, sys
-import harness.golden as golden
-from harness.golden import GoldenStore
+import harness.store.records as golden
+from harness.store.records import GoldenStore
 from harness.schema import Field, Record
 
 root, mode = sys.argv[1], sys.argv[2]
@@ -372,7 +372,7 @@ def test_interrupted_regen_keeps_the_old_set(tmp_path, monkeypatch):
     store = GoldenStore(tmp_path)
     store.replace_records(KEY, _versioned(0))
     old_state = _env_state(store)
-    import harness.golden as golden
+    import harness.store.records as golden
 
     real, calls = golden.atomic_write_json, []
 

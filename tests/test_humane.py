@@ -1,7 +1,7 @@
-"""Exact-field differences as "key: old -> new" lines (harness/humane.py and compare_exact)."""
+"""Exact-field differences as "key: old -> new" lines (harness/checking/humane.py and compare_exact)."""
 
-from harness.compare import compare_field
-from harness.humane import change_detail, change_lines, text_around
+from harness.checking.compare import compare_field
+from harness.checking.humane import change_detail, change_lines, text_around
 from harness.schema import Field
 
 
@@ -40,9 +40,9 @@ def test_compare_exact_detail_is_humane_and_keeps_deepdiff():
 
 
 def test_a_tokens_divergence_shows_the_recorded_text_around_it():
-    from harness.checking import CaseCheck, Rules
-    from harness.config import Thresholds
+    from harness.checking.core import CaseCheck, Rules
     from harness.schema import Record
+    from harness.settings.config import Thresholds
 
     env = {"dtype": "fp32"}
     old_text = "the fox ran to the river and drank"

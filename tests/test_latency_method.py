@@ -1,4 +1,4 @@
-"""The latency machinery (harness/latency.py, harness/subjects/hf_latency.py) and a reduced
+"""The latency machinery (harness/designs/latency.py, harness/subjects/hf_latency.py) and a reduced
 version of the suite's power check: a 15 % slowdown injected into the model's forward is a
 regression of the steady-state decode field at a default run's per-test alpha, and a clean rerun
 is not. (The full measurement, 20 + 20 runs of the whole suite: benchmarks/latency_power.py.)"""
@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import latency, one_step, stats
-from harness.compare_stats import compare_latency
-from harness.config import Thresholds
-from harness.env import fingerprint
-from harness.policy import Policy
+from harness.checking import stats
+from harness.checking.compare_stats import compare_latency
+from harness.checking.policy import Policy
+from harness.designs import latency, one_step
 from harness.schema import Field, Status
+from harness.settings.config import Thresholds
+from harness.store.env import fingerprint
 from harness.subjects import hf_latency
 from harness.subjects.hf import Zoo
 

@@ -1,4 +1,4 @@
-"""`harness matrix` (harness/matrix.py) with the nox sessions replaced by a fake runner, and the
+"""`harness matrix` (harness/cli/matrix.py) with the nox sessions replaced by a fake runner, and the
 noxfile's sessions listed by nox itself."""
 
 import argparse
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import HarnessConfig
-from harness.golden import GoldenStore, atomic_write_json
-from harness.matrix import matrix
-from harness.project import Project
+from harness.cli.matrix import matrix
+from harness.cli.project import Project
 from harness.schema import Field, Results
+from harness.settings.config import HarnessConfig
+from harness.store.records import GoldenStore, atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,13 @@
-"""`harness merge DIR...` (harness/merge.py): record sets from CI runners into the store."""
+"""`harness merge DIR...` (harness/cli/merge.py): record sets from CI runners into the store."""
 
 from pathlib import Path
 
 import pytest
 
-from harness.golden import GoldenStore
-from harness.merge import merge
-from harness.project import UsageError
+from harness.cli.merge import merge
+from harness.cli.project import UsageError
 from harness.schema import Field
+from harness.store.records import GoldenStore
 
 KEY_A, KEY_B = "tf5.13.1-torch2.13.0-cpu-x86_64-fp32", "tf5.14.0-torch2.13.0-cpu-x86_64-fp32"
 ENV = {"dtype": "fp32"}

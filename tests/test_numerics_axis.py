@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.config import load_config
-from harness.golden import GoldenStore
+from harness.settings.config import load_config
+from harness.store.records import GoldenStore
 from harness.subjects.hf import Zoo, loaded_as
 
 ROOT = Path(__file__).parents[1]

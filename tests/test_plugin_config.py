@@ -1,4 +1,4 @@
-"""[tool.harness] -> HarnessConfig (harness/config.py)."""
+"""[tool.harness] -> HarnessConfig (harness/settings/config.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ConfigError, HarnessConfig, Thresholds, load_config
+from harness.settings.config import ConfigError, HarnessConfig, Thresholds, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

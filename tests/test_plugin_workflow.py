@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import stats
-from harness.env import env_key, fingerprint
-from harness.golden import GoldenStore
+from harness.checking import stats
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore
 
 pytest_plugins = ["pytester"]
 
@@ -464,7 +464,7 @@ def test_a_record_that_cannot_be_written_fails_the_test_naming_it(pytester: pyte
     the case and the OS error; the outcome itself is still reported."""
     import errno
 
-    from harness import golden
+    from harness.store import records as golden
 
     def disk_full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -1,6 +1,6 @@
 """Faults that bias sampling, injected into the installed transformers, are caught by the sampling
 suite's distribution check (not by exact token comparison): each runs the suite's own case
-(harness/sampling.py `observe`) at the level of a default run and must make `joint_vs_exact` a
+(harness/designs/sampling.py `observe`) at the level of a default run and must make `joint_vs_exact` a
 regression. Each test prints N, the p-value and the measured TV (pytest -s)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness import one_step, sampling, stats
-from harness.checking import CaseCheck, Rules
-from harness.config import Thresholds
+from harness.checking import stats
+from harness.checking.core import CaseCheck, Rules
+from harness.designs import one_step, sampling
 from harness.schema import Field, Outcome, Status
+from harness.settings.config import Thresholds
 from harness.subjects.hf import Zoo
 
 ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
@@ -49,7 +50,7 @@ def zoo():
 
 @contextlib.contextmanager
 def catalogued(name: str) -> Iterator[None]:
-    """A fault of the catalogue (harness/faults.py), applied for the block."""
+    """A fault of the catalogue (harness/faults/), applied for the block."""
     from harness import faults
 
     undo = faults.inject(name)
@@ -187,11 +188,11 @@ def test_a_changed_random_stream_is_rng_stream_not_a_regression():
     distribution fits -> `changed`, category rng-stream (tokens and the text that follows them)."""
     from pathlib import Path
 
-    from harness.config import load_config
-    from harness.env import env_key, fingerprint
     from harness.fixtures.cases import output_cases
-    from harness.golden import GoldenStore
     from harness.schema import Category
+    from harness.settings.config import load_config
+    from harness.store.env import env_key, fingerprint
+    from harness.store.records import GoldenStore
 
     case = next(c for c in output_cases() if c.id == "llama-target.plain.dynamic.short-1.sample0")
     record = GoldenStore(load_config(Path(__file__).resolve().parents[1]).golden_dir).read(env_key(fingerprint()), "outputs", case.id)

@@ -8,11 +8,11 @@ import itertools
 import pytest
 import torch
 
-from harness.checking import CaseCheck, Rules
-from harness.config import Thresholds
+from harness.checking.core import CaseCheck, Rules
 from harness.engine import joint, verify
 from harness.engine.processors import Sampling, probs
 from harness.schema import Category, Field, Record, Status
+from harness.settings.config import Thresholds
 
 SETTINGS = [Sampling(temperature=0.7), Sampling(top_k=8), Sampling(top_p=0.7), Sampling(min_p=0.2),
             Sampling(repetition_penalty=1.5), Sampling(temperature=0.8, top_k=20, top_p=0.9, min_p=0.05,

@@ -1,4 +1,4 @@
-"""harness/stats.py: multiple testing, proportions, G-test, TV bounds, power, latency shifts.
+"""harness/checking/stats.py: multiple testing, proportions, G-test, TV bounds, power, latency shifts.
 
 Every statistical test here is measured, not assumed: null runs give its false-alarm rate,
 alternative runs its power. A measured rate is an estimate from N runs, so "at or below alpha"
@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness import stats
+from harness.checking import stats
 
 CHECK_LEVEL = 1e-3  # false-alarm rate of the rate checks themselves
 

@@ -1,4 +1,4 @@
-"""Your own checkpoints as subjects (harness/models.py, the suites' `cases` marker, `harness check
+"""Your own checkpoints as subjects (harness/settings/models.py, the suites' `cases` marker, `harness check
 --model`): bad input is refused up front naming the key and the fix (exit 2, nothing written), and a
 checkpoint the zoo lacks (a tiny random Qwen3, tests/user_checkpoints.py) runs end to end: records
 written, a clean rerun passes, a weight perturbed in place regresses exactly the fields it must.
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.config import ConfigError, parse_config, tomllib
 from harness.fixtures.cases import latency_cases, model_cases, output_cases, user_output_cases
 from harness.fixtures.zoo import MODELS_DIR
-from harness.models import ModelError, UserModel, from_flags, resolve
 from harness.report.page import model_of
+from harness.settings.config import ConfigError, parse_config, tomllib
+from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from user_checkpoints import other_tokenizer, perturb, qwen3
 
 REPO = Path(__file__).resolve().parents[1]
@@ -321,9 +321,9 @@ def test_toy(case, golden):
 
 
 def test_regen_with_model_is_partial_and_keeps_other_records(tmp_path, checkpoints, capfd):
-    from harness.env import env_key, fingerprint
-    from harness.golden import GoldenStore
     from harness.schema import Field
+    from harness.store.env import env_key, fingerprint
+    from harness.store.records import GoldenStore
 
     root = project(tmp_path / "proj")
     (root / "suites").mkdir()

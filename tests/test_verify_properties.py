@@ -9,7 +9,7 @@ of examples and seeds. The run itself is reproducible: hypothesis is derandomize
 example database, and every torch.Generator seed is derived from the example (crc32 of its
 values), so a given checkout passes or fails the same way every time.
 
-Power (`harness.stats.gtest_power`, least favourable alternative, asserted in
+Power (`harness.checking.stats.gtest_power`, least favourable alternative, asserted in
 `test_stated_power_of_the_property_examples`): with N_DRAWS = 600 one example detects a verifier
 whose first token is off by TV 0.05 with probability only 0.075 / 0.046 / 0.019 (V = 2 / 3 / 6),
 by TV 0.1 with 0.843 / 0.763 / 0.590, and by TV 0.2 with >= 0.9999: the examples catch gross errors
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from scipy.stats import power_divergence
 
-from harness.config import Thresholds
+from harness.checking.stats import gtest_power, samples_needed
 from harness.engine.verify import (
     acceptance_probability,
     emitted_distribution,
@@ -44,7 +44,7 @@ from harness.engine.verify import (
     step_distribution,
     tv_distance,
 )
-from harness.stats import gtest_power, samples_needed
+from harness.settings.config import Thresholds
 
 ALPHA = 1e-4
 TV_MAX = Thresholds().tv_max

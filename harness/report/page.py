@@ -15,7 +15,7 @@ from typing import Any
 
 import jinja2
 
-from harness.findings import group_findings, headline
+from harness.checking.findings import group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
@@ -199,7 +199,7 @@ def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
 
 
 def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
-    """The distinct findings (harness/findings.py), each linking to its cases' outcomes."""
+    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes."""
     anchors = {id(o): f"o{i}" for i, o in enumerate(outcomes)}
     views = []
     for i, f in enumerate(group_findings(outcomes)):

@@ -1,6 +1,6 @@
 """The report's sampling table: per path x setting, the measured TV to the target with its interval
 next to the exact bias (0 on lossless paths), N, the p-value of the fit and the cells that
-contribute most to a misfit. Rows come from the sampling suite's outcomes (harness/sampling.py
+contribute most to a misfit. Rows come from the sampling suite's outcomes (harness/designs/sampling.py
 `observe`): the `<field>_vs_exact` fit and the `<field>_bias_vs_target` point of one case.
 """
 

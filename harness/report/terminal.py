@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.findings import group_findings, headline
+from harness.checking.findings import group_findings, headline
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.schema import Results, Status
@@ -30,7 +30,7 @@ def timestamped_dir(parent: Path) -> Path:
 def write_outputs(results: Results, out_dir: Path, results_json: bool = True, claims: Any = None) -> tuple[Path, Path]:
     """results.json (unless already there), index.html (with the release-notes `claims`, if any)
     and junit.xml in out_dir."""
-    from harness.golden import atomic_write_json
+    from harness.store.records import atomic_write_json
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if results_json:

@@ -2,7 +2,7 @@
 what this version supports.
 
 - `Zoo`: the checkpoints of a run, from `[tool.harness] models_dir` (hash-checked against its
-  manifest.json) and the user's own (harness/models.py `UserModel`, checked by `resolve`), loaded
+  manifest.json) and the user's own (harness/settings/models.py `UserModel`, checked by `resolve`), loaded
   through the real `from_pretrained(local_dir)` path (safetensors, ``trust_remote_code=False``)
   once per process;
 - `Zoo.generate(case)` / `generate(...)`: one `generate()` call on any path (plain, assisted,
@@ -29,8 +29,8 @@ import torch
 
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
-from harness.models import UserModel
 from harness.schema import Case
+from harness.settings.models import UserModel
 from harness.subjects import error_of, is_subject_error
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
@@ -106,7 +106,7 @@ def linear_attention_kernels() -> dict[str, bool]:
 
 def loaded_as(model) -> dict[str, str]:
     """The dtype and device the model's parameters really are in (the run must not claim others)."""
-    from harness.env import canonical_dtype
+    from harness.store.env import canonical_dtype
 
     param = next(model.parameters())
     return {"dtype": canonical_dtype(param.dtype), "device": param.device.type}
@@ -116,7 +116,7 @@ class Zoo:
     """The checkpoints a run loads - the fixture zoo's from `models_dir`, and `user` models (their
     assistants named `UserModel.assistant_name`) - each in its dtype (a user model's own, else the
     run's) on the run's device; every load is cached for the process. The reference engine stays
-    an fp32 CPU oracle: comparisons with it use the tolerances of the run's dtype (harness/policy.py)."""
+    an fp32 CPU oracle: comparisons with it use the tolerances of the run's dtype (harness/checking/policy.py)."""
 
     def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
                  user: Sequence[UserModel] = ()):
@@ -144,7 +144,7 @@ class Zoo:
 
     def directory(self, name: str) -> Path:
         """The checkpoint's directory; a zoo model's files are checked against the manifest
-        (`FixtureError`), a user model's were checked up front (harness/models.py `resolve`)."""
+        (`FixtureError`), a user model's were checked up front (harness/settings/models.py `resolve`)."""
         if name in self.user or name in self._assistants:
             return self._path(name)
         return fixtures_load.check_files(name, models_dir=self.models_dir)

@@ -1,5 +1,5 @@
 """The installed transformers as a timed subject: prefill, steady-state decode and generate() on
-each path, as zero-argument callables for `harness.latency.interleaved`, plus the calibration
+each path, as zero-argument callables for `harness.designs.latency.interleaved`, plus the calibration
 workload (the reference engine's forward) and a proportional slowdown to inject into a model's
 forward (for checking that the latency suite catches one).
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.latency import rss_bytes, theoretical_speedup, timer
+from harness.designs.latency import rss_bytes, theoretical_speedup, timer
 from harness.subjects import hf_cache
 from harness.subjects.hf import Zoo, generate
 

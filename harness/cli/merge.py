@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.golden import GoldenStore
-from harness.project import UsageError, open_project
+from harness.cli.project import UsageError, open_project
 from harness.schema import Record, RecordError
+from harness.store.records import GoldenStore
 
 RecordSet = dict[tuple[str, str], Record]
 

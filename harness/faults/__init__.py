@@ -7,7 +7,7 @@ suite, a glob over that suite's case ids and a glob over the field names, one of
 reported as a regression.
 `inject(name)` applies one fault and returns its undo; the pytest option ``--inject-fault NAME``
 (and ``harness check --inject-fault NAME``) applies it for a whole session, in every xdist worker,
-and undoes it at the end (`FaultInjection`, registered by harness/plugin.py).
+and undoes it at the end (`FaultInjection`, registered by harness/plugin/).
 
 How a fault patches (`Patch` kinds, each undone by restoring the original object):
   `SourceEdit`  one line of a function's or method's source replaced by another, recompiled in its
@@ -23,7 +23,7 @@ How a fault patches (`Patch` kinds, each undone by restoring the original object
 A module-level function is rebound in every loaded transformers module that imported it by name,
 so a patched `resolve_trust_remote_code` is the one `AutoConfig` calls.
 
-`harness faults` (harness/fault_runs.py) runs the catching cases under every fault and writes the
+`harness faults` (harness/cli/faults.py) runs the catching cases under every fault and writes the
 sensitivity table (docs/faults.md); tests/test_faults.py asserts each fault is caught where the
 catalogue says. Adding a fault is adding one `Fault(...)` row to `FAULTS`.
 """
@@ -302,7 +302,7 @@ FAULTS: tuple[Fault, ...] = (
           notes="a literally un-renormalised residual is invisible (torch.multinomial normalises its input), so "
                 "the catalogue's form draws from p. It was once caught only at the G-test's Monte Carlo floor "
                 "(p = 1e-5 with B capped at 100,000), which a run of more than 249 golden tests could not reject "
-                "at; the sequential Besag-Clifford p-value (harness/stats.py `sequential_g_pvalue`, up to 20 / "
+                "at; the sequential Besag-Clifford p-value (harness/checking/stats.py `sequential_g_pvalue`, up to 20 / "
                 "alpha resamples) has no such floor."),
     Fault("acceptance-wrong-draft-position", "verifier",
           "the acceptance ratio p/q is read at the token before the draft (position i - 1) instead of the "
@@ -485,7 +485,7 @@ def describe(fault: Fault) -> dict[str, Any]:
 
 def add_options(group: Any, add: Callable[..., None]) -> None:
     add(group, "--inject-fault", dest="harness_inject_fault", default=None, metavar="NAME",
-        help="apply a fault of harness/faults.py to the installed transformers for this session "
+        help="apply a fault of harness/faults/ to the installed transformers for this session "
              "(the report names it); `harness faults` lists them")
     add(group, "--harness-case", dest="harness_cases", action="append", default=None, metavar="GLOB",
         help="run only the golden tests whose case id matches GLOB (repeatable; 'suite:GLOB' for one suite)")

@@ -11,14 +11,14 @@ changed, each claim mapped to the record fields that would show it:
 
 `case` and `field` are fnmatch globs. `expect` (all optional, all must hold for one outcome):
 `status` / `category` (lists of allowed values), `detail` (a substring of the outcome's detail:
-"key: old -> new" lines, harness/humane.py), `new` (a regex the new value must match, for a field
+"key: old -> new" lines, harness/checking/humane.py), `new` (a regex the new value must match, for a field
 the baseline did not record). Per claim (`evaluate`):
 
 - observed: every evidence entry that has outcomes has one that meets its `expect`;
 - not observed: some evidence entry has outcomes, none of which meets its `expect`;
 - not observable on this zoo: no outcome matches any entry (no such field recorded).
 
-Findings (harness/findings.py) none of whose outcomes backs an observed expectation are listed
+Findings (harness/checking/findings.py) none of whose outcomes backs an observed expectation are listed
 as "not in the release notes" (regressions, changes and missing fields; new records are counted).
 """
 
@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from harness.findings import group_findings
+from harness.checking.findings import group_findings
 from harness.schema import Outcome, Status
 
 OBSERVED, NOT_OBSERVED, NOT_OBSERVABLE = "observed", "not observed", "not observable on this zoo"

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.files import _atomic_write_text, _copy_durable, _fsync_dir, _rename_exchange
 from harness.schema import Field, Record, RecordError
+from harness.store.files import _atomic_write_text, _copy_durable, _fsync_dir, _rename_exchange
 
 try:  # POSIX
     import fcntl
@@ -193,7 +193,7 @@ class GoldenStore:
     def require_env(self, key: str, source: str, current: str | None = None) -> None:
         """`key` (given by `source`, e.g. "--baseline") must name a recorded env, or be `current`,
         the env being run; else `UnknownEnvError` listing the known keys."""
-        from harness.env import is_safe_key
+        from harness.store.env import is_safe_key
 
         if not is_safe_key(key):
             raise UnknownEnvError(f"{source} {key!r} is not an env key (letters, digits, '.', '_', '-')")

@@ -1,15 +1,15 @@
 """Field kinds and how each is compared: pure functions, no model loading, no I/O.
 
 The deterministic kinds (exact, tokens, tensor, capability) live here, the statistical ones
-(rate, distribution, latency) in harness/compare_stats.py, the `Policy` and tolerances they share
-in harness/policy.py. `compare_field(name, observed, baseline, policy)` dispatches on the field's kind to one
+(rate, distribution, latency) in harness/checking/compare_stats.py, the `Policy` and tolerances they share
+in harness/checking/policy.py. `compare_field(name, observed, baseline, policy)` dispatches on the field's kind to one
 `compare_<kind>` function and returns a `schema.Outcome` for that field (status, one-line detail
 with old vs new, `Category`, structured diff, and the p-value for the statistical kinds); the
-checking core (harness/checking.py) fills in the suite, case and side it was compared against.
+checking core (harness/checking/core.py) fills in the suite, case and side it was compared against.
 
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
-| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/humane.py) |
+| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) |
 | tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is below the tie epsilon of the coarser dtype, between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 from deepdiff import DeepDiff
 
-from harness import stats
-from harness.compare_stats import compare_distribution, compare_latency, compare_rate
-from harness.humane import change_detail
-from harness.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking import stats
+from harness.checking.compare_stats import compare_distribution, compare_latency, compare_rate
+from harness.checking.humane import change_detail
+from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
 # ----------------------------------------------------------------------------------------------

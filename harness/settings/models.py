@@ -12,7 +12,7 @@ paths = ["plain", "assisted", "prompt_lookup", "mtp"]  # optional subset (defaul
 
 Three steps, each a small pure function over plain data:
 
-- `parse_models_table` (called by harness/config.py): key names and types, no file access;
+- `parse_models_table` (called by harness/settings/config.py): key names and types, no file access;
 - `from_flags`: `--model PATH` is named after its directory;
 - `resolve` (the up-front check of `harness check` / the suites' conftest): the directory has a
   config.json and safetensors weights (a pickle-only checkpoint is refused, never loaded), the

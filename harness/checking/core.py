@@ -7,17 +7,17 @@ One case at a time (`CaseCheck`):
     check.reference("equals_engine", Field(...), Field(...))           # against the reference engine
     outcomes = check.outcomes()                                        # Holm, then the run's rules
 
-- Each field is judged by its kind (harness/compare.py `compare_field`).
+- Each field is judged by its kind (harness/checking/compare.py `compare_field`).
 - Statistical kinds (rate, distribution, latency) are re-decided together with Holm's procedure
-  at `rules.alpha`, the case's share of the run's family-wise false-alarm rate (harness/stats.py
+  at `rules.alpha`, the case's share of the run's family-wise false-alarm rate (harness/checking/stats.py
   `per_test_alpha`: alpha / m over the m cases of a run).
 - The run's rules apply last: with `regen` (rewriting this env's own records) a difference from
   the old record is the regeneration (`changed`, category `regenerated`); with `strict` a field that
   has no baseline is a regression (`missing-record`); a baseline record that cannot be read makes
   every field a regression (`unreadable-record`).
 
-The pytest plugin (harness/plugin.py) drives one `CaseCheck` per test; `harness compare`
-(harness/cli.py) drives one per pair of recorded cases through `compare_records`, so a field is
+The pytest plugin (harness/plugin/) drives one `CaseCheck` per test; `harness compare`
+(harness/cli/) drives one per pair of recorded cases through `compare_records`, so a field is
 judged the same way in a live run and in an offline comparison.
 """
 
@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.compare import compare_field, decide_with_holm
-from harness.config import Thresholds
-from harness.golden import normalize_field
-from harness.humane import text_around
-from harness.policy import Policy, verdict
+from harness.checking.compare import compare_field, decide_with_holm
+from harness.checking.humane import text_around
+from harness.checking.policy import Policy, verdict
 from harness.schema import Category, Field, Outcome, Record, RecordError, Status
+from harness.settings.config import Thresholds
+from harness.store.records import normalize_field
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The sampling suite's design: which (path x setting) cases run, how many draws each needs, and
-the fields a case records. The statistics live in the comparers (harness/compare_stats.py).
+the fields a case records. The statistics live in the comparers (harness/checking/compare_stats.py).
 
 A case draws the first K = 2 tokens of `generate(do_sample=True, max_new_tokens=K)` N times
 with distinct seeds (harness/subjects/hf_sampling.py) and compares the counts of the K-tuples with
@@ -30,13 +30,13 @@ from typing import Any
 
 import torch
 
-from harness import stats
-from harness.config import deep_mode
+from harness.checking import stats
 from harness.engine import joint as joints
 from harness.engine.joint import Joint, tv_by_bin
 from harness.engine.processors import Sampling
 from harness.fixtures.cases import ASSISTANT, draft_tokens_of
 from harness.schema import Case
+from harness.settings.config import deep_mode
 
 K = 2
 # The context every case samples after: the first 70 tokens of held-out prompt long-1, where the
@@ -133,7 +133,7 @@ ENSEMBLE_WEIGHT_USER = 0.3
 
 
 def user_specs(model: Any) -> list[Spec]:
-    """A user model's cases (harness/models.py `UserModel`): plain sampling at USER_SETTINGS, each
+    """A user model's cases (harness/settings/models.py `UserModel`): plain sampling at USER_SETTINGS, each
     other path it supports at top-k (the ensemble at w = 0.3), after its first prompt."""
     prompt = model.prompts[0].id if model.prompts else PROMPT
     specs_: list[Spec] = []

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.findings import group_findings, headline
-from harness.project import Project, UsageError, open_project
+from harness.checking.findings import group_findings, headline
+from harness.cli.project import Project, UsageError, open_project
 from harness.report import ResultsFileError, load_results
 from harness.report.terminal import markdown_summary, timestamped_dir, write_outputs
 

@@ -1,6 +1,6 @@
 """The `golden` fixture's object: one test's checks (a `checking.CaseCheck` against the baseline
 record of its case) and the write of its record when the test ends. The plugin
-(harness/plugin.py) creates one per test and calls `finish()` after the test body.
+(harness/plugin/) creates one per test and calls `finish()` after the test body.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harness.checking import CaseCheck
+from harness.checking.core import CaseCheck
 from harness.schema import (
     STATISTICAL_KINDS,
     Category,

@@ -18,7 +18,7 @@ extra_model_dirs = []            # more checkpoint directories; `harness check` 
 tie_eps_bf16 = 0.75
 ```
 
-Your own checkpoints (harness/models.py `parse_model` checks each table's keys and types here;
+Your own checkpoints (harness/settings/models.py `parse_model` checks each table's keys and types here;
 `resolve` checks the files before a run):
 
 ```toml
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.models import ModelError, UserModel, parse_models_table
+from harness.settings.models import ModelError, UserModel, parse_models_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,7 +110,7 @@ class HarnessConfig:
     baseline: str = ""
     models: tuple[str, ...] = ()
     extra_model_dirs: tuple[Path, ...] = ()
-    user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/models.py)
+    user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/settings/models.py)
 
 
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": "golden/models", "reports_dir": "reports"}

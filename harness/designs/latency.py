@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.config import deep_mode
+from harness.settings.config import deep_mode
 
 # CPU time of this process (what pytest-benchmark times with under
 # `--benchmark-timer time.process_time`): on a shared machine wall time also measures how long the

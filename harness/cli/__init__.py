@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.claims import (
+from harness.checking.claims import (
     ClaimsError,
     ClaimsReport,
     check_claims,
@@ -37,14 +37,11 @@ from harness.claims import (
     markdown_lines,
     terminal_lines,
 )
-from harness.config import ConfigError, HarnessConfig
-from harness.fault_runs import add_parser as add_faults_parser
-from harness.faults import FaultError
-from harness.faults import get as get_fault
-from harness.golden import GoldenStore
-from harness.matrix import add_parser as add_matrix_parser
-from harness.merge import add_parser as add_merge_parser
-from harness.project import (
+from harness.checking.regen import apply_regen, diff_records, print_regen_changes
+from harness.cli.faults import add_parser as add_faults_parser
+from harness.cli.matrix import add_parser as add_matrix_parser
+from harness.cli.merge import add_parser as add_merge_parser
+from harness.cli.project import (
     Project,
     UsageError,
     check_fixtures,
@@ -57,7 +54,8 @@ from harness.project import (
     run_pytest,
     validate_env_key,
 )
-from harness.regen import apply_regen, diff_records, print_regen_changes
+from harness.faults import FaultError
+from harness.faults import get as get_fault
 from harness.report import ResultsFileError, load_results, render, write_junit
 from harness.report.terminal import (
     markdown_summary,
@@ -69,6 +67,8 @@ from harness.report.terminal import (
     write_outputs,
 )
 from harness.schema import Outcome, Record, RecordError, Results
+from harness.settings.config import ConfigError, HarnessConfig
+from harness.store.records import GoldenStore
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 # plugin options the CLI sets itself: as pytest args after -- they would contradict its flags
@@ -224,7 +224,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
             except RecordError as exc:
                 old[(path.parent.name, path.stem)] = exc
         complete = rc == 0 and not extra and not args.model  # --model runs one checkpoint's cases only
-        from harness.compare import Policy
+        from harness.checking.compare import Policy
 
         policy = Policy(alpha=project.settings.alpha, thresholds=project.settings.thresholds)
         changes = diff_records(old, new, complete, policy)
@@ -257,8 +257,8 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b: str) -> Results:
     """Every record of B against A's through the checking core (per-case Holm at alpha / number
     of compared cases, as a live run decides per test)."""
-    from harness import stats
-    from harness.checking import compare_records
+    from harness.checking import stats
+    from harness.checking.core import compare_records
 
     records_a, records_b = store.env_records(key_a), store.env_records(key_b)
     compared = len(set(records_a) & set(records_b))
@@ -297,7 +297,7 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    from harness.project import init_project
+    from harness.cli.project import init_project
 
     pyproject, golden = init_project(Path.cwd(), args.name, args.model, args.assistant)
     print(f"harness: wrote [tool.harness] to {pyproject} and created {golden}")
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "baseline, else the current env's own records)")
     p.add_argument("--strict", action="store_true", help="a missing golden record fails instead of being written")
     p.add_argument("--inject-fault", metavar="NAME", type=fault_name,
-                   help="inject a fault of the catalogue (harness/faults.py, `harness faults --list`) for this run")
+                   help="inject a fault of the catalogue (harness/faults/, `harness faults --list`) for this run")
     p.set_defaults(func=cmd_check, passthrough=True)
 
     p = sub.add_parser("regen", parents=[common, running], help="regenerate the current env's golden records",

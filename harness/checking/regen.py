@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.golden import GoldenStore
 from harness.report.terminal import shorten
 from harness.schema import Field, Record, RecordError, Status
+from harness.store.records import GoldenStore
 
-if TYPE_CHECKING:  # harness.compare pulls in numpy and scipy: imported when diffing
-    from harness.compare import Policy
+if TYPE_CHECKING:  # harness.checking.compare pulls in numpy and scipy: imported when diffing
+    from harness.checking.compare import Policy
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class RecordChange:
 
 def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
     """One line of "key: old -> new" changes of one field's JSON (kind, value, extras)."""
-    from harness.humane import change_detail
+    from harness.checking.humane import change_detail
 
     return change_detail(old, new, limit=2)
 
@@ -61,7 +61,7 @@ def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> b
     """True when `after` is `before` for regen purposes: equal JSON, or the kind's comparison
     passes (tolerance, tie-flip, statistical noise) under `policy` with the two records' envs and
     the extras keep their shape (`same_shape`)."""
-    from harness.compare import compare_field
+    from harness.checking.compare import compare_field
 
     if before.to_json() == after.to_json():
         return True
@@ -79,7 +79,7 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
     Fields are compared with `field_unchanged` (`policy` gives alpha and thresholds; its envs are
     each record's); an unchanged field keeps its old value in the new record.
     """
-    from harness.compare import Policy
+    from harness.checking.compare import Policy
 
     policy = policy or Policy()
     changes = []

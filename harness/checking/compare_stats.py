@@ -1,6 +1,6 @@
 """The statistical field kinds - rate, distribution, latency - and how each is decided at
 `policy.alpha` (the checking core re-decides them together with Holm within a case; see
-harness/checking.py). Each function states its test and its false-alarm guarantee.
+harness/checking/core.py). Each function states its test and its false-alarm guarantee.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from harness import stats
-from harness.env import hardware_class
-from harness.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking import stats
+from harness.checking.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.schema import Field, Outcome, Status
+from harness.store.env import hardware_class
 
 # ----------------------------------------------------------------------------------------------
 # rate

@@ -1,7 +1,7 @@
 """The project a command runs in, and the pytest run behind `harness check` / `harness regen`:
 finding the root (pyproject.toml with [tool.harness]), its settings and store, the up-front checks
 (fixtures, env keys, records) and the pytest command line. Every user error is a `UsageError`
-(one line, exit 2 in harness/cli.py).
+(one line, exit 2 in harness/cli/).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config import HarnessConfig, load_config
-from harness.env import env_key
-from harness.golden import GoldenStore, UnknownEnvError
 from harness.schema import RecordError
+from harness.settings.config import HarnessConfig, load_config
+from harness.store.env import env_key
+from harness.store.records import GoldenStore, UnknownEnvError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,7 +78,7 @@ def check_fixtures(settings: HarnessConfig, args: argparse.Namespace | None = No
     """Fail before running anything: every checkpoint the suites will load (all of the manifest's,
     or those named in [tool.harness] models) is present with its manifest sha256, every
     extra_model_dirs entry exists, and the user's own models (`--model PATH [--assistant PATH]`,
-    else [tool.harness.models.NAME]) pass harness/models.py `resolve`."""
+    else [tool.harness.models.NAME]) pass harness/settings/models.py `resolve`."""
     from harness.fixtures.load import FixtureError, check_models
 
     try:
@@ -94,8 +94,8 @@ def check_fixtures(settings: HarnessConfig, args: argparse.Namespace | None = No
 
 def check_user_models(settings: HarnessConfig, args: argparse.Namespace | None) -> None:
     """The run's own checkpoints - `--model` (with `--assistant`), else the configured ones - are
-    readable, safetensors, tokenizer-compatible and ask for paths they support (harness/models.py)."""
-    from harness.models import ModelError, from_flags, resolve
+    readable, safetensors, tokenizer-compatible and ask for paths they support (harness/settings/models.py)."""
+    from harness.settings.models import ModelError, from_flags, resolve
 
     model, assistant = getattr(args, "model", None), getattr(args, "assistant", None)
     if assistant and not model:
@@ -109,7 +109,7 @@ def check_user_models(settings: HarnessConfig, args: argparse.Namespace | None) 
 
 def current_env_key(args: argparse.Namespace) -> str:
     """The env key this machine's runs are recorded under (imports torch: only when needed)."""
-    from harness.env import fingerprint
+    from harness.store.env import fingerprint
 
     try:
         return env_key(fingerprint(dtype=args.dtype, attn_implementation=args.attn, device=args.device))
@@ -232,7 +232,7 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
     """Append the starter block to directory/pyproject.toml (created if absent) and create its
     golden_dir; a pyproject.toml that has [tool.harness] already is left alone (UsageError)."""
     from harness.fixtures.zoo import MODELS_DIR
-    from harness.models import NAME
+    from harness.settings.models import NAME
 
     if not NAME.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' and '_' (it prefixes case ids and record files)")

@@ -1,6 +1,6 @@
 """Durable file operations for the golden store: a write that readers see whole or not at all,
 files with the usual permissions, a copy that is on disk before it is used, and an atomic swap of
-two directories where the platform has one. Plain functions; harness/golden.py composes them.
+two directories where the platform has one. Plain functions; harness/store/records.py composes them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """pytest plugin (pytest11 entry point ``harness``): options, fixtures, hooks. No decisions here:
-each test's fields are judged by the checking core (harness/checking.py `CaseCheck`).
+each test's fields are judged by the checking core (harness/checking/core.py `CaseCheck`).
 
 Options (group "harness"):
   --force-regen          rewrite the current env's records; the summary lists what changed
@@ -16,9 +16,9 @@ Options (group "harness"):
                          the `harness_env` fixture (``--harness-threads N`` also calls
                          ``torch.set_num_threads(N)``)
   --harness-model PATH [--harness-assistant PATH]
-                         a one-off run on your own checkpoint (harness/models.py; the suites'
+                         a one-off run on your own checkpoint (harness/settings/models.py; the suites'
                          conftest turns it into cases and runs only that model's)
-  --inject-fault NAME    apply a fault of harness/faults.py for the session (every worker; undone at
+  --inject-fault NAME    apply a fault of harness/faults/ for the session (every worker; undone at
                          its end); results.json's meta.injected_fault names it
   --harness-case [SUITE:]GLOB
                          run only the golden tests whose case id matches (repeatable); the per-test
@@ -58,12 +58,10 @@ from typing import Any
 
 import pytest
 
-from harness import faults, stats
-from harness.checking import Rules, missing_fields
-from harness.config import DEEP_ENV, ConfigError, HarnessConfig, deep_mode, load_config
-from harness.env import canonical_dtype, env_key, fingerprint
-from harness.golden import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
-from harness.golden_fixture import Golden
+from harness import faults
+from harness.checking import stats
+from harness.checking.core import Rules, missing_fields
+from harness.plugin.golden import Golden
 from harness.report.terminal import relative_to
 from harness.schema import (
     Outcome,
@@ -72,6 +70,9 @@ from harness.schema import (
     Status,
     count_statuses,
 )
+from harness.settings.config import DEEP_ENV, ConfigError, HarnessConfig, deep_mode, load_config
+from harness.store.env import canonical_dtype, env_key, fingerprint
+from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 
 PLUGIN_NAME = "harness-session"
 WORKER_KEY = "harness"
@@ -110,7 +111,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _add(group, "--harness-deep", action="store_true", dest="harness_deep", default=False,
          help="the deeper modes (sets HARNESS_DEEP=1): every sampling path x setting at a smaller detectable TV, "
               "3x the latency samples")
-    faults.add_options(group, _add)  # --inject-fault NAME, --harness-case GLOB (harness/faults.py)
+    faults.add_options(group, _add)  # --inject-fault NAME, --harness-case GLOB (harness/faults/)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,7 @@ class HarnessSession:
 
     def user_model_names(self) -> list[str]:
         """Names of the run's own checkpoints (--harness-model, else [tool.harness.models.NAME])."""
-        from harness.models import from_flags
+        from harness.settings.models import from_flags
 
         flag = self.config.getoption("harness_model", None)
         return [from_flags(flag).name] if flag else [m.name for m in self.settings.user_models]
@@ -415,7 +416,7 @@ def settings_of(config: pytest.Config) -> HarnessConfig:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("harness_deep", False):
-        # read by the case tables at collection (harness/sampling.py, latency.py); restored at the end
+        # read by the case tables at collection (harness/designs/sampling.py, latency.py); restored at the end
         config.stash[_DEEP_BEFORE] = os.environ.get(DEEP_ENV)
         os.environ[DEEP_ENV] = "1"
     config.pluginmanager.register(HarnessSession(config), PLUGIN_NAME)

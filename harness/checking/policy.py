@@ -1,7 +1,7 @@
 """What a comparison may depend on besides the two fields: the `Policy` (alpha, thresholds, both
 environments, whether the two sides are different implementations), the dtype tolerances, and
 `verdict`, the constructor every comparer returns its `Outcome` with. Shared by the deterministic
-comparers (harness/compare.py) and the statistical ones (harness/compare_stats.py).
+comparers (harness/checking/compare.py) and the statistical ones (harness/checking/compare_stats.py).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.config import Thresholds
-from harness.env import numerics_differences
 from harness.schema import Category, Field, Outcome, Status
+from harness.settings.config import Thresholds
+from harness.store.env import numerics_differences
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype; tests/test_compare.py checks this
 # table against torch itself.

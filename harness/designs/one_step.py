@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from harness import stats
+from harness.checking import stats
 from harness.engine import verify
 from harness.fixtures import prompts
 
@@ -254,7 +254,7 @@ def draw(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan:
 
 
 class Checks(Protocol):
-    """What `observe` needs of harness.golden_fixture.Golden."""
+    """What `observe` needs of harness.plugin.golden.Golden."""
 
     def check(self, name: str, value: Any, kind: str = ..., **extras: Any) -> Any: ...
     def reference(self, name: str, observed: Any, expected: Any, kind: str = ..., *,
