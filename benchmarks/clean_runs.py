@@ -4,7 +4,7 @@
 
 Each run is `harness check --strict -n N` against this env's own committed records (strict: the
 store is read-only, a field without a record would fail), in a fresh process, with
-HARNESS_SEED_OFFSET=i (run i draws the bias suite's one-step samples from fresh seeds; the
+`--seed-salt i` (run i draws the bias and sampling suites' samples from fresh seeds; the
 seeded-sample outputs keep their seeds, their token streams being records). Prints one line per
 run (verdict, wall seconds, the regressed fields) and the total; exit 1 when any run regressed.
 """
@@ -23,11 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def one_run(offset: int, workers: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "HARNESS_SEED_OFFSET": str(offset)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("CI", None)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness", "check", "--strict", "-n", workers], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "harness", "check", "--strict", "-n", workers, "--seed-salt", str(offset)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     seconds = time.monotonic() - start
     report = next((line.split(":", 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith("report:")), "")
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         run = one_run(i, args.workers)
         runs.append(run)
         verdict = "clean" if run["exit"] == 0 else f"exit {run['exit']} " + ", ".join(run["regressed"][:5])
-        print(f"run {len(runs)} (HARNESS_SEED_OFFSET={i}): {verdict} in {run['seconds']} s", flush=True)
+        print(f"run {len(runs)} (--seed-salt {i}): {verdict} in {run['seconds']} s", flush=True)
         if args.json:
             args.json.write_text(json.dumps(runs, indent=1))
     alarms = sum(1 for r in runs if r["exit"] != 0)

@@ -1,11 +1,11 @@
 """Power and false-alarm rate of the latency suite, measured by rerunning it.
 
-    python benchmarks/latency_power.py --runs 20 --slowdown 0.15            # detection rate
-    python benchmarks/latency_power.py --runs 20 --slowdown 0 --busy        # false alarms under load
+    python benchmarks/latency_power.py --runs 20 --fault slower-forward-15    # detection rate
+    python benchmarks/latency_power.py --runs 20 --busy                      # false alarms under load
 
 Each run is `pytest suites/test_latency.py` against this env's own committed records (the
-baseline), in a fresh process; `--slowdown F` sets HARNESS_LATENCY_SLOWDOWN (every forward of the
-case's model costs (1 + F) times as much, a busy wait); `--busy` keeps one CPU-bound process
+baseline), in a fresh process; `--fault NAME` injects a fault of the catalogue (the latency ones make
+every forward cost more); `--busy` keeps one CPU-bound process
 spinning on the other core for the whole measurement. A run "flags" when any latency field is a
 regression. Prints one line per run (the regressed fields, every field's ratio) and the total.
 Takes ~30 s per run on 2 cores.
@@ -24,13 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def one_run(slowdown: float, out: Path) -> tuple[list[str], dict[str, float]]:
+def one_run(fault: str | None, out: Path) -> tuple[list[str], dict[str, float]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("CI", None)  # compare against the records, write nothing new
-    if slowdown:
-        env["HARNESS_LATENCY_SLOWDOWN"] = str(slowdown)
     cmd = [sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
-           "--harness-results", str(out)]
+           "--harness-results", str(out), *(["--inject-fault", fault] if fault else [])]
     subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     outcomes = [o for o in json.loads(out.read_text())["outcomes"] if o["kind"] == "latency"]
     flagged = sorted(f"{o['case']}/{o['field']}" for o in outcomes if o["status"] == "regression")
@@ -41,7 +39,7 @@ def one_run(slowdown: float, out: Path) -> tuple[list[str], dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--slowdown", type=float, default=0.0)
+    ap.add_argument("--fault", help="a fault of the catalogue to inject (e.g. slower-forward-15)")
     ap.add_argument("--busy", action="store_true", help="keep a CPU-bound process spinning meanwhile")
     ap.add_argument("--json", type=Path, help="write every run's fields and ratios here")
     args = ap.parse_args(argv)
@@ -50,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.runs):
-                flagged, ratios = one_run(args.slowdown, Path(tmp) / f"run{i}.json")
+                flagged, ratios = one_run(args.fault, Path(tmp) / f"run{i}.json")
                 runs.append({"flagged": flagged, "ratios": ratios})
                 print(f"run {i + 1}: {'FLAGGED ' + ','.join(flagged) if flagged else 'clean'} {ratios}", flush=True)
     finally:
@@ -58,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             busy.kill()
             busy.wait()
     hits = sum(1 for r in runs if r["flagged"])
-    print(f"slowdown {args.slowdown:.0%}{' (other core busy)' if args.busy else ''}: "
+    print(f"fault {args.fault or 'none'}{' (other core busy)' if args.busy else ''}: "
           f"{hits}/{len(runs)} runs flagged a regression")
     if args.json:
-        args.json.write_text(json.dumps({"slowdown": args.slowdown, "busy": args.busy, "runs": runs}, indent=1))
+        args.json.write_text(json.dumps({"fault": args.fault, "busy": args.busy, "runs": runs}, indent=1))
     return 0
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/sampling_false_alarms.py --runs 200 [--specs plain] [--out FILE]
 
-Each rerun shifts every case to fresh seeds (`HARNESS_SEED_SALT`), draws the case's N at the level
+Each rerun shifts every case to fresh seeds (`sampling.seed_of(spec, salt)`), draws the case's N at the level
 a default `harness check` uses (alpha / DEFAULT_RUN_TESTS / STAT_CHECKS per test) and decides the
 fit exactly as the comparer does (`stats.g_test`). Prints, over all reruns: the reruns with any
 false alarm at the run's levels (the family-wise rate; the claim is <= alpha), and the fraction of
@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
+from pathlib import Path
 
 import torch
 
+from harness import cases
 from harness.checking import stats
-from harness.designs import one_step, sampling
+from harness.designs import sampling
+from harness.plugin.selection import count_golden_tests
+from harness.settings.config import load_config
 from harness.subjects import hf_sampling
 from harness.subjects.hf import Zoo
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -32,8 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     zoo = Zoo()
-    chosen = [s for s in sampling.specs(None, deep_run=False) if any(x in s.id for x in args.specs.split(","))]
-    level = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS) / sampling.STAT_CHECKS
+    chosen = [s for s in cases.sampling_grid(deep=False, mtp_model=None) if any(x in s.id for x in args.specs.split(","))]
+    m = count_golden_tests(REPO / "suites", REPO)  # golden tests of a default run: alpha / m per test
+    level = stats.per_test_alpha(load_config(REPO).alpha, m) / sampling.STAT_CHECKS
     prepared = []
     for spec in chosen:
         prompt = sampling.context_ids(zoo, spec)
@@ -46,10 +52,9 @@ def main() -> None:
         prepared.append((spec, model, ids, path_args, joint, plan))
     pvalues, alarms, start = [], 0, time.time()
     for r in range(args.runs):
-        os.environ["HARNESS_SEED_SALT"] = str(r + 1)
         alarm = False
         for spec, model, ids, path_args, joint, plan in prepared:
-            draws = hf_sampling.draw(model, ids, sampling.K, plan.n, spec.sampling, seed=sampling.seed_of(spec), **path_args)
+            draws = hf_sampling.draw(model, ids, sampling.K, plan.n, spec.sampling, seed=sampling.seed_of(spec, r + 1), **path_args)
             counts, probs = joint.counts(draws.samples), joint.probabilities()
             p = stats.g_test([counts[k] for k in probs], list(probs.values()), alpha=level).p_value
             pvalues.append(p)

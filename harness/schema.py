@@ -168,16 +168,88 @@ class Field:
         return cls(kind=data["kind"], value=data["value"], extras=dict(data.get("extras", {})))
 
 
+@dataclass(frozen=True)
+class Reference:
+    """An observed value and the value it must equal, computed in the same run (the reference
+    engine's, or the same library's by another route: `implementations_differ` False)."""
+
+    observed: Field
+    expected: Field
+    implementations_differ: bool = True
+
+
+@dataclass(frozen=True)
+class Note:
+    """A field that is not compared: a skip with its reason, or information shown beside the checks
+    (status `skipped`, or `pass` for information until it has a status of its own)."""
+
+    kind: str
+    status: str
+    detail: str
+    category: str = ""
+    diff: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class Observation:
-    """The named fields a subject observed for one case, in the order they were observed."""
+    """What a subject observed for one case, in the order it was observed: fields compared with
+    the baseline record (`add`), values compared with a reference computed in the run
+    (`reference`), fields not compared (`skipped`, `info`), data shown beside a field (`shows`),
+    and `stopped`: the reason the rest of the case could not be observed (the test is then
+    reported skipped, after its checks so far are in)."""
 
     fields: dict[str, Field] = field(default_factory=dict)
+    references: dict[str, Reference] = field(default_factory=dict)
+    notes: dict[str, Note] = field(default_factory=dict)
+    shows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopped: str = ""
 
-    def add(self, name: str, value: Any, kind: str = "exact", **extras: Any) -> None:
-        if name in self.fields:
+    def _claim(self, name: str) -> None:
+        if name in self.fields or name in self.references or name in self.notes:
             raise ValueError(f"field {name!r} observed twice")
+
+    def add(self, name: str, value: Any, kind: str = "exact", *, show: dict[str, Any] | None = None,
+            **extras: Any) -> None:
+        """Field `name`, compared with the baseline record's field of that name. `show`: data for
+        the reader (e.g. a chart's series), never compared."""
+        self._claim(name)
         self.fields[name] = Field(kind, value, extras)
+        if show:
+            self.shows[name] = dict(show)
+
+    def reference(self, name: str, observed: Any, expected: Any, kind: str = "exact", *,
+                  observed_extras: dict[str, Any] | None = None, expected_extras: dict[str, Any] | None = None,
+                  implementations_differ: bool = True) -> None:
+        """`observed` against `expected`, a value computed in this run (nothing read or written)."""
+        self._claim(name)
+        self.references[name] = Reference(Field(kind, observed, dict(observed_extras or {})),
+                                          Field(kind, expected, dict(expected_extras or {})), implementations_differ)
+
+    def skipped(self, name: str, kind: str, reason: str, category: str = "not-applicable") -> None:
+        """Field `name` could not be checked on this case, and why."""
+        self._claim(name)
+        self.notes[name] = Note(kind, "skipped", reason, category)
+
+    def info(self, name: str, detail: str, diff: dict[str, Any] | None = None, category: str = "") -> None:
+        """Information shown beside the checks (e.g. an exact bias point): never a check."""
+        self._claim(name)
+        self.notes[name] = Note("exact", "pass", detail, category, dict(diff or {}))
+
+    def stop(self, reason: str) -> Observation:
+        """The rest of the case cannot be observed (the test is reported skipped with `reason`)."""
+        self.stopped = reason
+        return self
+
+    def merge(self, other: Observation) -> Observation:
+        """Another observation's fields after this one's (each name still observed once)."""
+        for name in [*other.fields, *other.references, *other.notes]:
+            self._claim(name)
+        self.fields.update(other.fields)
+        self.references.update(other.references)
+        self.notes.update(other.notes)
+        self.shows.update(other.shows)
+        self.stopped = self.stopped or other.stopped
+        return self
 
 
 class RecordError(Exception):

@@ -3,7 +3,7 @@
 Each simulated run executes the bias suite's own code path (harness/designs/one_step.py: `design`, `draw`,
 `observe`) for every case of the suite, with transformers' verifier replaced by a reference-math
 verifier (optionally buggy), and lets the checking core decide exactly as the plugin does: one
-`Golden` per case (harness/plugin/golden.py, a `CaseCheck` against a clean baseline record with
+`CaseCheck` per case (harness/checking/core.py, against a clean baseline record with
 the run's rules), Holm within the case, the run's per-test alpha = 0.01 / m of a default
 `pytest suites` run. A simulated run *detects* the bug when any case ends with a regression
 (that is what fails a real run). The bugs:
@@ -30,16 +30,16 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from harness.checking import stats
-from harness.checking.core import Rules
+from harness import cases
+from harness.checking.core import CaseCheck, Rules
 from harness.designs import one_step
-from harness.plugin.golden import Golden
 from harness.schema import Category, Record, Status
 from harness.settings.config import Thresholds
 from harness.store.env import fingerprint
 from harness.subjects.hf import Zoo
+from run_size import default_run_alpha
 
-ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+ALPHA = default_run_alpha()  # alpha / m of a default run, m counted by collecting the suites
 BUGS = ("correction_from_p", "weight_ignored", "weight_one_minus")
 REQUIRED_DETECTION = 0.95
 FAST_RUNS, SLOW_RUNS = 4, 100  # simulated runs per bug
@@ -80,69 +80,43 @@ class ReferenceVerifier:
         return int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right")), 0
 
 
-class _Store:
-    def __init__(self, records: dict[str, Record]):
-        self.records = records
-
-    def read(self, env_key: str, suite: str, case: str) -> Record | None:
-        return self.records.get(case)
-
-
-class _Session:
-    """What `Golden` needs of the plugin's session: the run's rules and the baseline records."""
-
-    def __init__(self, rules: Rules, records: dict[str, Record]):
-        self._rules, self.store = rules, _Store(records)
-        self.baseline_key = "controls"
-        self.run_env = SimpleNamespace(key="controls", fingerprint=rules.env)
-        self.strict = self.force_regen = False
-        self.outcomes: list[Any] = []
-        self.writes: list[Any] = []
-
-    def rules(self) -> Rules:
-        return self._rules
-
-
 @pytest.fixture(scope="module")
 def setup():
     zoo = Zoo()
     thresholds = Thresholds()
-    cases = []
-    for w, ctx in one_step.CASES:
-        p, q = one_step.step_inputs(zoo, one_step.CONTEXTS[ctx])
-        cases.append((w, ctx, p, q, one_step.design(p, q, w, ALPHA, thresholds.tv_max)))
+    planned = []
+    for case in cases.bias():
+        p, q = one_step.step_inputs(zoo, cases.CONTEXTS[case.param("ctx")])
+        planned.append((case, p, q, one_step.design(p, q, case.weight, ALPHA, thresholds.tv_max)))
     rules = Rules(alpha=ALPHA, thresholds=thresholds, env=fingerprint())
-    baseline = _Session(rules, {})
     records = {}
-    for w, ctx, p, q, plan in cases:
-        cid = one_step.case_id(w, ctx)
-        golden = Golden(baseline, "bias", cid, cid)
-        one_step.observe(golden, ReferenceVerifier(None, one_step.case_seed(w, ctx)), p, q, w, plan,
-                         one_step.case_seed(w, ctx))
-        records[cid] = Record("bias", cid, rules.env, dict(golden.core.observed))
-        assert not golden.finish(write=False)
-    return SimpleNamespace(cases=cases, rules=rules, records=records)
+    for case, p, q, plan in planned:
+        seed = one_step.case_seed(case)
+        check = CaseCheck("bias", case.id, rules)
+        check.check_all(one_step.observe(ReferenceVerifier(None, seed), p, q, case.weight, plan, seed))
+        assert not [o for o in check.outcomes() if o.status is Status.REGRESSION]
+        records[case.id] = Record("bias", case.id, rules.env, dict(check.observed))
+    return SimpleNamespace(cases=planned, rules=rules, records=records)
 
 
 def simulated_run(setup, bug: str | None, run: int, stop_at_detection: bool) -> dict[str, Any]:
     """One simulated run of the whole bias suite with fresh seeds; what the checking core said."""
-    session = _Session(setup.rules, setup.records)
     failed: list[str] = []
+    outcomes: list[Any] = []
     # the verdict (any case fails) does not depend on the order; with `stop_at_detection` the
     # cases a weight bug can affect go first, so a detected run stops early
-    order = sorted(setup.cases, key=lambda c: c[0] is None) if bug in BUGS[1:] else setup.cases
-    for w, ctx, p, q, plan in order:
-        cid = one_step.case_id(w, ctx)
-        seed = 1_000_003 * (run + 1) + 7919 * BUGS.index(bug) if bug else 1_000_003 * (run + 1)
-        golden = Golden(session, "bias", cid, cid)
-        one_step.observe(golden, ReferenceVerifier(bug, seed + one_step.case_seed(w, ctx)), p, q, w, plan,
-                         seed + one_step.case_seed(w, ctx))
-        if golden.finish(write=False):
-            failed.append(cid)
+    order = sorted(setup.cases, key=lambda c: c[0].weight is None) if bug in BUGS[1:] else setup.cases
+    for case, p, q, plan in order:
+        seed = (1_000_003 * (run + 1) + 7919 * BUGS.index(bug) if bug else 1_000_003 * (run + 1)) + one_step.case_seed(case)
+        check = CaseCheck("bias", case.id, setup.rules, baseline=setup.records[case.id])
+        check.check_all(one_step.observe(ReferenceVerifier(bug, seed), p, q, case.weight, plan, seed))
+        decided = check.outcomes()
+        outcomes += decided
+        if any(o.status is Status.REGRESSION for o in decided):
+            failed.append(case.id)
             if stop_at_detection:
                 break
-    underpowered = sorted({o.case for o in session.outcomes if o.category is Category.UNDERPOWERED})
-    assert all(o.status is not Status.REGRESSION or o.case in failed for o in session.outcomes)
+    underpowered = sorted({o.case for o in outcomes if o.category is Category.UNDERPOWERED})
     return {"failed": failed, "underpowered": underpowered}
 
 

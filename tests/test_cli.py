@@ -21,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import diff_records, finish, main, pytest_problem
+from harness.checking.regen import diff_records
+from harness.cli import main
+from harness.cli.common import finish
+from harness.cli.project import pytest_problem
 from harness.schema import Field, Outcome, Results, Status
 from harness.store.env import env_key, fingerprint
 from harness.store.records import GoldenStore, Record, RecordError
@@ -586,7 +589,7 @@ def test_reports_carry_no_local_paths(project):
 
 
 def test_terminal_output_strips_control_characters_and_survives_lone_surrogates(capsys):
-    from harness.report.terminal import printable, shorten
+    from harness.checking.humane import printable, shorten
 
     hostile = "old\x1b[2J\x1b]0;pwned\x07 new\r\nnext \ud800 end"
     shown = printable(hostile)
@@ -665,7 +668,7 @@ def test_workers_without_xdist_is_a_usage_error(project, capfd, monkeypatch):
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (("check", "--dtype", "fp8"), "--dtype/--device: unknown dtype 'fp8'"),
+    (("check", "--dtype", "fp8"), "--dtype 'fp8': unknown dtype"),
     (("check", "--device", "tpu"), "--dtype/--device: unknown device 'tpu'"),
     (("check", "--suites", "nowhere"), "do not exist; pass --suites PATH"),
     (("regen", "--yes", "--suites", "nowhere"), "pass --suites PATH"),
@@ -711,12 +714,12 @@ def test_envs_with_no_records(project, capfd):
 
 
 def test_interrupt_is_one_line_exit_2(project, capfd, monkeypatch):
-    import harness.cli as cli
+    import harness.cli.envs as envs
 
     def interrupted(args, extra):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_envs", interrupted)
+    monkeypatch.setattr(envs, "cmd_envs", interrupted)
     assert project.run("envs") == 2
     assert capfd.readouterr().err.strip() == "harness: error: interrupted"
 
@@ -809,7 +812,7 @@ def test_check_without_golden_observations(project, capfd, body, code, says):
 
 
 def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
-    from harness.cli import confirm
+    from harness.cli.regen import confirm
 
     for typed, expected in (("y", True), (" YES ", True), ("", False), ("no", False), ("yep", False)):
         monkeypatch.setattr("builtins.input", lambda prompt, typed=typed: typed)

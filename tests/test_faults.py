@@ -23,7 +23,8 @@ import torch
 
 from harness import faults
 from harness.cli import faults as fault_runs
-from harness.faults import FAULTS, Catch, FaultError, SourceEdit
+from harness.faults import FAULTS, Catch, FaultError, patches
+from harness.faults.patches import SourceEdit
 from harness.report import render_html
 from harness.schema import Outcome, Results, Status
 from harness.store.env import env_key, fingerprint
@@ -62,11 +63,11 @@ def _targets(fault: faults.Fault) -> list[object]:
     """What the fault's patches replace, as they are now (identity of each patched object)."""
     out: list[object] = []
     for patch in fault.patches:
-        if isinstance(patch, (faults.SourceEdit, faults.Wrap)):
-            _, owner, name = faults._resolve(patch.module, patch.qualname)
+        if isinstance(patch, (patches.SourceEdit, patches.Wrap)):
+            _, owner, name = patches._resolve(patch.module, patch.qualname)
             out.append(vars(owner)[name] if name in vars(owner) else getattr(owner, name))
-        elif isinstance(patch, faults.SetItems):
-            _, owner, name = faults._resolve(patch.module, patch.qualname)
+        elif isinstance(patch, patches.SetItems):
+            _, owner, name = patches._resolve(patch.module, patch.qualname)
             target = getattr(owner, name)
             out.append(tuple((k, vars(target).get(k)) for k, _ in patch.values))
         else:
@@ -121,7 +122,7 @@ def test_slow_forward_slows_generating_models_only():
     from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 
     from harness.designs.latency import timer
-    from harness.subjects.hf_latency import busy_wait
+    from harness.subjects.timing import busy_wait
 
     class Base(PreTrainedModel):
         config_class = PretrainedConfig
@@ -141,7 +142,7 @@ def test_slow_forward_slows_generating_models_only():
         module(torch.ones(1))
         return timer() - start
 
-    undo = faults.SlowForward(0.5).apply("demo")
+    undo = patches.SlowForward(0.5).apply("demo")
     try:
         slowed, plain = cost(Generating()), cost(Base())
     finally:
@@ -216,22 +217,19 @@ def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
     assert data["clean"]["status"] == fault_runs.CLEAN_OK
 
 
-def test_clean_reruns_draw_fresh_bias_seeds(monkeypatch):
-    """benchmarks/clean_runs.py reruns `harness check` with HARNESS_SEED_OFFSET=i: every bias case
-    draws from a seed no other run or case uses; a bad value names the variable."""
+def test_clean_reruns_draw_fresh_bias_seeds():
+    """benchmarks/clean_runs.py reruns `harness check --seed-salt i`: every bias case draws from a
+    seed no other run or case uses."""
+    from harness import cases
     from harness.designs import one_step
 
-    monkeypatch.delenv(one_step.SEED_OFFSET_ENV, raising=False)
-    base = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+    base = [one_step.case_seed(c) for c in cases.bias()]
     seeds = set(base)
-    for offset in range(1, 21):
-        monkeypatch.setenv(one_step.SEED_OFFSET_ENV, str(offset))
-        fresh = [one_step.case_seed(w, ctx) for w, ctx in one_step.CASES]
+    assert len(seeds) == len(base)
+    for salt in range(1, 21):
+        fresh = [one_step.case_seed(c, salt) for c in cases.bias()]
         assert not seeds & set(fresh) and len(set(fresh)) == len(fresh)
         seeds |= set(fresh)
-    monkeypatch.setenv(one_step.SEED_OFFSET_ENV, "x")
-    with pytest.raises(ValueError, match="HARNESS_SEED_OFFSET='x': expected an integer"):
-        one_step.case_seed(None, 0)
 
 
 # ----------------------------------------------------------------------------------------------

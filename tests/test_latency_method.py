@@ -8,24 +8,24 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.checking import stats
 from harness.checking.compare_stats import compare_latency
 from harness.checking.policy import Policy
-from harness.designs import latency, one_step
+from harness.designs import latency
 from harness.schema import Field, Status
 from harness.settings.config import Thresholds
 from harness.store.env import fingerprint
-from harness.subjects import hf_latency
+from harness.subjects import hf_latency, timing
 from harness.subjects.hf import Zoo
+from run_size import default_run_alpha
 
-ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+ALPHA = default_run_alpha()  # alpha / m of a default run, m counted by collecting the suites
 
 
 def test_theoretical_speedup_is_leviathan():
     # a = 0: one token per step, paying g drafts; a = 1: g + 1 tokens per step
-    assert latency.theoretical_speedup(0.0, 4, 0.5) == pytest.approx(1 / 3)
-    assert latency.theoretical_speedup(1.0, 4, 0.0) == 5.0
-    assert latency.theoretical_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)
+    assert timing.theoretical_speedup(0.0, 4, 0.5) == pytest.approx(1 / 3)
+    assert timing.theoretical_speedup(1.0, 4, 0.0) == 5.0
+    assert timing.theoretical_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)
 
 
 def test_interleaved_alternates_and_keeps_gc_state():
@@ -36,11 +36,9 @@ def test_interleaved_alternates_and_keeps_gc_state():
     assert t.value() == {"samples": t.samples, "calibration": t.calibration}
 
 
-def test_deep_mode_triples_samples(monkeypatch):
-    monkeypatch.delenv(latency.DEEP_ENV, raising=False)
+def test_deep_mode_triples_samples():
     assert latency.scaled(10) == 10
-    monkeypatch.setenv(latency.DEEP_ENV, "1")
-    assert latency.scaled(10) == 30
+    assert latency.scaled(10, deep=True) == 30
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +74,7 @@ def test_slowed_busy_waits_the_fraction_of_each_forward_and_is_removed(monkeypat
         clock["t"] += 1e-4
         return clock["t"]
 
-    monkeypatch.setattr(hf_latency, "timer", read)
+    monkeypatch.setattr(timing, "timer", read)
     module = _ClockedModule(clock, cost=1.0)
     for fraction in (0.15, 0.5):
         with hf_latency.slowed(module, fraction):

@@ -7,36 +7,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
-from harness.checking import stats
+from harness import cases
 from harness.checking.core import CaseCheck, Rules
-from harness.designs import one_step, sampling
-from harness.schema import Field, Outcome, Status
-from harness.settings.config import Thresholds
+from harness.designs import sampling
+from harness.schema import Outcome, Status
+from harness.settings.config import Thresholds, load_config
+from harness.settings.run import RunSettings
 from harness.subjects.hf import Zoo
+from run_size import default_run_alpha
 
-ALPHA = stats.per_test_alpha(one_step.DEFAULT_RUN_ALPHA, one_step.DEFAULT_RUN_TESTS)
+ALPHA = default_run_alpha()  # alpha / m of a default run, m counted by collecting the suites
 
 
-class Checks:
-    """The part of the `golden` fixture `sampling.observe` uses, over a bare CaseCheck."""
-
-    def __init__(self) -> None:
-        self.core = CaseCheck("sampling", "fault", Rules(ALPHA, Thresholds(), {}))
-        self.alpha = ALPHA
-
-    def check(self, name, value, kind="exact", **extras):
-        return self.core.observe(name, Field(kind, value, extras))
-
-    def reference(self, name, observed, expected, kind="exact", *, observed_extras=None, expected_extras=None):
-        return self.core.reference(name, Field(kind, observed, observed_extras or {}),
-                                   Field(kind, expected, expected_extras or {}))
-
-    def outcome(self, name, status, kind="exact", detail="", category="", diff=None):
-        return self.core.add(Outcome("sampling", "fault", name, kind, Status(status), detail, category, dict(diff or {})))
+RUN = RunSettings.make(load_config(Path(__file__).resolve().parents[1]), {}, ci=False)
 
 
 @pytest.fixture(scope="module")
@@ -122,18 +110,18 @@ def mtp_draft_off_by_one() -> Iterator[None]:
 
 
 FAULTS = [
-    ("temperature_twice", temperature_twice, sampling.Spec("llama-target", "plain", "temperature")),
-    ("top_p_one_fewer", top_p_one_fewer, sampling.Spec("llama-target", "plain", "top_p")),
-    ("acceptance_wrong_position", acceptance_wrong_position, sampling.Spec("llama-target", "assisted", "default")),
-    ("mtp_draft_off_by_one", mtp_draft_off_by_one, sampling.Spec(sampling.MTP_MODEL, "mtp", "default")),
+    ("temperature_twice", temperature_twice, cases.SamplingSpec("llama-target", "plain", "temperature")),
+    ("top_p_one_fewer", top_p_one_fewer, cases.SamplingSpec("llama-target", "plain", "top_p")),
+    ("acceptance_wrong_position", acceptance_wrong_position, cases.SamplingSpec("llama-target", "assisted", "default")),
+    ("mtp_draft_off_by_one", mtp_draft_off_by_one, cases.SamplingSpec(cases.SAMPLING_MTP_MODEL, "mtp", "default")),
 ]
 
 
-def _run(zoo: Zoo, spec: sampling.Spec) -> dict[str, Outcome]:
-    golden = Checks()
+def _run(zoo: Zoo, spec: cases.SamplingSpec) -> dict[str, Outcome]:
+    check = CaseCheck("sampling", spec.id, Rules(ALPHA, Thresholds(), {}))
     zoo._memo.clear()  # never reuse a clean run's draws
-    sampling.observe(golden, zoo, spec)
-    return {o.field: o for o in golden.core.outcomes()}
+    check.check_all(sampling.observe(zoo, spec, RUN, ALPHA))
+    return {o.field: o for o in check.outcomes()}
 
 
 @pytest.mark.parametrize(("name", "fault", "spec"), FAULTS, ids=[f[0] for f in FAULTS])
@@ -186,27 +174,24 @@ def one_extra_random_draw() -> Iterator[None]:
 def test_a_changed_random_stream_is_rng_stream_not_a_regression():
     """The outputs suite's seeded case against its committed record: tokens differ, the sampled
     distribution fits -> `changed`, category rng-stream (tokens and the text that follows them)."""
-    from pathlib import Path
-
-    from harness.fixtures.cases import output_cases
     from harness.schema import Category
-    from harness.settings.config import load_config
     from harness.store.env import env_key, fingerprint
     from harness.store.records import GoldenStore
 
-    case = next(c for c in output_cases() if c.id == "llama-target.plain.dynamic.short-1.sample0")
+    case = next(c for c in cases.outputs() if c.id == "llama-target.plain.dynamic.short-1.sample0")
     record = GoldenStore(load_config(Path(__file__).resolve().parents[1]).golden_dir).read(env_key(fingerprint()), "outputs", case.id)
     if record is None or "distribution" not in record.fields:
         pytest.skip(f"no committed record of {case.id} with a distribution field for this environment")
     fresh = Zoo()
-    golden = Checks()
-    golden.core = CaseCheck("outputs", case.id, Rules(ALPHA, Thresholds(), fingerprint()), baseline=record)
+    check = CaseCheck("outputs", case.id, Rules(ALPHA, Thresholds(), fingerprint()), baseline=record)
     with one_extra_random_draw():
         got = fresh.generate(case)
-        sampling.observe(golden, fresh, sampling.Spec(case.model, case.path, "default"), field="distribution")
-    golden.check("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
-    golden.check("text", fresh.load(case.model).tokenizer.decode(got.tokens), follows="tokens")
-    out = {o.field: o for o in golden.core.outcomes()}
+        obs = sampling.observe(fresh, cases.SamplingSpec(case.model, case.path, "default"), RUN, ALPHA,
+                               field="distribution")
+    obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    obs.add("text", fresh.load(case.model).tokenizer.decode(got.tokens), follows="tokens")
+    check.check_all(obs)
+    out = {o.field: o for o in check.outcomes()}
     assert got.tokens != record.fields["tokens"].value[0], "the extra draw should change the seeded stream"
     assert out["distribution"].status is Status.PASS, out["distribution"].detail
     assert out["tokens"].status is Status.CHANGED and out["tokens"].category is Category.RNG_STREAM

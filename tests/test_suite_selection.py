@@ -1,8 +1,7 @@
-"""`[tool.harness] models` narrows the suites to the named models' cases."""
+"""`[tool.harness] models` narrows the suites to the named models' cases (the plugin's model filter,
+harness/plugin/selection.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -28,7 +27,6 @@ def test_without_case():
 @pytest.mark.parametrize("models, ran", [("[]", {"a", "b", "c"}), ('["a", "c"]', {"a", "c"}), ('["b"]', {"b"})])
 def test_models_key_deselects_other_models(pytester: pytest.Pytester, models, ran):
     pytester.makefile(".toml", pyproject=f"[tool.harness]\nmodels = {models}\n")
-    pytester.makeconftest((Path(__file__).parents[1] / "suites" / "conftest.py").read_text())
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=len(ran) + 1)

@@ -10,11 +10,12 @@ import json
 import pickle
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from harness import cases as tables
 from harness.cli import main
-from harness.fixtures.cases import latency_cases, model_cases, output_cases, user_output_cases
 from harness.fixtures.zoo import MODELS_DIR
 from harness.report.page import model_of
 from harness.settings.config import ConfigError, parse_config, tomllib
@@ -87,16 +88,17 @@ def test_user_cases_come_from_the_resolved_paths_and_prompts(checkpoints, tmp_pa
                               prompts_file=prompts))
     assert model.paths == ("plain", "assisted", "prompt_lookup", "ensemble")  # no MTP layers in a Qwen3
     assert [p.id for p in model.prompts] == ["hello", "p3"]
-    cases = user_output_cases(model)
+    cases = tables.user_outputs(model)
+    run = SimpleNamespace(user_models=(model,), deep=False)
     # per path and weight: 2 caches x 2 prompts greedy + 1 sampled; ensemble at 2 weights
     assert len(cases) == 3 * 5 + 2 * 5
     assert all(c.id.startswith("mine.") and c.model == "mine" for c in cases)
     assert {c.assistant for c in cases if c.path in ("assisted", "ensemble")} == {"mine.assistant"}
-    assert output_cases([model])[-len(cases):] == cases and model_cases([model])[-1].id == "mine"
-    zoo_ids = {c.id for c in output_cases()}
-    assert zoo_ids == {c.id for c in output_cases([model])} - {c.id for c in cases}  # the zoo's rows unchanged
+    assert tables.outputs(run)[-len(cases):] == cases and tables.models(run)[-1].id == "mine"
+    zoo_ids = {c.id for c in tables.outputs()}
+    assert zoo_ids == {c.id for c in tables.outputs(run)} - {c.id for c in cases}  # the zoo's rows unchanged
     assert model_of("mine.plain.dynamic.hello.greedy", ["mine", "llama-target"]) == "mine"
-    (latency,) = [c for c in latency_cases([model]) if c.model == "mine"]
+    (latency,) = [c for c in tables.latency(run) if c.model == "mine"]
     assert (latency.id, latency.param("paths"), latency.assistant) == (
         "mine.generate", ("plain", "assisted", "prompt_lookup", "ensemble"), "mine.assistant")
 
@@ -313,8 +315,10 @@ def test_a_model_in_its_own_dtype_records_and_compares_in_it(pytester: pytest.Py
 TOY_SUITE = '''
 import pytest
 
+from harness.schema import Case
 
-@pytest.mark.parametrize("case", ["one"])
+
+@pytest.mark.parametrize("case", [Case("tiny-qwen3", name="one")])  # a case of the --model checkpoint
 def test_toy(case, golden):
     golden.check("value", 1)
 '''

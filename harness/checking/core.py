@@ -30,7 +30,16 @@ from typing import Any
 from harness.checking.compare import compare_field, decide_with_holm
 from harness.checking.humane import text_around
 from harness.checking.policy import Policy, verdict
-from harness.schema import Category, Field, Outcome, Record, RecordError, Status
+from harness.schema import (
+    STATISTICAL_KINDS,
+    Category,
+    Field,
+    Observation,
+    Outcome,
+    Record,
+    RecordError,
+    Status,
+)
 from harness.settings.config import Thresholds
 from harness.store.records import normalize_field
 
@@ -130,6 +139,20 @@ class CaseCheck:
         placed = replace(outcome, suite=self.suite, case=self.case)
         self._decided.append(placed)
         return placed
+
+    def check_all(self, observation: Observation) -> list[Outcome]:
+        """Every field of a subject's observation: its fields against the baseline record, its
+        references against their expected values, its notes (skips, information) as they are."""
+        out = [self.observe(name, f, observation.shows.get(name)) for name, f in observation.fields.items()]
+        out += [self.reference(name, r.observed, r.expected, implementations_differ=r.implementations_differ)
+                for name, r in observation.references.items()]
+        for name, note in observation.notes.items():
+            if note.kind in STATISTICAL_KINDS and note.status != Status.SKIPPED.value:
+                raise ValueError(f"{self.suite}/{self.case}: field {name!r} of kind {note.kind!r} must be compared, "
+                                 "not decided by a rule")
+            out.append(self.add(Outcome(self.suite, self.case, name, note.kind, Status(note.status), note.detail,
+                                        Category(note.category), dict(note.diff), "reference")))
+        return out
 
     def outcomes(self) -> list[Outcome]:
         """Every outcome of the case: Holm within the case, then the run's rules. (Baseline fields

@@ -10,6 +10,9 @@ around their first divergence when either is longer than a line (`text_around`).
 from __future__ import annotations
 
 import json
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 VALUE_WIDTH = 60
@@ -78,3 +81,27 @@ def change_detail(old: Any, new: Any, limit: int = 3) -> str:
     """The first `limit` change lines joined by '; ', with '(+K more)'."""
     lines = change_lines(old, new)
     return "; ".join(lines[:limit]) + (f" (+{len(lines) - limit} more)" if len(lines) > limit else "")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: Any) -> str:
+    """`text` safe for a terminal: control characters (escape sequences, bells, carriage returns)
+    become spaces, and what the terminal's encoding cannot show (a lone surrogate) becomes '?'."""
+    cleaned = _CONTROL.sub(" ", str(text))
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return cleaned.encode(encoding, "replace").decode(encoding, "replace")
+
+
+def shorten(text: Any, width: int) -> str:
+    text = " ".join(printable(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def relative_to(root: Path, value: Any) -> str:
+    """A path (or text naming one) under `root` as a path relative to it, so reports and results
+    carry no machine-specific directories; anything else unchanged."""
+    text = str(value)
+    prefix = str(Path(root).resolve())
+    return text.replace(prefix + "/", "").replace(prefix, ".")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.report.terminal import shorten
+from harness.checking.humane import shorten
 from harness.schema import Field, Record, RecordError, Status
 from harness.store.records import GoldenStore
 

@@ -417,3 +417,55 @@ def latency_shift_test(observed: Any, baseline: Any, tolerance: float) -> ShiftT
     if obs.ndim == 1 and base.ndim == 1:
         return ShiftTest(ratio=float(ratio), p_slower=float(slower), p_faster=float(faster))
     return ShiftTest(ratio=ratio, p_slower=np.asarray(slower), p_faster=np.asarray(faster))
+
+
+# ----------------------------------------------------------------------------------------------
+# sample designs
+
+DESIGN_POWER = 0.8  # the power every statistical field is sized for, at its detectable effect
+
+
+@dataclass(frozen=True)
+class SampleDesign:
+    """How many draws a statistical field takes and what they buy, recorded in its extras so the
+    record says what the check could detect (harness/designs/: sampling, one_step).
+
+    alpha          the run's per-test alpha (alpha / m)
+    level          the level a field of the case is sized at: alpha / checks, where checks is the number
+                   of statistical fields Holm decides together in the case (the first at that level)
+    n              draws
+    target_tv      the TV the design was sized for; power: the G-test's power against every
+                   distribution at TV = target_tv, at `level`
+    detectable_tv  the smallest TV detected with probability DESIGN_POWER with n draws (<= target_tv)
+    bins           outcomes with probability > 0 (the G-test's k)
+    """
+
+    n: int
+    alpha: float
+    level: float
+    target_tv: float
+    power: float
+    detectable_tv: float
+    bins: int
+
+    @classmethod
+    def gtest(cls, probabilities: Sequence[float], alpha: float, checks: int, tv: float,
+              step: int = 100) -> SampleDesign:
+        """The smallest multiple of `step` draws for which the G-test over `probabilities`' bins has
+        DESIGN_POWER against every alternative at TV >= `tv` at level alpha / checks (`samples_needed`:
+        noncentrality >= 4 N TV^2, a bound that holds for any alternative)."""
+        bins = max(2, sum(1 for p in probabilities if p > 0))
+        level = alpha / checks
+        n = -(-samples_needed(tv, power=DESIGN_POWER, alpha=level, k=bins) // step) * step
+        return cls(n, alpha, level, tv, 0.0, tv, bins).with_n(n)
+
+    def with_n(self, n: int) -> SampleDesign:
+        """The same design with `n` draws (its power and detectable TV recomputed)."""
+        return SampleDesign(n, self.alpha, self.level, self.target_tv,
+                            gtest_power(n, self.target_tv, self.level, self.bins),
+                            detectable_tv(n, DESIGN_POWER, self.level, self.bins), self.bins)
+
+    def extras(self) -> dict[str, float | int]:
+        return {"alpha": self.alpha, "holm_level": self.level, "n": self.n, "power": self.power,
+                "power_at_tv": self.target_tv, "detectable_tv": self.detectable_tv,
+                "detectable_at_power": DESIGN_POWER, "bins": self.bins}

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.cli.project import UsageError, current_env_key, open_project
 from harness.faults import BY_NAME, FAULTS, Catch, Fault
+from harness.settings.run import RunSettings
 
 CAUGHT, MISSED, NO_SUITE, CLEAN_OK, CLEAN_ALARM = "caught", "MISSED", "no suite yet", "clean", "FALSE ALARM"
 
@@ -197,7 +199,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    from harness.cli.project import UsageError, current_env_key, open_project
 
     if args.list:
         for f in FAULTS:
@@ -209,8 +210,7 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: expected at least 1")
     project = open_project(args)
-    args.dtype, args.attn, args.device = "fp32", "sdpa", "cpu"
-    key = current_env_key(args)
+    key = current_env_key(RunSettings(project.config, project.store.root, project.reports_dir / "results.json"))
     if not project.store.record_paths(key):
         raise UsageError(f"no records for this env ({key}) under {project.store.root}: a fault is caught against the "
                          "env's own records; record them first with `harness regen`")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.checking.envs import compare_envs
 from harness.checking.findings import group_findings, headline
 from harness.cli.project import Project, UsageError, open_project
 from harness.report import ResultsFileError, load_results
@@ -98,10 +99,8 @@ def record_cell(cell: Cell, project: Project, out: Path, args: argparse.Namespac
 
 
 def link_report(project: Project, a: Cell, b: Cell, out: Path) -> Link:
-    from harness.cli import compare_envs
-
     name = f"{a.version}-to-{b.version}"
-    results = compare_envs(project.store, project.settings, a.env_key, b.env_key)
+    results = compare_envs(project.store, project.config, a.env_key, b.env_key)
     write_outputs(results, out / name)
     (out / name / "junit.xml").unlink(missing_ok=True)
     (out / name / "summary.md").write_text(markdown_summary(results), encoding="utf-8")

@@ -1,7 +1,7 @@
-"""The project a command runs in, and the pytest run behind `harness check` / `harness regen`:
-finding the root (pyproject.toml with [tool.harness]), its settings and store, the up-front checks
-(fixtures, env keys, records) and the pytest command line. Every user error is a `UsageError`
-(one line, exit 2 in harness/cli/).
+"""The project a command runs in and the pytest run behind `harness check` / `harness regen`:
+the root (pyproject.toml with [tool.harness]), its settings and store, the up-front checks
+(settings, fixtures, env keys, records) and the pytest command line. Every user error is a
+`UsageError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.schema import RecordError
 from harness.settings.config import HarnessConfig, load_config
-from harness.store.env import env_key
+from harness.settings.run import RunSettings, SettingsError
 from harness.store.records import GoldenStore, UnknownEnvError
 
 if sys.version_info >= (3, 11):
@@ -61,58 +61,59 @@ def find_root(explicit: str | None) -> Path:
 @dataclass(frozen=True)
 class Project:
     root: Path
-    settings: HarnessConfig
-    store: GoldenStore
+    config: HarnessConfig
+    store: GoldenStore  # --golden-dir, else [tool.harness] golden_dir
     reports_dir: Path
 
 
 def open_project(args: argparse.Namespace) -> Project:
     root = find_root(args.root)
-    settings = load_config(root)
-    golden = Path(args.golden_dir).resolve() if getattr(args, "golden_dir", None) else settings.golden_dir
-    reports = Path(args.reports_dir).resolve() if getattr(args, "reports_dir", None) else settings.reports_dir
-    return Project(root, settings, GoldenStore(golden), reports)
+    config = load_config(root)
+    golden = getattr(args, "harness_golden_dir", None)
+    reports = getattr(args, "reports_dir", None)
+    return Project(root, config, GoldenStore(Path(golden).resolve() if golden else config.golden_dir),
+                   Path(reports).resolve() if reports else config.reports_dir)
 
 
-def check_fixtures(settings: HarnessConfig, args: argparse.Namespace | None = None) -> None:
+def run_settings(project: Project, args: argparse.Namespace) -> RunSettings:
+    """The run's settings from the command line, validated (harness/settings/run.py)."""
+    try:
+        return RunSettings.from_cli(args, project.config).validate(front="cli")
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def require_store(project: Project, args: argparse.Namespace) -> None:
+    """A golden directory that does not exist is a typo or a wrong checkout, never 'no records'."""
+    if not project.store.root.is_dir():
+        source = "--golden-dir" if getattr(args, "harness_golden_dir", None) else "[tool.harness] golden_dir"
+        raise UsageError(f"{project.store.root} does not exist ({source}); fix the path, or create the directory "
+                         "and record this env with `harness regen`")
+
+
+def check_fixtures(config: HarnessConfig) -> None:
     """Fail before running anything: every checkpoint the suites will load (all of the manifest's,
-    or those named in [tool.harness] models) is present with its manifest sha256, every
-    extra_model_dirs entry exists, and the user's own models (`--model PATH [--assistant PATH]`,
-    else [tool.harness.models.NAME]) pass harness/settings/models.py `resolve`."""
+    or those named in [tool.harness] models) is present with its manifest sha256, and every
+    extra_model_dirs entry exists. (Your own models are checked by `RunSettings.validate`.)"""
     from harness.fixtures.load import FixtureError, check_models
 
     try:
-        check_models(settings.models_dir, settings.models)
+        check_models(config.models_dir, config.models)
     except FixtureError as exc:
         raise UsageError(f"missing or corrupt fixture: {exc}") from exc
-    for extra in settings.extra_model_dirs:
+    for extra in config.extra_model_dirs:
         if not extra.is_dir():
             raise UsageError(f"missing model dir: {extra} does not exist ([tool.harness] extra_model_dirs); "
                              "fix the path or save a checkpoint there with save_pretrained()")
-    check_user_models(settings, args)
 
 
-def check_user_models(settings: HarnessConfig, args: argparse.Namespace | None) -> None:
-    """The run's own checkpoints - `--model` (with `--assistant`), else the configured ones - are
-    readable, safetensors, tokenizer-compatible and ask for paths they support (harness/settings/models.py)."""
-    from harness.settings.models import ModelError, from_flags, resolve
-
-    model, assistant = getattr(args, "model", None), getattr(args, "assistant", None)
-    if assistant and not model:
-        raise UsageError("--assistant needs --model PATH (the model it drafts for)")
-    try:
-        for user in (from_flags(model, assistant),) if model else settings.user_models:
-            resolve(user)
-    except ModelError as exc:
-        raise UsageError(f"bad model: {exc}") from exc
-
-
-def current_env_key(args: argparse.Namespace) -> str:
+def current_env_key(run: RunSettings) -> str:
     """The env key this machine's runs are recorded under (imports torch: only when needed)."""
-    from harness.store.env import fingerprint
+    from harness.store.env import env_key, fingerprint
 
     try:
-        return env_key(fingerprint(dtype=args.dtype, attn_implementation=args.attn, device=args.device))
+        return env_key(fingerprint(dtype=run.dtype, attn_implementation=run.attn, device=run.device,
+                                   threads=run.threads))
     except ValueError as exc:
         raise UsageError(f"--dtype/--device: {exc}") from exc
 
@@ -146,7 +147,7 @@ def check_workers(value: str | None) -> None:
         raise UsageError("-n needs pytest-xdist; install it (pip install pytest-xdist) or drop -n")
 
 
-HARNESS_SUITES = Path(__file__).resolve().parents[1] / "suites"  # the harness checkout's own
+HARNESS_SUITES = Path(__file__).resolve().parents[2] / "suites"  # the harness checkout's own
 
 
 def suites_dir(project: Project, args: argparse.Namespace) -> Path:
@@ -159,21 +160,11 @@ def suites_dir(project: Project, args: argparse.Namespace) -> Path:
     return path
 
 
-def pytest_command(project: Project, args: argparse.Namespace, results: Path, extra: Sequence[str]) -> list[str]:
+def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
     command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), "-p", "no:cacheprovider",
-               "--rootdir", str(project.root), "--harness-results", str(results),
-               "--golden-dir", str(project.store.root),
-               "--harness-dtype", args.dtype, "--harness-device", args.device, "--harness-attn", args.attn]
-    if args.threads:
-        command += ["--harness-threads", str(args.threads)]
-    if getattr(args, "model", None):
-        command += ["--harness-model", str(Path(args.model).resolve())]
-        if args.assistant:
-            command += ["--harness-assistant", str(Path(args.assistant).resolve())]
+               "--rootdir", str(project.root), *run.to_pytest_args()]
     if args.workers is not None:
         command += ["-n", args.workers]
-    if getattr(args, "deep", False):
-        command.append("--harness-deep")
     if not args.verbose:
         command.append("-q")
     return command + list(extra)
@@ -195,61 +186,3 @@ def pytest_problem(rc: int) -> str | None:
         return "pytest collected no tests (exit 5): check --suites and the PYTEST ARGS after --"
     what = PYTEST_FAILURES.get(rc, "killed or crashed" if rc < 0 else "unexpected exit code")
     return f"pytest stopped with exit code {rc} ({what}); see its output above"
-
-
-# ----------------------------------------------------------------------------------------------
-# harness init
-
-
-def starter_block(name: str, model: str | None, assistant: str | None, models_dir: Path) -> str:
-    """The commented `[tool.harness]` block `harness init` writes (TOML; strings JSON-quoted)."""
-    import json
-
-    def q(value: str) -> str:
-        return json.dumps(value)
-
-    path = q(str(Path(model).resolve())) if model else q("/path/to/your/model")
-    helper = f"assistant = {q(str(Path(assistant).resolve()))}" if assistant else \
-        '# assistant = "/path/to/a/smaller/model"'
-    return f"""
-[tool.harness]
-# written by `harness init`: every key is described in genharness's README, "Configuration"
-golden_dir = "golden/records"  # your golden records, <env-key>/<suite>/<case>.json: commit them
-models_dir = {q(str(models_dir))}  # the harness's fixture zoo (hash-checked)
-reports_dir = "reports"        # HTML reports (git-ignore it)
-# baseline = ""                # env key to compare against ("" = this environment's own records)
-
-[tool.harness.models.{name}]
-path = {path}  # a save_pretrained directory (safetensors only; never unpickled)
-{helper}  # same tokenizer; enables the assisted / ensemble cases
-# dtype = "bf16"               # the dtype you serve in (default: the run's, --dtype, fp32)
-# prompts = "prompts.jsonl"    # your prompts, one {{"id": "...", "text": "..."}} a line (default: two built-in)
-# paths = ["plain", "assisted", "prompt_lookup", "mtp", "ensemble"]  # default: every path it supports
-"""
-
-
-def init_project(directory: Path, name: str, model: str | None, assistant: str | None) -> tuple[Path, Path]:
-    """Append the starter block to directory/pyproject.toml (created if absent) and create its
-    golden_dir; a pyproject.toml that has [tool.harness] already is left alone (UsageError)."""
-    from harness.fixtures.zoo import MODELS_DIR
-    from harness.settings.models import NAME
-
-    if not NAME.match(name):
-        raise UsageError(f"--name {name!r}: use letters, digits, '-' and '_' (it prefixes case ids and record files)")
-    if assistant and not model:
-        raise UsageError("--assistant needs --model PATH (the model it drafts for)")
-    pyproject = directory / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    try:
-        has = "harness" in tomllib.loads(text).get("tool", {})
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{pyproject}: not valid TOML ({exc}); fix it before `harness init`") from exc
-    if has:
-        raise UsageError(f"{pyproject} already has [tool.harness]; edit it (README, 'Configuration') "
-                         "instead of running init again")
-    block = starter_block(name, model, assistant, MODELS_DIR)
-    pyproject.write_text(text + ("\n" if text and not text.endswith("\n") else "") + block.lstrip("\n" if not text else ""),
-                         encoding="utf-8")
-    golden = directory / "golden" / "records"
-    golden.mkdir(parents=True, exist_ok=True)
-    return pyproject, golden

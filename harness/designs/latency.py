@@ -12,39 +12,41 @@ The timer is the process's CPU time (`time.process_time`, see `timer`). Each sam
 (the minimum is the least-disturbed estimate of a short call's cost; a descheduling spike hits
 one call, not all of them).
 
-Also here: Leviathan et al.'s theoretical speculative speedup and the CPU resident-set size.
+The latency suite's fields (suites/test_latency.py; the table is harness/cases.py `latency`), each kind
+`latency`, compared on the same hardware class only, a slowdown beyond `latency_tolerance` at the
+run's per-test alpha (harness/checking/compare_stats.py):
+
+  <model>.prefill   prefill_{short,long}_{dynamic,static}: one forward over the prompt into a fresh
+                    cache (extras: rss_delta_bytes of prefill + 16 decode steps per cache)
+  <model>.decode    decode_{dynamic,static}: per-token time of steady-state greedy decode (after 4
+                    warm-up steps; each sample = 8 steps / 8)
+  <model>.generate  generate_<path>: one greedy generate() call per path of the case (llama-target:
+                    plain, assisted, prompt_lookup, ensemble w=0.3, 24 tokens; glm4moe-mtp: plain, mtp,
+                    8 tokens; a user model: its paths but MTP, 24 tokens, 6 samples). Extras per
+                    speculative path: acceptance (per token), tokens_per_forward, draft_tokens,
+                    cost_ratio, speedup (median plain / median path, this run) and
+                    theoretical_speedup (Leviathan et al.)
+A deep run takes DEEP_FACTOR x the samples.
 """
 
 from __future__ import annotations
 
 import gc
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.settings.config import deep_mode
+from harness.schema import Case, Observation
+from harness.settings.run import RunSettings
+from harness.subjects import hf, hf_latency
+from harness.subjects.timing import timer
 
-# CPU time of this process (what pytest-benchmark times with under
-# `--benchmark-timer time.process_time`): on a shared machine wall time also measures how long the
-# scheduler kept the process off a core - a 10 ms decode loop is descheduled far more often than a
-# 1 ms calibration call, so wall-time ratios drift by 50 % with the machine's load. The suites run
-# torch on one intra-op thread, so the process's CPU time is the work done.
-timer = time.process_time
-
-DEEP_ENV = "HARNESS_LATENCY_DEEP"  # "1": the longer, more precise mode (more samples)
+DEEP_FACTOR = 3  # a deep run takes this many times the samples
 
 
-def deep() -> bool:
-    """The opt-in precise mode (env HARNESS_LATENCY_DEEP=1, or HARNESS_DEEP=1 / --harness-deep for
-    every deep mode): 3x the samples of a default run."""
-    return os.environ.get(DEEP_ENV, "") not in ("", "0") or deep_mode()
-
-
-def scaled(n: int) -> int:
-    """`n` samples in a default run, 3n in deep mode."""
-    return 3 * n if deep() else n
+def scaled(n: int, deep: bool = False) -> int:
+    """`n` samples in a default run, DEEP_FACTOR x n in a deep one."""
+    return DEEP_FACTOR * n if deep else n
 
 
 @dataclass
@@ -109,18 +111,76 @@ def interleaved(subject: Callable[..., Any], calibration: Callable[[], Any], n: 
     return out
 
 
-def theoretical_speedup(a: float, g: float, c: float) -> float:
-    """Leviathan et al. (2023), eq. 1 and thm. 3.8: with per-token acceptance rate `a`, draft
-    length `g` and cost ratio c = t(draft step) / t(target step),
-    E[tokens per target step] = (1 - a^(g+1)) / (1 - a), speedup = E / (g*c + 1)."""
-    expected = (1 - a ** (g + 1)) / (1 - a) if a < 1 else g + 1
-    return expected / (g * c + 1)
+# ----------------------------------------------------------------------------------------------
+# the suite's observations
 
 
-def rss_bytes() -> int:
-    """This process's resident set size now (Linux /proc; 0 where unavailable)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+def _timed(obs: Observation, name: str, timing: Timing, **extras: Any) -> None:
+    obs.add(name, timing.value(), kind="latency", ratio_to_calibration=timing.ratio(), **extras)
+
+
+def prefill(zoo: Any, case: Case, run: RunSettings) -> Observation:
+    obs = Observation()
+    model = zoo.load(case.model).model
+    cal = hf_latency.calibration(zoo)
+    for prompt in ("short", "long"):
+        ids = zoo.prompt_ids(case.model, f"{prompt}-0")
+        for kind in ("dynamic", "static"):
+            timing = interleaved(hf_latency.prefill(model, ids, kind), cal, scaled(25, run.deep), inner=3, cal_inner=3)
+            extras = {"rss_delta_bytes": hf_latency.rss_delta(model, ids, kind)} if prompt == "long" else {}
+            _timed(obs, f"prefill_{prompt}_{kind}", timing, tokens=int(ids.shape[1]), **extras)
+    return obs
+
+
+def decode(zoo: Any, case: Case, run: RunSettings) -> Observation:
+    obs = Observation()
+    model = zoo.load(case.model).model
+    cal = hf_latency.calibration(zoo)
+    ids = zoo.prompt_ids(case.model, "short-0")
+    for kind in ("dynamic", "static"):
+        timing = interleaved(hf_latency.decode_steps(model), cal, scaled(20, run.deep), inner=2,
+                             cal_inner=3, setup=hf_latency.decode_setup(model, ids, kind))
+        timing.samples = [s / hf_latency.DECODE_STEPS for s in timing.samples]
+        _timed(obs, f"decode_{kind}", timing, steps_per_sample=hf_latency.DECODE_STEPS)
+    return obs
+
+
+def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
+    obs = Observation()
+    cal = hf_latency.calibration(zoo)
+    ids = zoo.prompt_ids(case.model, "short-0")
+    n = scaled(15 if case.model == "llama-target" else 6, run.deep)
+    plain: Timing | None = None
+    for path in case.param("paths"):
+        feature = hf.PATH_FEATURE.get(path)
+        if feature is not None:
+            supported = hf.capabilities()[feature]
+            obs.add(f"supports_{feature}", supported, kind="capability")
+            if not supported:
+                obs.skipped(f"generate_{path}", "latency", f"transformers {hf.version()} does not support {feature}")
+                continue
+        call = hf_latency.generate_path(zoo, case.model, path, ids, case.new_tokens, case.draft_tokens,
+                                        weight=case.param("weight") if path == "ensemble" else None,
+                                        assistant=case.assistant if path in ("assisted", "ensemble") else None)
+        got = call()
+        if got.error is not None:
+            obs.add(f"generate_{path}_error", got.error)
+            continue
+        timing = interleaved(call, cal, n, cal_inner=5, warmup=1)
+        extras: dict[str, Any] = {"new_tokens": len(got.tokens), "target_forwards": got.target_forwards}
+        if path == "plain":
+            plain = timing
+        elif plain is not None:
+            c = hf_latency.cost_ratio(zoo, case.model, path, case.assistant)
+            extras.update(hf_latency.speculative_stats(got, case.draft_tokens, c, median(plain.samples),
+                                                       median(timing.samples)))
+        _timed(obs, f"generate_{path}", timing, **extras)
+    return obs
+
+
+OBSERVE = {"prefill": prefill, "decode": decode, "generate": generate}
+
+
+def observe(zoo: Any, case: Case, run: RunSettings) -> Observation:
+    """The case's timings: `<model>.prefill`, `<model>.decode` or `<model>.generate`."""
+    return OBSERVE[case.id.rsplit(".", 1)[1]](zoo, case, run)

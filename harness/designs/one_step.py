@@ -27,8 +27,8 @@ returns `CONTEXTS`.
 Sample size (`design`), at level = alpha / STAT_CHECKS (alpha = the run's per-test alpha; Holm
 within the case decides its smallest p-value at alpha / 4, and re-decides - and re-bounds - a
 field at no less than that level), N is the larger of
-  - `stats.samples_needed(tv_max, POWER, level, k)`: the G-test detects every distribution at TV
-    >= tv_max with probability >= POWER (k = bins with P > 0), and
+  - `stats.samples_needed(tv_max, DESIGN_POWER, level, k)`: the G-test detects every distribution at TV
+    >= tv_max with probability >= stats.DESIGN_POWER (k = bins with P > 0), and
   - the smallest N at which a correct verifier's check is not `underpowered`: the check's TV upper
     bound (`stats.tv_upper_bound`: TV(p^, P) + 1/2 * Weissman's L1 width at level) stays <= tv_max
     with probability >= `NULL_QUANTILE` (the empirical TV's quantile is simulated under P with a
@@ -41,76 +41,38 @@ Lumped support: tokens with P >= `MIN_P`, the rest as one bin ("other").
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
+from harness.cases import ASSISTANT, CONTEXTS, TARGET, Context
 from harness.checking import stats
 from harness.engine import verify
 from harness.fixtures import prompts
+from harness.schema import Case, Observation
 
 SEED = 1234
-WEIGHTS = (None, 0.3, 0.7)
 MIN_P = 1e-3
-POWER = 0.8
 NULL_QUANTILE = 0.99  # P(a correct verifier's check is marked underpowered) <= 1 - NULL_QUANTILE
 STAT_CHECKS = 4  # statistical fields per case (see `observe`): Holm decides the first one at alpha / 4
 NULL_SIMULATIONS = 3000
 NULL_SEED = 20240601
 ACCEPTANCE_RANGE = (0.5, 0.7)
 MIN_PREFIX = 4  # tokens; the first word pieces of a prompt are not a sentence context
-TARGET, ASSISTANT = "llama-target", "llama-assistant"
-
-# m of a default `pytest suites` run (tests using `golden`), so alpha / m is the per-test alpha the
-# suite is sized for; tests/test_bias_design.py checks it against a real collection.
-
-DEFAULT_RUN_TESTS = 326
-DEFAULT_RUN_ALPHA = 0.01  # [tool.harness] alpha (default)
 
 Verifier = Callable[[int, torch.Tensor, torch.Tensor, "float | None"], tuple[int, int]]
 """f(draft_token, q_logits, p_logits, w) -> (first emitted token, accepted 0/1): the shape of
 harness.subjects.hf.speculative_sampling()'s verifier."""
 
 
-@dataclass(frozen=True)
-class Context:
-    """The first `length` tokens of held-out prompt `prompt` (tokenized by the llama-target
-    tokenizer, no special tokens added by it)."""
-
-    prompt: str
-    length: int
-
-
-CONTEXTS = (Context("long-1", 70), Context("long-0", 80), Context("long-1", 80))
-
-# (w, context index); the case id is "<lossless|w0.3|w0.7>.ctx<i>", each with its own seed
-CASES = tuple((w, i) for w in WEIGHTS for i in range(len(CONTEXTS)))
-
-
-def case_id(w: float | None, ctx: int) -> str:
-    return f"{'lossless' if w is None else f'w{w}'}.ctx{ctx}"
-
-
-SEED_OFFSET_ENV = "HARNESS_SEED_OFFSET"  # an integer: fresh draws for a rerun (the decision's alpha is unchanged)
-
-
-def seed_offset() -> int:
-    """HARNESS_SEED_OFFSET (default 0): shifts every case's seed by 1000 x offset, so a rerun draws
-    fresh samples; the seeds are free here (the checks are statistical, the records are counts)."""
-    raw = os.environ.get(SEED_OFFSET_ENV, "").strip()
-    try:
-        return int(raw) if raw else 0
-    except ValueError:
-        raise ValueError(f"{SEED_OFFSET_ENV}={raw!r}: expected an integer") from None
-
-
-def case_seed(w: float | None, ctx: int) -> int:
-    """Independent draws per case (the run's false-alarm bound assumes nothing more)."""
-    return SEED + CASES.index((w, ctx)) + 1000 * seed_offset()
+def case_seed(case: Case, salt: int = 0) -> int:
+    """Independent draws per case (the run's false-alarm bound assumes nothing more); a run's seed
+    salt (`--harness-seed-salt N`) shifts every case by 1000 x N, so a rerun draws fresh samples (the
+    seeds are free here: the checks are statistical, the records are counts)."""
+    return SEED + int(case.param("order")) + 1000 * salt
 
 
 # ----------------------------------------------------------------------------------------------
@@ -192,51 +154,43 @@ def null_tv_upper(expected: Sequence[float], n: int, alpha: float, quantile: flo
 
 
 @dataclass(frozen=True)
-class Design:
-    """How one case is checked: support, N and what N buys at the run's alpha."""
+class Plan:
+    """How one case is checked: the lumped support, its exact probabilities, the sample design,
+    and the NULL_QUANTILE of the TV upper bound a correct verifier would report."""
 
     keep: list[int]
     expected: dict[str, float]
-    n: int
-    alpha: float  # the run's per-test alpha
-    level: float  # alpha / STAT_CHECKS: the level Holm may decide (and bound) a field at
-    tv_max: float
-    bins: int  # outcomes with P > 0 (the G-test's k)
-    power: float  # G-test power at TV = tv_max at `level` (least favourable alternative)
-    detectable_tv: float  # TV detected with probability POWER
-    null_tv_upper: float  # NULL_QUANTILE of the TV upper bound for a correct verifier
+    design: stats.SampleDesign
+    null_tv_upper: float
 
-    def extras(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "holm_level": self.level, "n": self.n, "power": self.power, "power_at_tv": self.tv_max,
-                "detectable_tv": self.detectable_tv, "detectable_at_power": POWER}
+    @property
+    def n(self) -> int:
+        return self.design.n
 
 
-def design(p: torch.Tensor, q: torch.Tensor, w: float | None, alpha: float, tv_max: float) -> Design:
+def design(p: torch.Tensor, q: torch.Tensor, w: float | None, alpha: float, tv_max: float) -> Plan:
     """N for one case at per-test level `alpha` (see the module docstring)."""
     exact = verify.step_distribution(p, q, w)
     keep, expected = lumped(exact)
     probs = list(expected.values())
-    bins = max(sum(1 for x in probs if x > 0), 2)
-    level = alpha / STAT_CHECKS
-    n = stats.samples_needed(tv_max, power=POWER, alpha=level, k=bins)
+    plan = stats.SampleDesign.gtest(probs, alpha, STAT_CHECKS, tv_max, step=1)
+    level, n = plan.level, plan.n
     bound = null_tv_upper(probs, n, level)
     if bound > tv_max:  # both of the bound's terms shrink like 1/sqrt(n): start near the answer
         n = int(n * (bound / tv_max) ** 2 * 0.97)
     n = -(-n // 100) * 100  # multiples of 100
     while null_tv_upper(probs, n, level) > tv_max:
         n += 100
-    while n > 100 and null_tv_upper(probs, n - 100, level) <= tv_max and n - 100 >= stats.samples_needed(
-            tv_max, power=POWER, alpha=level, k=bins):
+    while n > 100 and null_tv_upper(probs, n - 100, level) <= tv_max and n - 100 >= plan.n:
         n -= 100
-    return Design(keep, expected, n, alpha, level, tv_max, bins, stats.gtest_power(n, tv_max, level, bins),
-                  stats.detectable_tv(n, POWER, level, bins), null_tv_upper(probs, n, level))
+    return Plan(keep, expected, plan.with_n(n), null_tv_upper(probs, n, level))
 
 
 # ----------------------------------------------------------------------------------------------
 # drawing and checking
 
 
-def draw(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan: Design,
+def draw(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan: Plan,
          seed: int) -> tuple[dict[str, int], int]:
     """N one-draft steps through `run`: emitted-token counts on the lumped support, accepted drafts."""
     gen = torch.Generator().manual_seed(seed)
@@ -253,43 +207,57 @@ def draw(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan:
     return counts, accepted
 
 
-class Checks(Protocol):
-    """What `observe` needs of harness.plugin.golden.Golden."""
-
-    def check(self, name: str, value: Any, kind: str = ..., **extras: Any) -> Any: ...
-    def reference(self, name: str, observed: Any, expected: Any, kind: str = ..., *,
-                  observed_extras: dict[str, Any] | None = ..., expected_extras: dict[str, Any] | None = ...) -> Any: ...
-    def outcome(self, name: str, status: Any, kind: str = ..., detail: str = ..., category: Any = ...,
-                diff: dict[str, Any] | None = ...) -> Any: ...
-
-
-def observe(golden: Checks, run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan: Design,
-            seed: int, series: str = "one-step verifier") -> None:
-    """Draw N steps and hand the fields to the comparers (the suite decides nothing itself):
+def observe(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan: Plan,
+            seed: int, series: str = "one-step verifier") -> Observation:
+    """Draw N steps and hand the fields to the comparers (the design decides nothing itself):
       first_token           distribution  emitted-token counts with the exact probabilities (record)
       first_token_vs_exact  distribution  G-test of fit against the exact probabilities (reference)
       acceptance            rate          accepted drafts k/N (record)
       acceptance_vs_exact   rate          binomial test of k/N against sum_x min(q(x), v(x)) (reference)
-      bias_vs_target        exact         the bias curve point (information, always pass)"""
+      bias_vs_target        exact         the bias curve point (information)"""
     counts, accepted = draw(run, p, q, w, plan, seed)
-    expected, n = plan.expected, plan.n
-    golden.check("first_token", counts, kind="distribution", expected=expected, **plan.extras())
-    golden.reference("first_token_vs_exact", counts, expected, kind="distribution",
-                     observed_extras={"expected": expected, **plan.extras()}, expected_extras={"expected": expected})
-    golden.check("acceptance", {"k": accepted, "n": n}, kind="rate")
+    expected, n, extras = plan.expected, plan.n, plan.design.extras()
+    obs = Observation()
+    obs.add("first_token", counts, kind="distribution", expected=expected, **extras)
+    obs.reference("first_token_vs_exact", counts, expected, kind="distribution",
+                  observed_extras={"expected": expected, **extras}, expected_extras={"expected": expected})
+    obs.add("acceptance", {"k": accepted, "n": n}, kind="rate")
     acceptance = verify.acceptance_probability(p, q, w)
-    golden.reference("acceptance_vs_exact", {"k": accepted, "n": n}, {"p": acceptance}, kind="rate")
+    obs.reference("acceptance_vs_exact", {"k": accepted, "n": n}, {"p": acceptance}, kind="rate")
     emitted = [counts[str(i)] for i in plan.keep] + [counts["other"]]
     target = [float(p[i]) for i in plan.keep] + [1 - float(p[plan.keep].sum())]
-    interval = stats.binomial_test(accepted, n, acceptance, 1 - plan.alpha)
-    golden.outcome(
-        "bias_vs_target", "pass", kind="exact", category="bias" if w is not None else "",
-        detail=f"exact TV(emitted, target) = {verify.step_bias(p, q, w):.4f} (w = {w}); the fit is decided by "
-               "first_token_vs_exact",
-        diff={"w": 1.0 if w is None else w,  # lossless = the w -> 1 limit (v = p)
+    interval = stats.binomial_test(accepted, n, acceptance, 1 - plan.design.alpha)
+    obs.info("bias_vs_target",
+             f"exact TV(emitted, target) = {verify.step_bias(p, q, w):.4f} (w = {w}); the fit is decided by "
+             "first_token_vs_exact",
+             {"w": 1.0 if w is None else w,  # lossless = the w -> 1 limit (v = p)
               "series": series, "tv_exact": verify.step_bias(p, q, w),
               "tv_measured": stats.tv_distance(emitted, target),
-              "tv_ci": [0.0, stats.tv_upper_bound(emitted, target, plan.alpha)],
+              "tv_ci": [0.0, stats.tv_upper_bound(emitted, target, plan.design.alpha)],
               "acceptance_exact": acceptance, "acceptance_measured": accepted / n,
-              "acceptance_ci": [interval.low, interval.high], **plan.extras()},
-    )
+              "acceptance_ci": [interval.low, interval.high], **extras},
+             category="bias" if w is not None else "")
+    return obs
+
+
+def observe_case(zoo: Any, case: Case, alpha: float, tv_max: float, salt: int = 0) -> Observation:
+    """The bias suite's case through transformers' own verifier (harness/subjects/hf.py
+    `speculative_sampling`): the installed version's capability first, then `observe`."""
+    from harness.subjects import hf
+
+    obs = Observation()
+    w = case.weight
+    found = hf.speculative_sampling()
+    if w is not None:
+        supported = found is not None and found[1]
+        obs.add("supports_assistant_ensemble_weight", supported, kind="capability")
+        if not supported:
+            return obs.stop("the installed transformers has no assistant_ensemble_weight in _speculative_sampling")
+    if found is None:
+        return obs.stop("the installed transformers has no _speculative_sampling")
+    ctx = int(case.param("ctx"))
+    context = CONTEXTS[ctx]
+    p, q = step_inputs(zoo, context)
+    plan = design(p, q, w, alpha, tv_max)
+    return obs.merge(observe(found[0], p, q, w, plan, case_seed(case, salt),
+                             series=f"one-step verifier, ctx{ctx} ({context.prompt}[:{context.length}])"))

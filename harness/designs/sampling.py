@@ -17,34 +17,27 @@ holds for any alternative). Tuples with probability < MIN_MASS are lumped into o
 record keeps alpha, N, power and the detectable TV beside the counts.
 
 Cost: a speculative path is one generate() call per draw (~6-10 ms here), plain sampling draws
-512 per call; the default grid keeps the speculative cases few, `--harness-deep` (or
-HARNESS_DEEP=1) runs every path x setting at a smaller detectable TV.
+512 per call; the default grid keeps the speculative cases few, a deep run (`--harness-deep`,
+`harness check --deep`) runs every path x setting at a smaller detectable TV. The case table is
+harness/cases.py `sampling`.
 """
 
 from __future__ import annotations
 
-import os
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from harness.cases import SAMPLED_TOKENS as K
+from harness.cases import SamplingSpec
 from harness.checking import stats
 from harness.engine import joint as joints
 from harness.engine.joint import Joint, tv_by_bin
 from harness.engine.processors import Sampling
-from harness.fixtures.cases import ASSISTANT, draft_tokens_of
-from harness.schema import Case
-from harness.settings.config import deep_mode
+from harness.schema import Observation
+from harness.settings.run import RunSettings
 
-K = 2
-# The context every case samples after: the first 70 tokens of held-out prompt long-1, where the
-# target is uncertain (17 two-token tuples above MIN_MASS under the default top-k) and the
-# assistant disagrees with it (one-step acceptance ~0.6; the bias suite's ctx0), so a verifier
-# or drafter fault moves the emitted distribution, and w = 0.3 has an exact bias of TV ~0.26.
-PROMPT, PROMPT_TOKENS = "long-1", 70
-POWER = 0.8
 TV_DEFAULT = 0.2  # detectable TV of a default run (N 300-400: the everyday command stays under 2 min)
 TV_DEEP = 0.08  # ... of a deep run
 MIN_MASS = 0.005  # tuples below this probability form one bin
@@ -55,133 +48,18 @@ PRECISION_TV = 0.02  # low precision: at most this much mass may sit within roun
 # fp16 has 3 more mantissa bits
 BOUNDARY_EPS = {"bf16": 0.1, "fp16": 0.02}
 STAT_CHECKS = 2  # statistical fields per case (the record's fit, the fit against the exact joint): Holm
-# the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
-# use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
-MTP_MODEL = "mellum-mtp"
-SEED_STRIDE = 100_000  # draw i of a case uses seed crc32(case id) * SEED_STRIDE + i (+ HARNESS_SEED_SALT)
-
-SETTINGS: dict[str, Sampling] = {
-    "default": Sampling(),  # only do_sample=True: the installed version's defaults decide
-    "temperature": Sampling(temperature=1.5),
-    "top_k": Sampling(top_k=8),
-    "top_p": Sampling(top_p=0.7),
-    "min_p": Sampling(min_p=0.2),
-    "repetition": Sampling(repetition_penalty=1.5),
-    "combined": Sampling(temperature=0.8, top_k=20, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
-}
+SEED_STRIDE = 100_000  # draw i of a case uses seed crc32(case id) * SEED_STRIDE + i (+ the run's seed salt)
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One sampling case: a model, a path, a setting and the context it samples after."""
-
-    model: str
-    path: str  # plain | assisted | prompt_lookup | mtp | ensemble
-    setting: str
-    weight: float | None = None
-    assistant: str | None = None  # None: the zoo's assistant on the paths that need one
-    prompt: str = PROMPT
-    prompt_tokens: int = PROMPT_TOKENS
-
-    def __post_init__(self) -> None:
-        if self.assistant is None and self.path in ("assisted", "ensemble"):
-            object.__setattr__(self, "assistant", ASSISTANT)
-
-    @property
-    def id(self) -> str:
-        path = self.path if self.weight is None else f"{self.path}.w{self.weight}"
-        return f"{self.model}.{path}.{self.setting}.{self.prompt}-{self.prompt_tokens}.k{K}"
-
-    @property
-    def sampling(self) -> Sampling:
-        return SETTINGS[self.setting]
-
-    @property
-    def draft_tokens(self) -> int | None:
-        return draft_tokens_of(self.path)
-
-    def case(self) -> Case:
-        return Case(self.model, self.path, "dynamic", self.prompt, "sample", weight=self.weight,
-                    draft_tokens=self.draft_tokens, assistant=self.assistant, new_tokens=K, name=self.id,
-                    params=(("prompt_tokens", self.prompt_tokens), ("setting", self.setting)))
-
-    @staticmethod
-    def of(case: Case) -> Spec:
-        return Spec(case.model, case.path, case.param("setting"), case.weight, case.assistant, case.prompt,
-                    int(case.param("prompt_tokens", PROMPT_TOKENS)))
-
-
-def _grid(mtp_model: str | None, deep: bool) -> list[Spec]:
-    everything = list(SETTINGS)
-    if deep:
-        rows = [("llama-target", p, None, everything) for p in ("plain", "assisted", "prompt_lookup")]
-        rows += [("llama-target", "ensemble", w, everything) for w in (0.3, 0.7)]
-        rows += [(mtp_model, "mtp", None, everything)] if mtp_model else []
-    else:
-        rows = [("llama-target", "plain", None, everything),
-                ("llama-target", "assisted", None, ["default", "combined"]),
-                ("llama-target", "prompt_lookup", None, ["default"]),
-                ("llama-target", "ensemble", 0.3, ["default", "min_p"]),
-                ("llama-target", "ensemble", 0.7, ["default"])]
-        rows += [(mtp_model, "mtp", None, ["default", "top_p"])] if mtp_model else []
-    return [Spec(model, path, s, w) for model, path, w, settings in rows for s in settings]
-
-
-# a user model's settings restrict the support with a top-k, so a 32k-256k vocabulary stays tractable
-USER_SETTINGS = ("top_k", "combined")
-ENSEMBLE_WEIGHT_USER = 0.3
-
-
-def user_specs(model: Any) -> list[Spec]:
-    """A user model's cases (harness/settings/models.py `UserModel`): plain sampling at USER_SETTINGS, each
-    other path it supports at top-k (the ensemble at w = 0.3), after its first prompt."""
-    prompt = model.prompts[0].id if model.prompts else PROMPT
-    specs_: list[Spec] = []
-    for path in model.paths:
-        settings = USER_SETTINGS if path == "plain" else USER_SETTINGS[:1]
-        weight = ENSEMBLE_WEIGHT_USER if path == "ensemble" else None
-        assistant = model.assistant_name if path in ("assisted", "ensemble") else None
-        specs_ += [Spec(model.name, path, s, weight, assistant, prompt) for s in settings]
-    return specs_
-
-
-def specs(mtp_model: str | None = MTP_MODEL, deep_run: bool | None = None) -> list[Spec]:
-    """The zoo's case table: the default grid, or every path x setting with HARNESS_DEEP=1."""
-    return _grid(mtp_model, deep_mode() if deep_run is None else deep_run)
-
-
-def cases(user: Any = ()) -> list[Case]:
-    """The suite's case table (`@pytest.mark.cases`): the zoo's grid, then each user model's."""
-    return [s.case() for s in specs()] + [s.case() for m in user for s in user_specs(m)]
-
-
-def seed_of(spec: Spec) -> int:
-    """A case's first seed: stable across processes and versions, distinct per case;
-    HARNESS_SEED_SALT=<int> shifts every case to fresh seeds (false-alarm measurements)."""
-    salt = int(os.environ.get("HARNESS_SEED_SALT", "0") or 0)
+def seed_of(spec: SamplingSpec, salt: int = 0) -> int:
+    """A case's first seed: stable across processes and versions, distinct per case; a run's
+    seed salt (`--harness-seed-salt N`) shifts every case to fresh seeds (false-alarm measurements)."""
     return (zlib.crc32(spec.id.encode()) * SEED_STRIDE + salt * 7_919) % 2**62
 
 
-@dataclass(frozen=True)
-class Design:
-    n: int
-    alpha: float
-    tv: float
-    power: float  # against TV = tv at level alpha
-    bins: int
-    min_mass: float
-
-    def extras(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "n": self.n, "power": self.power, "detectable_tv": self.tv, "bins": self.bins,
-                "min_mass": self.min_mass, "k_tokens": K}
-
-
-def design(joint: Joint, alpha: float, tv: float) -> Design:
-    """N for one case at level `alpha` (see the module docstring)."""
-    bins = max(2, sum(1 for p in joint.probabilities().values() if p > 0))
-    n = stats.samples_needed(tv, power=POWER, alpha=alpha, k=bins)
-    n = -(-n // 100) * 100
-    return Design(n, alpha, tv, stats.gtest_power(n, tv, alpha, bins), bins, joint.min_mass)
+def design(joint: Joint, alpha: float, tv: float) -> stats.SampleDesign:
+    """N for one case at the run's per-test `alpha` (see the module docstring)."""
+    return stats.SampleDesign.gtest(list(joint.probabilities().values()), alpha, STAT_CHECKS, tv)
 
 
 def bias(joint: Joint, target: Joint) -> float:
@@ -193,12 +71,11 @@ def bias(joint: Joint, target: Joint) -> float:
 # observing a case
 
 
-def context_ids(zoo: Any, spec: Spec) -> list[int]:
+def context_ids(zoo: Any, spec: SamplingSpec) -> list[int]:
     """The sampling context under the model's own tokenizer (a user model's prompt, else the zoo's)."""
     return zoo.load(spec.model).tokenizer(zoo.prompt_text(spec.model, spec.prompt)).input_ids[: spec.prompt_tokens]
 
-
-def expected_joint(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int]) -> tuple[Joint, Joint]:
+def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int]) -> tuple[Joint, Joint]:
     """(the path's exact joint, the target's) under `settings`: the reference engine's forward where it
     implements the family, else transformers' own plain forward
     (lossless paths only need p)."""
@@ -220,7 +97,7 @@ def expected_joint(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int]) 
     return path, target
 
 
-def boundary_ambiguity(zoo: Any, spec: Spec, settings: Sampling, prompt: list[int], target: Joint,
+def boundary_ambiguity(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int], target: Joint,
                        eps: float) -> float:
     """The expected probability mass, over the first two positions, of tokens within `eps` (a
     logit margin: BOUNDARY_EPS of the dtype) of a top-k / top-p / min-p cut, from the fp32
@@ -242,33 +119,35 @@ def boundary_ambiguity(zoo: Any, spec: Spec, settings: Sampling, prompt: list[in
     return total
 
 
-def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float | None = None) -> None:
-    """Draw the case and hand its fields to the comparers (the suite decides nothing itself):
+def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field: str = "joint") -> Observation:
+    """Draw the case and hand its fields to the comparers (the design decides nothing itself):
       <field>_error    exact         the exception generate() raised, or None
       <field>_processors exact       the logits processors generate() applied (defaults included)
-      <field>          distribution  counts of the K-tuples with their exact probabilities, alpha, N,
-                                     power and detectable TV (record: fit, and the exact joint vs the baseline's)
+      <field>          distribution  counts of the K-tuples with their exact probabilities and the design
+                                     (alpha, N, power, detectable TV) (record: fit, and the exact joint vs
+                                     the baseline's)
       <field>_vs_exact distribution  G-test of fit against the exact joint, decided in every run
       <field>_bias_vs_target exact   exact TV(path joint, target joint) next to the measured one"""
     from harness.subjects import hf_sampling
 
-    tv = tv or (TV_DEEP if deep_mode() else TV_DEFAULT)
+    obs = Observation()
+    tv = TV_DEEP if run.deep else TV_DEFAULT
     prompt = context_ids(zoo, spec)
     ids = torch.tensor([prompt], device=zoo.device)
     model = zoo.load(spec.model).model
     path_args = zoo.path_args(spec.case())
-    seed = seed_of(spec)
+    seed = seed_of(spec, run.seed_salt)
     probe = zoo.memo(("sampling-probe", spec, seed),
                      lambda: hf_sampling.draw(model, ids, K, 1, spec.sampling, seed=seed, **path_args))
-    golden.check(f"{field}_error", probe.error)
+    obs.add(f"{field}_error", probe.error)
     if probe.error is not None:
-        return
-    golden.check(f"{field}_processors", probe.processors)
+        return obs
+    obs.add(f"{field}_processors", probe.processors)
     settings = probe.effective()
     if settings is None:
-        golden.outcome(field, "skipped", kind="distribution", category="not-applicable",
-                       detail=f"generate() applied a processor the engine does not implement: {probe.processors}")
-        return
+        obs.skipped(field, "distribution",
+                    f"generate() applied a processor the engine does not implement: {probe.processors}")
+        return obs
     path_joint, target = zoo.memo(("sampling-joint", spec, settings), lambda: expected_joint(zoo, spec, settings, prompt))
     dtype = zoo.dtype_of(spec.model)
     eps = BOUNDARY_EPS.get(dtype)
@@ -279,24 +158,36 @@ def observe(golden: Any, zoo: Any, spec: Spec, field: str = "joint", tv: float |
                f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({settings.describe()}); "
                "fp32 runs check it")
         for name in (field, f"{field}_vs_exact"):
-            golden.outcome(name, "skipped", kind="distribution", category="not-applicable", detail=why)
-        return
-    plan = design(path_joint, golden.alpha / STAT_CHECKS, tv)
+            obs.skipped(name, "distribution", why)
+        return obs
+    plan = design(path_joint, alpha, tv)
     draws = zoo.memo(("sampling-draws", spec, seed, plan.n),
                      lambda: hf_sampling.draw(model, ids, K, plan.n, spec.sampling, seed=seed, **path_args))
     counts = path_joint.counts(draws.samples)
     expected = path_joint.probabilities()
-    extras = {"settings": settings.describe(), **plan.extras()}
-    golden.check(field, counts, kind="distribution", expected=expected, **extras)
-    golden.reference(f"{field}_vs_exact", counts, expected, kind="distribution",
-                     observed_extras={"expected": expected, **extras}, expected_extras={"expected": expected})
+    extras = {"settings": settings.describe(), **plan.extras(), "min_mass": path_joint.min_mass, "k_tokens": K}
+    obs.add(field, counts, kind="distribution", expected=expected, **extras)
+    obs.reference(f"{field}_vs_exact", counts, expected, kind="distribution",
+                  observed_extras={"expected": expected, **extras}, expected_extras={"expected": expected})
     measured = tv_by_bin({k: c / plan.n for k, c in counts.items()}, target.probabilities())
-    half_width = 0.5 * stats.l1_deviation_bound(plan.n, len(counts), plan.alpha)
+    half_width = 0.5 * stats.l1_deviation_bound(plan.n, len(counts), plan.level)
     exact = bias(path_joint, target)
-    golden.outcome(f"{field}_bias_vs_target", "pass", kind="exact", category="bias" if spec.weight is not None else "",
-                   detail=f"exact TV(emitted, target) = {exact:.4f} over the bins; measured {measured:.4f} "
-                          f"(n = {plan.n}); the fit is decided by {field}",
-                   diff={"w": spec.weight, "path": spec.path, "setting": spec.setting, "bias_exact": exact,
-                         "tv_to_target": measured,
-                         "tv_to_target_ci": [max(0.0, measured - half_width), min(1.0, measured + half_width)],
-                         "seconds": draws.seconds, **plan.extras()})
+    obs.info(f"{field}_bias_vs_target",
+             f"exact TV(emitted, target) = {exact:.4f} over the bins; measured {measured:.4f} "
+             f"(n = {plan.n}); the fit is decided by {field}",
+             {"w": spec.weight, "path": spec.path, "setting": spec.setting, "bias_exact": exact,
+              "tv_to_target": measured,
+              "tv_to_target_ci": [max(0.0, measured - half_width), min(1.0, measured + half_width)],
+              "seconds": draws.seconds, **plan.extras()},
+             category="bias" if spec.weight is not None else "")
+    return obs
+
+
+def observe_case(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float) -> Observation:
+    """The sampling suite's case: the path's generate() feature first (`supports_<feature>`), then `observe`."""
+    from harness.subjects import hf
+
+    obs = Observation()
+    if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path)):
+        return obs
+    return obs.merge(observe(zoo, spec, run, alpha))

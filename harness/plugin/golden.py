@@ -6,9 +6,12 @@ record of its case) and the write of its record when the test ends. The plugin
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from harness.checking.core import CaseCheck
+import pytest
+
+from harness.checking.core import CaseCheck, Rules
 from harness.schema import (
     STATISTICAL_KINDS,
     Category,
@@ -20,14 +23,34 @@ from harness.schema import (
     Status,
 )
 
-if TYPE_CHECKING:
-    from harness.plugin import HarnessSession
+
+class Store(Protocol):
+    root: Path
+
+    def read(self, env_key: str, suite: str, case: str) -> Record | None: ...
+    def update(self, env_key: str, suite: str, case: str, env: dict[str, Any], fields: dict[str, Field], *,
+               overwrite: bool = False, replace_unreadable: bool = False) -> Any: ...
+
+
+class Session(Protocol):
+    """What a `Golden` needs of the run (harness/plugin/session.py `HarnessSession`)."""
+
+    store: Store
+    strict: bool
+    read_only: bool
+    force_regen: bool
+    baseline_key: str
+    run_env: Any
+    writes: list[dict[str, Any]]
+    outcomes: list[Outcome]
+
+    def rules(self) -> Rules: ...
 
 
 class Golden:
     """The `golden` fixture: one test's checks (a `CaseCheck`), and the write of its record."""
 
-    def __init__(self, session: HarnessSession, suite: str, case: str, nodeid: str):
+    def __init__(self, session: Session, suite: str, case: str, nodeid: str):
         self.session, self.suite, self.case, self.nodeid = session, suite, case, nodeid
         self._check: CaseCheck | None = None
         self._finished = False
@@ -77,8 +100,12 @@ class Golden:
         return self.core.observe(name, Field(kind, value, extras), show)
 
     def check_all(self, observation: Observation) -> list[Outcome]:
-        """Every field of a subject's observation, in order."""
-        return [self.core.observe(name, f) for name, f in observation.fields.items()]
+        """Every field of a subject's observation (`CaseCheck.check_all`). An observation that
+        `stopped` early reports the test skipped with its reason, after its checks so far are in."""
+        out = self.core.check_all(observation)
+        if observation.stopped:
+            pytest.skip(observation.stopped)
+        return out
 
     def reference(self, name: str, observed: Any, expected: Any, kind: str = "exact", *,
                   observed_extras: dict[str, Any] | None = None, expected_extras: dict[str, Any] | None = None,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.checking.findings import group_findings, headline
+from harness.checking.humane import printable, shorten
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.schema import Results, Status
@@ -36,30 +35,6 @@ def write_outputs(results: Results, out_dir: Path, results_json: bool = True, cl
     if results_json:
         atomic_write_json(out_dir / "results.json", results.to_json())
     return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: Any) -> str:
-    """`text` safe for a terminal: control characters (escape sequences, bells, carriage returns)
-    become spaces, and what the terminal's encoding cannot show (a lone surrogate) becomes '?'."""
-    cleaned = _CONTROL.sub(" ", str(text))
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    return cleaned.encode(encoding, "replace").decode(encoding, "replace")
-
-
-def shorten(text: Any, width: int) -> str:
-    text = " ".join(printable(text).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def relative_to(root: Path, value: Any) -> str:
-    """A path (or text naming one) under `root` as a path relative to it, so reports and results
-    carry no machine-specific directories; anything else unchanged."""
-    text = str(value)
-    prefix = str(Path(root).resolve())
-    return text.replace(prefix + "/", "").replace(prefix, ".")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of
+from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of, visible
 from harness.engine.decode import Decoded, decode
 from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
 from harness.schema import Case
@@ -122,3 +122,58 @@ def next_token_probs(model, prompt: list[int], sampling) -> Any:
         return memo[ctx]
 
     return p
+
+
+def held_problems(spec: dict[str, Any], stages: list[tuple[str, list[int], list[int], list[int | None]]]) -> list[str]:
+    """The reference rule for what a cache layer holds: after each stage (name, held key slots per
+    layer, slots the next query needs per layer, the reference seq_len per layer), every layer holds
+    at least what the next query needs, a windowed layer at most its window, and a layer without a
+    sequence (linear attention, seq_len None) no key slots. The problems ([] = none)."""
+    problems = []
+    for stage, got, need, seq in stages:
+        for i, (h, n, w) in enumerate(zip(got, need, windows(spec), strict=True)):
+            bound = 0 if seq[i] is None else seq[i] if w is None else min(seq[i], w)
+            if not n <= h <= bound:
+                problems.append(f"{stage} layer {i} ({spec['layer_types'][i]}): holds {h}, needs >= {n}, "
+                                f"at most {bound}")
+    return problems
+
+
+def effective_mask(call: dict) -> torch.Tensor:
+    """[Tq, Tk] bool: what query i may see of key j in one recorded SDPA call (batch 0, head 0)."""
+    q, k = call["q"], call["k"]
+    tq, tk = q[-2], k[-2]
+    mask = call["attn_mask"]
+    if mask is None:
+        if call["is_causal"]:  # SDPA's is_causal is the top-left aligned triangle
+            return torch.ones(tq, tk, dtype=torch.bool).tril()
+        return torch.ones(tq, tk, dtype=torch.bool)
+    m = torch.broadcast_to(mask, (q[0], q[1], tq, tk))[0, 0]
+    if m.dtype == torch.bool:
+        return m
+    return m > torch.finfo(m.dtype).min / 2
+
+
+def mask_problems(calls: list[dict], layer_types: list[str], sizes: list[int | None], prompt_len: int) -> list[str]:
+    """The reference visibility rule (harness/engine/cache.py `visible`) against the masks a prefill
+    from an empty cache applied, one SDPA call per attention layer in order: queries are positions
+    0..L-1 and key slot j holds position j (slots >= L are unwritten buffer, never visible). The
+    problems ([] = every call masks exactly as the rule for its layer's kind)."""
+    if len(calls) != len(layer_types):
+        return [f"{len(calls)} SDPA calls for {len(layer_types)} layers: cannot assign calls to layers"]
+    problems = []
+    for i, (call, kind, size) in enumerate(zip(calls, layer_types, sizes, strict=True)):
+        tq, tk = call["q"][-2], call["k"][-2]
+        if tq != prompt_len or tk < prompt_len:
+            problems.append(f"layer {i}: q length {tq}, k length {tk} for a {prompt_len}-token prefill")
+            continue
+        mask = effective_mask(call)
+        got = mask[:, :prompt_len]
+        want = visible(kind, torch.arange(prompt_len), torch.arange(prompt_len), size)
+        if not torch.equal(got, want) or bool(mask[:, prompt_len:].any()):
+            bad = (got != want).nonzero().tolist()
+            where = f"first at q={bad[0][0]}, k={bad[0][1]}" if bad else "sees unwritten slots"
+            problems.append(f"layer {i} ({kind}): mask differs from the reference rule ({where}; "
+                            f"attn_mask {'None' if call['attn_mask'] is None else 'tensor'}, "
+                            f"is_causal {call['is_causal']})")
+    return problems

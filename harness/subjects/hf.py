@@ -29,7 +29,7 @@ import torch
 
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
-from harness.schema import Case
+from harness.schema import Case, Observation
 from harness.settings.models import UserModel
 from harness.subjects import error_of, is_subject_error
 
@@ -61,6 +61,24 @@ def capabilities() -> dict[str, bool]:
         "assistant_ensemble_weight": "assistant_ensemble_weight" in fields,
         "static_cache": "static" in cache_kinds,
     }
+
+
+# the generate() feature each decoding path needs (keys of `capabilities()`); plain needs none
+PATH_FEATURE = {"assisted": "assistant_model", "prompt_lookup": "prompt_lookup", "mtp": "use_mtp",
+                "ensemble": "assistant_ensemble_weight"}
+
+
+def requires(obs: Observation, feature: str | None) -> bool:
+    """Record whether the installed transformers has the generate() feature (`supports_<feature>`,
+    a capability: a change is a feature added / removed) and, without it, stop the observation
+    with the reason. True when the case can go on."""
+    if feature is None:
+        return True
+    supported = capabilities().get(feature, False)
+    obs.add(f"supports_{feature}", supported, kind="capability")
+    if not supported:
+        obs.stop(f"transformers {version()} does not support {feature}")
+    return supported
 
 
 # ----------------------------------------------------------------------------------------------

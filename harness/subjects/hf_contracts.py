@@ -19,12 +19,12 @@ from unittest import mock
 
 import torch
 
+from harness.cases import ASSISTANT, TARGET
 from harness.schema import Observation
 from harness.subjects import first_line, hf_api, observe, type_name
 from harness.subjects.hf import Zoo, capabilities, draft_schedule, record_drafts
 from harness.subjects.hf_cache import cache_keyword, forward
 
-TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
 PROMPT = "short-0"
 NEW_TOKENS = 12
 PAD = 0

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from harness.designs.latency import rss_bytes, theoretical_speedup, timer
-from harness.subjects import hf_cache
+from harness.subjects import hf_cache, timing
 from harness.subjects.hf import Zoo, generate
+from harness.subjects.timing import rss_bytes, theoretical_speedup
 
 DECODE_WARMUP = 4  # decode steps after prefill before the timed ones (steady state)
 DECODE_STEPS = 8  # timed decode steps per sample
@@ -98,13 +98,6 @@ def rss_delta(model, ids: torch.Tensor, kind: str, steps: int = 16) -> int:
     return grown
 
 
-def busy_wait(seconds: float) -> None:
-    """Spend `seconds` of CPU time (the harness's timer) spinning: a slowdown, not a sleep."""
-    until = timer() + seconds
-    while timer() < until:
-        pass
-
-
 @contextlib.contextmanager
 def slowed(model, fraction: float) -> Iterator[None]:
     """Make every forward of `model` cost (1 + fraction) times its own time: after each call it
@@ -115,10 +108,10 @@ def slowed(model, fraction: float) -> Iterator[None]:
     starts: list[float] = []
 
     def pre(_module, _args):
-        starts.append(timer())
+        starts.append(timing.timer())
 
     def post(_module, _args, _out):
-        busy_wait(fraction * (timer() - starts.pop()))
+        timing.busy_wait(fraction * (timing.timer() - starts.pop()))
 
     handles = [model.register_forward_pre_hook(pre), model.register_forward_hook(post)]
     try:

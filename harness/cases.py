@@ -1,0 +1,413 @@
+"""Every suite's case table, in one place and one shape.
+
+A table is a function of the run's settings, ``table(run) -> list[Case]`` (run: harness/settings/run.py
+`RunSettings`, or None for the zoo's rows of a default run). A suite declares it with
+``@pytest.mark.cases(table=...)`` and the plugin calls it at collection, so deep mode and your own
+models (``run.user_models``) reach a table through the settings - never through a global. A
+`Case` (harness/schema.py) is frozen and its `id` is stable text that names the record file
+``golden/records/<env-key>/<suite>/<case id>.json``; adding a model to the zoo adds its rows here,
+never a test function.
+
+    outputs(run)    every (model, path, cache, prompt, decoding) that makes sense for the zoo, then each
+                    user model's (its paths x prompts x caches; one seeded sample per path)
+    models(run)     one case per checkpoint (caches, backends)
+    contracts(run)  API contracts, the API surface, per-model defaults, MTP checkpoints, stateful paths
+    sampling(run)   sampled generate() per path x sampling setting (the default grid, or every
+                    path x setting in deep mode), then each user model's
+    bias(run)       one verification step per ensemble weight x context
+    latency(run)    prefill, steady-state decode and generate() per path, then each user model's
+
+The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
+into blocks, so both transformers and the reference engine run a constant draft length
+(`draft_tokens`, no confidence-threshold early stop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.engine.cache import has_linear_attention
+from harness.engine.processors import Sampling
+from harness.fixtures.zoo import SPECS
+from harness.schema import Case
+from harness.settings.models import UserModel
+from harness.settings.run import RunSettings
+
+NEW_TOKENS = 24
+DRAFT_TOKENS = 4
+ENSEMBLE_WEIGHTS = (0.3, 0.7)
+TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
+
+
+def _users(run: RunSettings | None) -> Sequence[UserModel]:
+    return run.user_models if run is not None else ()
+
+
+def _deep(run: RunSettings | None) -> bool:
+    return bool(run is not None and run.deep)
+
+
+def _p(**kwargs: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(kwargs.items()))
+
+
+def draft_tokens_of(path: str) -> int | None:
+    """The constant draft length a path runs with: none for plain decoding, one token for an MTP
+    layer, DRAFT_TOKENS for an assistant or prompt lookup."""
+    return None if path == "plain" else 1 if path == "mtp" else DRAFT_TOKENS
+
+
+# ----------------------------------------------------------------------------------------------
+# models, outputs
+
+
+def models(run: RunSettings | None = None) -> list[Case]:
+    """One case per checkpoint (its id is the model's name): the model-level suites."""
+    return [Case(s.name, name=s.name) for s in SPECS] + [Case(m.name, name=m.name) for m in _users(run)]
+
+
+def user_outputs(model: UserModel) -> list[Case]:
+    """A user model's outputs cases, from its resolved paths and prompts: every path greedy on
+    every prompt in both caches (ensemble at each weight), and each path sampled (seed 0) once on
+    the first prompt in a dynamic cache."""
+    cases: list[Case] = []
+    first = model.prompts[0].id
+    for path in model.paths:
+        assistant = model.assistant_name if path in ("assisted", "ensemble") else None
+        draft = draft_tokens_of(path)
+        weights = ENSEMBLE_WEIGHTS if path == "ensemble" else (None,)
+        for w in weights:
+            for cache in ("dynamic", "static"):
+                for prompt in model.prompts:
+                    cases.append(Case(model.name, path, cache, prompt.id, weight=w, draft_tokens=draft,
+                                      assistant=assistant))
+            cases.append(Case(model.name, path, "dynamic", first, "sample", seed=0, weight=w, draft_tokens=draft,
+                              assistant=assistant))
+    return cases
+
+
+def outputs(run: RunSettings | None = None) -> list[Case]:
+    """Every (model, path, cache, prompt, decoding) combination that makes sense for the zoo, then
+    each user model's (`user_outputs`)."""
+    cases: list[Case] = []
+    for spec in (s for s in SPECS if s.role in ("target", "mtp")):
+        model, is_mtp = spec.name, spec.role == "mtp"
+        for cache in ("dynamic", "static"):
+            for prompt in ("short-0", "long-0"):
+                cases.append(Case(model, "plain", cache, prompt))
+                cases.append(Case(model, "prompt_lookup", cache, prompt, draft_tokens=DRAFT_TOKENS))
+                if is_mtp:
+                    cases.append(Case(model, "mtp", cache, prompt, draft_tokens=1))
+                else:
+                    cases.append(Case(model, "assisted", cache, prompt, draft_tokens=DRAFT_TOKENS,
+                                      assistant=ASSISTANT))
+                if model == TARGET:
+                    for w in ENSEMBLE_WEIGHTS:
+                        cases.append(Case(model, "ensemble", cache, prompt, weight=w, draft_tokens=DRAFT_TOKENS,
+                                          assistant=ASSISTANT))
+        cases.append(Case(model, "plain", "dynamic", "short-1", "sample", seed=0))
+        if model == TARGET:
+            cases.append(Case(model, "assisted", "dynamic", "short-1", "sample", seed=0, draft_tokens=DRAFT_TOKENS,
+                              assistant=ASSISTANT))
+            for w in ENSEMBLE_WEIGHTS:
+                cases.append(Case(model, "ensemble", "dynamic", "short-1", "sample", seed=0, weight=w,
+                                  draft_tokens=DRAFT_TOKENS, assistant=ASSISTANT))
+    return cases + [c for m in _users(run) for c in user_outputs(m)]
+
+
+# ----------------------------------------------------------------------------------------------
+# sampling
+
+# The context every sampling case samples after: the first 70 tokens of held-out prompt long-1, where
+# the target is uncertain (17 two-token tuples above the lumping mass under the default top-k) and the
+# assistant disagrees with it (one-step acceptance ~0.6; the bias suite's ctx0), so a verifier or
+# drafter fault moves the emitted distribution, and w = 0.3 has an exact bias of TV ~0.26.
+SAMPLING_PROMPT, SAMPLING_PROMPT_TOKENS = "long-1", 70
+SAMPLED_TOKENS = 2  # K: the first K emitted tokens of each draw
+SAMPLING_SETTINGS: dict[str, Sampling] = {
+    "default": Sampling(),  # only do_sample=True: the installed version's defaults decide
+    "temperature": Sampling(temperature=1.5),
+    "top_k": Sampling(top_k=8),
+    "top_p": Sampling(top_p=0.7),
+    "min_p": Sampling(min_p=0.2),
+    "repetition": Sampling(repetition_penalty=1.5),
+    "combined": Sampling(temperature=0.8, top_k=20, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+}
+# the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
+# use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
+SAMPLING_MTP_MODEL = "mellum-mtp"
+# a user model's settings restrict the support with a top-k, so a 32k-256k vocabulary stays tractable
+USER_SAMPLING_SETTINGS = ("top_k", "combined")
+USER_ENSEMBLE_WEIGHT = 0.3
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """One sampling case: a model, a path, a setting and the context it samples after."""
+
+    model: str
+    path: str  # plain | assisted | prompt_lookup | mtp | ensemble
+    setting: str
+    weight: float | None = None
+    assistant: str | None = None  # None: the zoo's assistant on the paths that need one
+    prompt: str = SAMPLING_PROMPT
+    prompt_tokens: int = SAMPLING_PROMPT_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.assistant is None and self.path in ("assisted", "ensemble"):
+            object.__setattr__(self, "assistant", ASSISTANT)
+
+    @property
+    def id(self) -> str:
+        path = self.path if self.weight is None else f"{self.path}.w{self.weight}"
+        return f"{self.model}.{path}.{self.setting}.{self.prompt}-{self.prompt_tokens}.k{SAMPLED_TOKENS}"
+
+    @property
+    def sampling(self) -> Sampling:
+        return SAMPLING_SETTINGS[self.setting]
+
+    @property
+    def draft_tokens(self) -> int | None:
+        return draft_tokens_of(self.path)
+
+    def case(self) -> Case:
+        return Case(self.model, self.path, "dynamic", self.prompt, "sample", weight=self.weight,
+                    draft_tokens=self.draft_tokens, assistant=self.assistant, new_tokens=SAMPLED_TOKENS, name=self.id,
+                    params=(("prompt_tokens", self.prompt_tokens), ("setting", self.setting)))
+
+    @staticmethod
+    def of(case: Case) -> SamplingSpec:
+        return SamplingSpec(case.model, case.path, case.param("setting"), case.weight, case.assistant, case.prompt,
+                            int(case.param("prompt_tokens", SAMPLING_PROMPT_TOKENS)))
+
+
+def sampling_grid(deep: bool, mtp_model: str | None = SAMPLING_MTP_MODEL) -> list[SamplingSpec]:
+    """The zoo's sampling cases: a default grid, or every path x setting (deep)."""
+    everything = list(SAMPLING_SETTINGS)
+    if deep:
+        rows = [(TARGET, p, None, everything) for p in ("plain", "assisted", "prompt_lookup")]
+        rows += [(TARGET, "ensemble", w, everything) for w in ENSEMBLE_WEIGHTS]
+        rows += [(mtp_model, "mtp", None, everything)] if mtp_model else []
+    else:
+        rows = [(TARGET, "plain", None, everything),
+                (TARGET, "assisted", None, ["default", "combined"]),
+                (TARGET, "prompt_lookup", None, ["default"]),
+                (TARGET, "ensemble", 0.3, ["default", "min_p"]),
+                (TARGET, "ensemble", 0.7, ["default"])]
+        rows += [(mtp_model, "mtp", None, ["default", "top_p"])] if mtp_model else []
+    return [SamplingSpec(model, path, s, w) for model, path, w, settings in rows for s in settings]
+
+
+def user_sampling(model: UserModel) -> list[SamplingSpec]:
+    """A user model's sampling cases: plain sampling at USER_SAMPLING_SETTINGS, each other path it
+    supports at top-k (the ensemble at w = 0.3), after its first prompt."""
+    prompt = model.prompts[0].id if model.prompts else SAMPLING_PROMPT
+    out: list[SamplingSpec] = []
+    for path in model.paths:
+        settings = USER_SAMPLING_SETTINGS if path == "plain" else USER_SAMPLING_SETTINGS[:1]
+        weight = USER_ENSEMBLE_WEIGHT if path == "ensemble" else None
+        assistant = model.assistant_name if path in ("assisted", "ensemble") else None
+        out += [SamplingSpec(model.name, path, s, weight, assistant, prompt) for s in settings]
+    return out
+
+
+def sampling(run: RunSettings | None = None) -> list[Case]:
+    """The sampling suite's table: the zoo's grid, then each user model's."""
+    return [s.case() for s in sampling_grid(_deep(run))] + [s.case() for m in _users(run) for s in user_sampling(m)]
+
+
+# ----------------------------------------------------------------------------------------------
+# bias: one verification step
+
+
+@dataclass(frozen=True)
+class Context:
+    """The first `length` tokens of held-out prompt `prompt` (tokenized by the llama-target
+    tokenizer, no special tokens added by it)."""
+
+    prompt: str
+    length: int
+
+
+# found by harness/designs/one_step.py `search_contexts` (tests/test_bias_design.py re-runs it)
+CONTEXTS = (Context("long-1", 70), Context("long-0", 80), Context("long-1", 80))
+BIAS_WEIGHTS = (None, 0.3, 0.7)
+
+
+def bias_case_id(w: float | None, ctx: int) -> str:
+    return f"{'lossless' if w is None else f'w{w}'}.ctx{ctx}"
+
+
+def bias(run: RunSettings | None = None) -> list[Case]:
+    """One case per (w, context): "<lossless|w0.3|w0.7>.ctx<i>", each with its own seed."""
+    return [Case(TARGET, "ensemble" if w is not None else "assisted", weight=w, assistant=ASSISTANT,
+                 name=bias_case_id(w, i), params=_p(ctx=i, order=k))
+            for k, (w, i) in enumerate((w, i) for w in BIAS_WEIGHTS for i in range(len(CONTEXTS)))]
+
+
+# ----------------------------------------------------------------------------------------------
+# latency
+
+
+def user_latency(model: UserModel) -> Case:
+    """`<name>.generate`: one greedy generate() per path of the model's (MTP, whose draft schedule
+    differs, excepted), plain first - the speculative paths' speedups are over it."""
+    paths = tuple(p for p in model.paths if p != "mtp")
+    return Case(model.name, name=f"{model.name}.generate", new_tokens=NEW_TOKENS, draft_tokens=DRAFT_TOKENS,
+                assistant=model.assistant_name, params=(("paths", paths), ("weight", ENSEMBLE_WEIGHTS[0])))
+
+
+def latency(run: RunSettings | None = None) -> list[Case]:
+    """Prefill and steady-state decode of llama-target (dynamic and static cache), generate() per
+    path - llama-target: plain, assisted, prompt lookup, ensemble w=0.3; glm4moe-mtp: plain, MTP -
+    then a user model's generate() on its paths but MTP (`user_latency`)."""
+    return [
+        Case(TARGET, name=f"{TARGET}.prefill"),
+        Case(TARGET, name=f"{TARGET}.decode"),
+        Case(TARGET, name=f"{TARGET}.generate", new_tokens=NEW_TOKENS, draft_tokens=DRAFT_TOKENS,
+             assistant=ASSISTANT, params=(("paths", ("plain", "assisted", "prompt_lookup", "ensemble")),
+                                          ("weight", ENSEMBLE_WEIGHTS[0]))),
+        Case(MTP, name=f"{MTP}.generate", new_tokens=8, draft_tokens=1, params=(("paths", ("plain", "mtp")),)),
+        *(user_latency(m) for m in _users(run)),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# contracts
+
+
+def contract(id: str, probe: str, requires: str | None = None, params: tuple[tuple[str, Any], ...] = (),
+             model: str = TARGET) -> Case:
+    """One contract: a case named `id` that runs probe `probe` (harness/subjects/hf_contracts.py
+    `PROBES`) with `params` (on `model`); `requires`: the generation feature the probe needs."""
+    return Case(model, name=id, params=_p(probe=probe, requires=requires, **dict(params)))
+
+
+CONTRACTS: tuple[Case, ...] = (
+    contract("generate-return-default", "generate_return"),
+    contract("generate-return-dict", "generate_return", params=_p(return_dict_in_generate=True)),
+    contract("generate-return-dict-scores", "generate_return",
+             params=_p(return_dict_in_generate=True, output_scores=True, output_logits=True)),
+    contract("tokenizer-encode", "tokenizer", params=_p(call="encode")),
+    contract("tokenizer-call", "tokenizer", params=_p(call="__call__")),
+    contract("tokenizer-call-pt", "tokenizer", params=_p(call="__call__", return_tensors="pt")),
+    contract("trust-remote-code-default", "trust_remote_code", params=_p(model_type="harness_custom")),
+    contract("trust-remote-code-known-type", "trust_remote_code", params=_p(model_type="llama")),
+    contract("generation-config-keys", "generation_config_keys"),
+    contract("genconfig-ensemble-weight-0", "genconfig", "assistant_ensemble_weight",
+             _p(assistant_ensemble_weight=0.0)),
+    contract("genconfig-ensemble-weight-1", "genconfig", "assistant_ensemble_weight",
+             _p(assistant_ensemble_weight=1.0)),
+    contract("genconfig-ensemble-weight-1.5", "genconfig", "assistant_ensemble_weight",
+             _p(assistant_ensemble_weight=1.5)),
+    contract("genconfig-ensemble-weight-neg", "genconfig", "assistant_ensemble_weight",
+             _p(assistant_ensemble_weight=-0.1)),
+    contract("genconfig-ensemble-weight-0.5", "genconfig", "assistant_ensemble_weight",
+             _p(assistant_ensemble_weight=0.5)),
+    contract("genconfig-use-mtp-true", "genconfig", "use_mtp", _p(use_mtp=True)),
+    contract("genconfig-max-new-tokens-neg", "genconfig", params=_p(max_new_tokens=-1)),
+    contract("genconfig-top-p-1.5", "genconfig", params=_p(do_sample=True, top_p=1.5)),
+    contract("genconfig-temperature-neg", "genconfig", params=_p(do_sample=True, temperature=-1.0)),
+    contract("genconfig-unknown-key", "genconfig", params=_p(harness_no_such_key=1)),
+    contract("generate-prompt-lookup-with-ensemble", "generate_error", "assistant_ensemble_weight",
+             _p(prompt_lookup_num_tokens=3, assistant_ensemble_weight=0.5)),
+    contract("generate-ensemble-weight-1.5", "generate_error", "assistant_ensemble_weight",
+             _p(assistant=True, assistant_ensemble_weight=1.5)),
+    contract("generate-use-mtp-without-heads", "generate_error", "use_mtp", _p(use_mtp=True)),
+    contract("accept-use-mtp", "acceptance", params=_p(feature="use_mtp", value=True, model=MTP)),
+    contract("accept-use-mtp-without-heads", "acceptance", params=_p(feature="use_mtp", value=True, model=TARGET)),
+    # w = 0.1: v = 0.1 p + 0.9 q accepts nearly every greedy draft, an effect no numerics can hide
+    # (at w = 0.5 a bf16 run happened to accept exactly what the lossless verifier accepts)
+    contract("accept-ensemble-weight", "acceptance",
+             params=_p(feature="assistant_ensemble_weight", value=0.1, model=TARGET, assistant=True)),
+    contract("capabilities", "capabilities"),
+    contract("cache-api", "cache_api"),
+    contract("cache-crop-positive", "cache_crop_positive"),
+    contract("forward-cache-keyword", "forward_cache_keyword"),
+    contract("save-pretrained-side-effects", "save_pretrained_side_effects"),
+)
+
+# The API surface the suites and their users call: (short name, dotted path, workload that calls it
+# or None). A signature is recorded for each; with a workload, also the shapes it returned.
+_G, _C, _M, _CG = ("transformers.GenerationMixin.", "transformers.cache_utils.", "transformers.masking_utils.",
+                   "transformers.generation.candidate_generator.")
+ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
+    ("generate", _G + "generate", "plain"),
+    ("GenerationMixin._sample", _G + "_sample", None),
+    ("GenerationMixin._assisted_decoding", _G + "_assisted_decoding", None),
+    ("GenerationMixin._get_candidate_generator", _G + "_get_candidate_generator", "assisted"),
+    ("GenerationMixin._prepare_generation_config", _G + "_prepare_generation_config", "plain"),
+    ("GenerationConfig", "transformers.GenerationConfig", None),
+    ("GenerationConfig.validate", "transformers.GenerationConfig.validate", "plain"),
+    ("Cache", _C + "Cache", None),
+    ("Cache.update", _C + "Cache.update", "plain"),
+    ("Cache.get_seq_length", _C + "Cache.get_seq_length", "plain"),
+    ("Cache.get_mask_sizes", _C + "Cache.get_mask_sizes", "plain"),
+    ("Cache.crop", _C + "Cache.crop", "assisted"),
+    ("DynamicCache", _C + "DynamicCache", None),
+    ("DynamicCache.crop", _C + "DynamicCache.crop", "assisted"),
+    ("StaticCache", _C + "StaticCache", None),
+    ("DynamicLayer.update", _C + "DynamicLayer.update", "plain"),
+    ("DynamicLayer.get_mask_sizes", _C + "DynamicLayer.get_mask_sizes", "plain"),
+    ("DynamicSlidingWindowLayer", _C + "DynamicSlidingWindowLayer", None),
+    ("DynamicSlidingWindowLayer.update", _C + "DynamicSlidingWindowLayer.update", "sliding"),
+    ("DynamicSlidingWindowLayer.get_mask_sizes", _C + "DynamicSlidingWindowLayer.get_mask_sizes", "sliding"),
+    ("StaticLayer", _C + "StaticLayer", None),
+    ("StaticLayer.update", _C + "StaticLayer.update", "static"),
+    ("StaticSlidingWindowLayer", _C + "StaticSlidingWindowLayer", None),
+    ("LinearAttentionLayer", _C + "LinearAttentionLayer", None),
+    ("get_layer_types_and_kwargs", _C + "get_layer_types_and_kwargs", "plain"),
+    ("create_causal_mask", _M + "create_causal_mask", "plain"),
+    ("create_sliding_window_causal_mask", _M + "create_sliding_window_causal_mask", "sliding"),
+    ("create_chunked_causal_mask", _M + "create_chunked_causal_mask", None),
+    ("AssistedCandidateGenerator", _CG + "AssistedCandidateGenerator", None),
+    ("AssistedCandidateGenerator.get_candidates", _CG + "AssistedCandidateGenerator.get_candidates", "assisted"),
+    ("AssistedCandidateGenerator.update_candidate_strategy",
+     _CG + "AssistedCandidateGenerator.update_candidate_strategy", "assisted"),
+    ("PromptLookupCandidateGenerator", _CG + "PromptLookupCandidateGenerator", None),
+    ("PromptLookupCandidateGenerator.get_candidates", _CG + "PromptLookupCandidateGenerator.get_candidates",
+     "prompt-lookup"),
+    ("MTPCandidateGenerator", _CG + "MTPCandidateGenerator", None),
+    ("MTPCandidateGenerator.get_candidates", _CG + "MTPCandidateGenerator.get_candidates", "mtp"),
+    ("_speculative_sampling", "transformers.generation.utils._speculative_sampling", "assisted-sample"),
+    ("MtpModel", "transformers.modeling_layers.MtpModel", None),
+)
+
+# Enum-like GenerationConfig fields: (field, candidate values - the union of what 5.13 - 5.24
+# declare, plus a value no version should take - the constant that declares them, the generate()
+# settings a value needs to matter).
+BOGUS = "harness-no-such-value"
+ENUM_FIELDS: tuple[tuple[str, tuple[Any, ...], str | None, tuple[tuple[str, Any], ...]], ...] = (
+    ("cache_implementation",
+     ("dynamic", "dynamic_full", "static", "offloaded", "offloaded_static", "sliding_window", "hybrid",
+      "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked", "quantized", BOGUS),
+     "transformers.generation.configuration_utils.ALL_CACHE_IMPLEMENTATIONS", ()),
+    ("num_assistant_tokens_schedule", ("constant", "heuristic", "heuristic_transient", BOGUS), None,
+     (("assistant", True),)),
+    ("early_stopping", (True, False, "never", BOGUS), None, (("num_beams", 2),)),
+)
+
+# Zoo models with recurrent-state (linear-attention) layers: which generate() paths the installed
+# version runs on them (transformers refuses assisted decoding on stateful models) and which cache
+# layer classes it gives their layers.
+STATEFUL: tuple[str, ...] = tuple(s.name for s in SPECS if has_linear_attention(s.config))
+
+API: tuple[Case, ...] = (
+    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
+      for name, target, workload in ENTRY_POINTS),
+    *(contract(f"genconfig-values-{field}", "genconfig_values",
+               params=_p(field=field, values=values, declared=declared, run=run))
+      for field, values, declared, run in ENUM_FIELDS),
+    *(contract(f"generation-defaults-{c.model}", "generation_defaults", params=_p(model=c.model), model=c.model)
+      for c in models()),
+    *(contract(f"mtp-checkpoint-{s.name}", "mtp_checkpoint", params=_p(model=s.name), model=s.name)
+      for s in SPECS if s.role == "mtp"),
+    *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(model=name), model=name) for name in STATEFUL),
+)
+
+
+def contracts(run: RunSettings | None = None) -> list[Case]:
+    """The contracts suite's table (the same in every run)."""
+    return [*CONTRACTS, *API]

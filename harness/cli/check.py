@@ -1,0 +1,67 @@
+"""`harness check`: run the suites against the golden records of the baseline env (default: this
+env's own) in a pytest subprocess (its output is the progress display), then write
+``<reports_dir>/<env-key>/<timestamp>/{results.json,index.html,junit.xml}`` and print the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from harness.cli.common import EXIT_OK, EXIT_REGRESSION, error, finish, running_parser
+from harness.cli.project import (
+    UsageError,
+    check_fixtures,
+    check_workers,
+    current_env_key,
+    open_project,
+    preflight_records,
+    pytest_command,
+    pytest_problem,
+    require_store,
+    run_pytest,
+    run_settings,
+    validate_env_key,
+)
+from harness.report import load_results
+from harness.report.terminal import timestamped_dir
+
+FLAGS = ("baseline", "strict", "fault", "dtype", "device", "attn", "threads", "model", "assistant", "deep", "seed_salt")
+
+
+def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    project = open_project(args)
+    require_store(project, args)
+    check_workers(args.workers)
+    check_fixtures(project.config)
+    run = run_settings(project, args)
+    key = current_env_key(run)
+    if run.baseline:
+        source = "--baseline" if args.harness_baseline else f"{project.root / 'pyproject.toml'}: [tool.harness] baseline"
+        validate_env_key(project.store, run.baseline, source, key)
+    preflight_records(project.store, run.baseline or key)
+    run_dir = timestamped_dir(project.reports_dir / key)
+    run_dir.mkdir(parents=True)
+    run = run.with_(golden_dir=project.store.root, results=run_dir / "results.json")
+    rc = run_pytest(pytest_command(project, run, args, extra), project.root)
+    if not run.results.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()
+        problem = pytest_problem(rc)
+        if problem:
+            raise UsageError(problem)
+        if rc == 1:
+            error("tests failed and no results.json was written (no test used the `golden` fixture?)")
+            return EXIT_REGRESSION
+        print("harness: no test used the `golden` fixture; nothing to report")
+        return EXIT_OK
+    return finish(load_results(run.results), run_dir, rc, results_json=False)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("check", parents=[common, running_parser(*FLAGS)],
+                       help="run the suites against the golden records",
+                       description="Run the suites against golden records; extra pytest args go after --.")
+    p.set_defaults(func=cmd_check, passthrough=True)

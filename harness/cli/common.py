@@ -1,0 +1,107 @@
+"""What every command shares: exit codes, the one-line error, the parent parsers, the end of a
+run (render, summary, verdict -> exit code).
+
+Exit codes: 0 all pass (or only changes the policy allows: capability changes, new records),
+1 regression (or a failing test), 2 usage or input error (bad flag, unknown env key, corrupt record,
+missing fixture, bad ``[tool.harness]`` key, unreadable results.json, pytest usage/internal error,
+no tests collected). User errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.checking.claims import ClaimsReport
+from harness.checking.humane import printable
+from harness.cli.project import pytest_problem
+from harness.report.terminal import print_summary, write_outputs
+from harness.schema import Outcome, Results
+from harness.settings.run import BY_FIELD, OPTIONS
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+
+# pytest options the CLI sets itself: as pytest args after -- they would contradict its flags
+OWNED_OPTIONS = {**{o.pytest: o.cli or "" for o in OPTIONS if o.cli},
+                 "--force-regen": "harness regen", "--harness-results": "", "--rootdir": "--root"}
+
+
+def error(message: str) -> None:
+    print(f"harness: error: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """--root, --golden-dir, --reports-dir: where the project and its store are."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", metavar="DIR", help="project root (default: nearest pyproject.toml with "
+                                                        "[tool.harness] upward from the current directory)")
+    golden = BY_FIELD["golden_dir"]
+    common.add_argument(golden.cli, **golden.parser_kwargs())
+    common.add_argument("--reports-dir", metavar="DIR", help="where reports go (default: [tool.harness] reports_dir)")
+    return common
+
+
+def running_parser(*fields: str) -> argparse.ArgumentParser:
+    """The flags of a command that runs the suites: -n, --suites, -v and the `RunSettings` options
+    named in `fields` (harness/settings/run.py `OPTIONS`, with their CLI names)."""
+    running = argparse.ArgumentParser(add_help=False)
+    running.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (a number, 'auto')")
+    running.add_argument("--suites", metavar="PATH", help="suites to run (default: <root>/suites)")
+    running.add_argument("-v", "--verbose", action="store_true", help="pytest's verbose output instead of -q")
+    for name in fields:
+        option = BY_FIELD[name]
+        kwargs: dict[str, Any] = option.parser_kwargs()
+        if name == "fault":
+            kwargs["type"] = fault_name
+        running.add_argument(option.cli, **kwargs)
+    return running
+
+
+def fault_name(name: str) -> str:
+    """--inject-fault: a name of the catalogue (argparse reports an unknown one, exit 2)."""
+    from harness.faults import FaultError, get
+
+    try:
+        return get(name).name
+    except FaultError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--inject-fault {name}: ")) from exc
+
+
+def unreadable_records(results: Results) -> list[Outcome]:
+    return [o for o in results.outcomes if o.category == "unreadable-record"]
+
+
+def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True,
+           claims: ClaimsReport | None = None) -> int:
+    """Render, print the summary and the paths, and return the exit code of the verdict. A pytest
+    run that broke (collection error, crash) makes the report say ERROR, never PASS. `claims`: the
+    release-notes table shown in the report (`harness compare --claims`)."""
+    problem = pytest_problem(pytest_rc)
+    if problem:
+        results.meta["error"] = problem
+        results_json = True  # the plugin's results.json does not know the run broke
+    index, junit = write_outputs(results, out_dir, results_json, claims)
+    meta = results.meta
+    print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
+    print(f"\nreport: {index}\njunit:  {junit}")
+    broken = unreadable_records(results)
+    if broken:
+        files = sorted({str(o.diff.get("file") or o.detail) for o in broken})
+        error(f"corrupt golden record {files[0]}" + (f" (and {len(files) - 1} more)" if len(files) > 1 else "")
+              + f": {broken[0].diff.get('reason') or broken[0].detail}; "
+              "fix or delete it, or rewrite the current env's records with `harness regen`")
+        return EXIT_USAGE
+    if problem:
+        error(problem)
+        return EXIT_USAGE
+    if results.verdict == "regression":
+        print("verdict: REGRESSION")
+        return EXIT_REGRESSION
+    if pytest_rc == 1:
+        print("verdict: FAILED (pytest reported failing tests that are not golden regressions; see its output)")
+        return EXIT_REGRESSION
+    print("verdict: changed within policy (allowed); accept the changes with `harness regen`"
+          if results.verdict == "changed" else "verdict: pass")
+    return EXIT_OK

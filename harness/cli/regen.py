@@ -1,0 +1,130 @@
+"""`harness regen`: regenerate only the current env's records - run the suites into a scratch
+store, show what would be added, removed and changed (a field counts as changed only when its
+kind's own rule says so), ask (CI: --yes), then swap the new set in as one transaction."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.checking.humane import shorten
+from harness.checking.regen import RecordChange, apply_regen, diff_records
+from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, running_parser
+from harness.cli.project import (
+    UsageError,
+    check_fixtures,
+    check_workers,
+    current_env_key,
+    open_project,
+    pytest_command,
+    pytest_problem,
+    run_pytest,
+    run_settings,
+)
+from harness.report import load_results
+from harness.schema import Record, RecordError
+from harness.store.records import GoldenStore
+
+FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep")
+
+
+def confirm(question: str) -> bool:
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def regen_write_error(exc: OSError, target: Path, outcome: str) -> str:
+    """One line for an OS error (read-only store, full disk, lock not taken) while writing records."""
+    where = f"{exc.filename}: " if exc.filename and str(exc.filename) != str(target) else ""
+    return f"cannot write records under {target}: {where}{exc.strerror or exc}; {outcome}"
+
+
+def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
+    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
+    print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
+          f"{unchanged} unchanged")
+    for c in changes:
+        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
+        for f in c.added:
+            print(f"      + {f} (added)")
+        for f in c.removed:
+            print(f"      - {f} (removed)")
+        for f, summary in c.changed:
+            print(f"      ~ {f} (changed): {shorten(summary, 160)}")
+
+
+def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if not (args.yes or args.dry_run or sys.stdin.isatty()):
+        raise UsageError("regen asks before writing records but stdin is not a terminal; "
+                         "pass --yes to write without asking (CI), or --dry-run to only show the changes")
+    project = open_project(args)
+    check_workers(args.workers)
+    check_fixtures(project.config)
+    run = run_settings(project, args)
+    key = current_env_key(run)
+    target = project.store.root / key
+    if not args.dry_run:  # a store that cannot be written fails now, not after the suites ran
+        try:
+            with project.store.lock(key):
+                pass
+        except OSError as exc:
+            raise UsageError(regen_write_error(exc, target, "nothing was run")) from exc
+    with tempfile.TemporaryDirectory(prefix="harness-regen-") as tmp:
+        scratch = GoldenStore(Path(tmp) / "records")
+        results_path = Path(tmp) / "results.json"
+        run = run.with_(golden_dir=scratch.root, results=results_path, regen=True, baseline=key, strict=False)
+        rc = run_pytest(pytest_command(project, run, args, extra), project.root)
+        problem = pytest_problem(rc)
+        if problem:
+            raise UsageError(problem + "; nothing was written")
+        ran = load_results(results_path).meta.get("env_key") if results_path.exists() else key
+        if ran != key:
+            raise UsageError(f"the suites ran as env {ran!r}, expected {key!r}; nothing was written")
+        new = scratch.env_records(key)
+        old: dict[tuple[str, str], Record | RecordError] = {}
+        for path in project.store.record_paths(key):
+            try:
+                old[(path.parent.name, path.stem)] = project.store.read_file(path)
+            except RecordError as exc:
+                old[(path.parent.name, path.stem)] = exc
+        complete = rc == 0 and not extra and not run.one_off  # --model runs one checkpoint's cases only
+        from harness.checking.policy import Policy
+
+        policy = Policy(alpha=project.config.alpha, thresholds=project.config.thresholds)
+        changes = diff_records(old, new, complete, policy)
+        print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
+        if not complete:
+            why = ("some tests failed (see pytest's output above)" if rc else
+                   "--model runs one checkpoint's cases" if run.one_off else "pytest arguments select part of the suites")
+            print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
+        if not changes:
+            print(f"\n{target}: records are up to date; nothing to write")
+        elif args.dry_run:
+            print(f"\n--dry-run: nothing written to {target}")
+        elif args.yes or confirm(f"\nwrite these changes to {target}?"):
+            try:
+                apply_regen(project.store, key, changes)
+            except OSError as exc:
+                raise UsageError(regen_write_error(exc, target, "the records were left as they were")) from exc
+            print(f"\nwrote {sum(c.record is not None for c in changes)} record(s), "
+                  f"removed {sum(c.record is None for c in changes)} under {target}")
+        else:
+            print("\nnot confirmed; nothing written")
+            return EXIT_USAGE
+    return EXIT_REGRESSION if rc == 1 else EXIT_OK
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("regen", parents=[common, running_parser(*FLAGS)],
+                       help="regenerate the current env's golden records",
+                       description="Re-run the suites into a scratch store, show what would change, then write.")
+    p.add_argument("--yes", "-y", action="store_true", help="write without asking (CI)")
+    p.add_argument("--dry-run", action="store_true", help="only show what would change")
+    p.set_defaults(func=cmd_regen, passthrough=True)

@@ -1,0 +1,211 @@
+"""Attention backends and checkpoint loading of the installed transformers, per model
+(suites/test_backends.py). A vocabulary above 4096 keeps each position's top 256 logits (`logits`)
+and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness/subjects/hf_cache.py).
+
+  flags
+    loaded_as_env          ref    the parameters' dtype and device equal the env key's - a user model's
+                                  own dtype where it has one, which its record's env says (a run can never
+                                  record fp32 data under a bf16 key); also kept as an extra of
+                                  default_attn_implementation
+    supports               capability  the class's _supports_sdpa / _supports_flash_attn /
+                                       _supports_flex_attn / _supports_attention_backend /
+                                       _can_compile_fullgraph (a flag that appears or vanishes is
+                                       reported as feature added / removed)
+    default_attn_implementation exact  config._attn_implementation after a plain from_pretrained
+    linear_attention_kernels capability  models with linear-attention layers: whether the installed
+                                  version finds the fused kernels (flash-linear-attention's gated delta
+                                  rule, causal_conv1d) or runs its torch fallback
+  sdpa_prefill (prompt "long-0", prefill through DynamicCache and StaticCache; every call of
+  torch.nn.functional.scaled_dot_product_attention recorded by wrapping it)
+    sdpa_prefill           exact  per cache: number of calls and the distinct call signatures
+                                  (attn_mask None or its dtype/shape, is_causal, q/k shapes,
+                                  enable_gqa) with how many layers made each
+    sdpa_mask_vs_reference ref    no call's mask (attn_mask, or is_causal's top-left triangle) differs
+                                  from the reference visibility rule for its layer's kind
+                                  (harness/subjects/engine.py `mask_problems`; calls are the attention
+                                  layers', in order; linear-attention layers make none)
+  eager_vs_sdpa
+    eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
+                                  "sdpa" agree within fp32 tolerance
+  checkpoint
+    loading_info           exact  missing / unexpected / mismatched keys reported by from_pretrained
+                                  (the committed checkpoint is hash-checked, so what can change is how
+                                  the installed version maps its tensor names; layer indices folded)
+    state_dict_keys        exact  the loaded model's state_dict names
+    logits                 tensor logits at the first and last position of "long-0": a checkpoint saved by
+                                  the baseline version must load into the installed one with the same logits
+    logits_vs_engine       ref    ... and equal the reference engine's (families it implements)
+    resaved_keys           exact  names save_pretrained writes with the installed version (a rename
+                                  like GPTNeoX embed_out -> lm_head shows up as a changed field)
+    resave_roundtrip       ref    reloading that save gives bit-identical logits and loses no key
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.engine.cache import LINEAR
+from harness.schema import Case, Observation
+from harness.subjects import engine, fold_keys, observe
+from harness.subjects.hf import from_pretrained, linear_attention_kernels, loaded_as
+from harness.subjects.hf_cache import attn_implementation, logits, narrowed, prefill_sdpa_calls, top_values
+
+PROMPT = "long-0"
+STATIC_HEADROOM = 8
+FLAGS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn", "_supports_attention_backend",
+         "_can_compile_fullgraph")
+LOGIT_POSITIONS = 2  # evenly spaced positions of the prompt whose logits are recorded (first, last)
+
+
+def flags(zoo: Any, case: Case, device: str) -> Observation:
+    obs = Observation()
+    lm = zoo.load(case.model)
+    # the run's dtype and device are real: the loaded parameters must be in the env key's numerics
+    obs.reference("loaded_as_env", loaded_as(lm.model), {"dtype": zoo.dtype_of(case.model), "device": device},
+                  implementations_differ=False)
+    cls = type(lm.model)
+    values = {flag: getattr(cls, flag, None) for flag in FLAGS}
+    present = {k: v for k, v in values.items() if isinstance(v, bool)}
+    obs.add("supports", present, kind="capability",
+            **({"not_bool": {k: repr(v) for k, v in values.items() if k not in present}}
+               if len(present) < len(values) else {}))
+    obs.add("default_attn_implementation", attn_implementation(lm.model),
+            model_class=cls.__name__, loaded_as=loaded_as(lm.model))
+    if zoo.stateful(case.model):
+        obs.add("linear_attention_kernels", linear_attention_kernels(), kind="capability")
+    return obs
+
+
+def _summary(call: dict) -> dict:
+    mask = call["attn_mask"]
+    return {
+        "attn_mask": None if mask is None else {"dtype": str(mask.dtype).removeprefix("torch."),
+                                                "shape": list(mask.shape)},
+        "is_causal": call["is_causal"],
+        "q": list(call["q"]),
+        "k": list(call["k"]),
+        "enable_gqa": call["enable_gqa"],
+    }
+
+
+def _distinct(calls: list[dict]) -> dict:
+    """{"calls": n, "distinct": [{...signature, "layers": count}]} in order of first occurrence."""
+    seen: list[dict] = []
+    for call in calls:
+        s = _summary(call)
+        for entry in seen:
+            if entry["call"] == s:
+                entry["count"] += 1
+                break
+        else:
+            seen.append({"call": s, "count": 1})
+    return {"calls": len(calls), "distinct": [{**e["call"], "layers": e["count"]} for e in seen]}
+
+
+def sdpa_prefill(zoo: Any, case: Case) -> Observation:
+    obs = Observation()
+    lm = zoo.load(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    prompt_len = ids.shape[1]
+    try:
+        ref = engine.cache_spec(zoo.config_json(case.model))
+    except ValueError as exc:  # a user model whose layer kinds the reference dispatcher has no rule for
+        ref, no_rule = None, f"no reference rule for {case.model}'s layers: {exc}"
+    observed, problems = {}, {}
+    for name in ("dynamic", "static"):
+        calls, err = prefill_sdpa_calls(lm.model, ids, name, prompt_len + STATIC_HEADROOM)
+        observed[name] = {**_distinct(calls), **({"error": err} if err else {})}
+        if err is None and calls and ref is not None:
+            # window or chunk per attention layer (None: full, which needs none); linear-attention
+            # layers make no attention call
+            kinds = [(t, w) for t, w in zip(ref["layer_types"], engine.windows(ref), strict=True) if t != LINEAR]
+            problems[name] = engine.mask_problems(calls, [t for t, _ in kinds], [w for _, w in kinds], prompt_len)
+    obs.add("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model))
+    if ref is None:
+        obs.skipped("sdpa_mask_vs_reference", "exact", no_rule)
+    elif not problems:
+        obs.skipped("sdpa_mask_vs_reference", "exact", f"no SDPA calls to check (attention implementation "
+                    f"{attn_implementation(lm.model)!r}; see sdpa_prefill)")
+    else:
+        obs.reference("sdpa_mask_vs_reference", problems, {name: [] for name in problems},
+                      expected_extras={"layer_types": sorted(set(ref["layer_types"]))})
+    return obs
+
+
+def _with_attn(zoo: Any, name: str, impl: str):
+    default = zoo.load(name)
+    if attn_implementation(default.model) == impl:
+        return default.model, None
+    lm, err = observe(lambda: zoo.load(name, impl))
+    return (lm.model if lm else None), err
+
+
+def eager_vs_sdpa(zoo: Any, case: Case) -> Observation:
+    obs = Observation()
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    eager, e_err = _with_attn(zoo, case.model, "eager")
+    sdpa, s_err = _with_attn(zoo, case.model, "sdpa")
+    if e_err or s_err:
+        obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err})
+        reason = f"cannot load with {'eager' if e_err else 'sdpa'}: {(e_err or s_err)['message']}"
+        obs.skipped("eager_vs_sdpa", "tensor", reason, "unsupported")
+        return obs.stop(reason)
+    obs.reference("eager_vs_sdpa", *narrowed(logits(sdpa, ids), logits(eager, ids)), kind="tensor")
+    return obs
+
+
+def _safetensor_keys(path: Path) -> list[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return list(f.keys())
+
+
+def _positions(n: int) -> list[int]:
+    return sorted({round(i * (n - 1) / (LOGIT_POSITIONS - 1)) for i in range(LOGIT_POSITIONS)})
+
+
+def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
+    obs = Observation()
+    lm = zoo.load(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    positions = _positions(ids.shape[1])
+    full = logits(lm.model, ids)
+    obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()})
+    obs.add("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
+    obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT)
+    reference = zoo.reference(case.model)
+    if reference is None:
+        obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))
+    else:
+        expected = reference.forward(ids[0].cpu(), torch.arange(ids.shape[1]), None).logits
+        obs.reference("logits_vs_engine", *narrowed(full, expected), kind="tensor")
+
+    resaved = tmp / "resaved"
+    # save a copy: save_pretrained turns config.dtype into a str in place (5.13 - 5.24), after
+    # which 5.24's MtpModel.from_pretrained fails (use_mtp: "'str' object has no attribute
+    # 'is_floating_point'") - the shared model must stay as loaded
+    _, err = observe(lambda: copy.deepcopy(lm.model).save_pretrained(str(resaved)))
+    if err is not None:
+        obs.add("resave_error", err)
+        obs.skipped("resave_roundtrip", "exact", f"save_pretrained raised {err['type']}: {err['message']}",
+                    "unsupported")
+        return obs
+    files = sorted(p.name for p in resaved.glob("*.safetensors"))
+    keys = [k for f in files for k in _safetensor_keys(resaved / f)]
+    obs.add("resaved_keys", fold_keys(keys), files=files)
+    reloaded, err = observe(lambda: from_pretrained(resaved, dtype=zoo.dtype_of(case.model), device=zoo.device))
+    intact = {"identical_logits": True, "lost_keys": {}}
+    if err is not None:
+        obs.reference("resave_roundtrip", {"reload_error": err}, intact)
+        return obs
+    model, info = reloaded
+    again = logits(model, ids)
+    lost = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
+    obs.reference("resave_roundtrip", {"identical_logits": torch.equal(again, full), "lost_keys": lost}, intact,
+                  observed_extras={"max_abs_err": float((again - full).abs().max())})
+    return obs

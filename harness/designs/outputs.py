@@ -1,0 +1,137 @@
+"""What generate() produces on one case (suites/test_outputs.py), as one `Observation`:
+
+  error         exact   the exception transformers raised (type, first line) or None
+  tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
+                        differs while `distribution` still fits is `changed` (rng-stream), not a regression
+  distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
+                        exact joint (harness/designs/sampling.py `observe`, with processors / bias_vs_target)
+  text          exact   decoded text
+  first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
+                        sorted; harness/subjects/hf_cache.py `top_values`)
+  target_forwards exact number of target forward passes
+  drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
+                        speculative paths; prompt lookup has no margins)
+  acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
+                        exactly); rate (Fisher test) for a sampled one
+  acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
+  divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
+A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
+tie-flip of the stream it follows across numerics (harness/checking/core.py), never a real change.
+Computed in the same run:
+  equals_plain_greedy      lossless greedy paths equal plain greedy token for token (same library,
+                           same numerics: no near-tie allowance)
+  equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
+                           (different implementations: a flip at a near-tie is a tie-flip); skipped
+                           with the reason for a model the engine does not implement (`Zoo.engine_gap`).
+A path the installed version does not support records its capability and stops with the reason.
+A speculative greedy path the installed version refuses with an error on a stateful,
+linear-attention model (`engine_in_its_place`) is run by the reference engine instead:
+  engine_acceptance          exact  accepted / drafted tokens of the engine's run (per-step counts ride
+                                    along): what the path would accept on this model
+  engine_equals_plain_greedy the engine's speculative tokens equal transformers' plain greedy tokens
+                             (lossless paths; a flip at a near-tie is a tie-flip)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checking.compare import first_divergence
+from harness.designs import sampling
+from harness.schema import Case, Observation
+from harness.settings.run import RunSettings
+from harness.subjects import engine, hf
+from harness.subjects.hf_cache import top_values
+
+
+def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
+    obs = Observation()
+    if not hf.requires(obs, hf.PATH_FEATURE.get(case.path)):
+        return obs
+    got = zoo.generate(case)
+    obs.add("error", got.error)
+    if got.error is not None:
+        if case.path != "plain" and case.decoding == "greedy" and zoo.stateful(case.model):
+            obs.merge(engine_in_its_place(zoo, case))
+        return obs
+    tok = zoo.load(case.model).tokenizer
+    if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
+        context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
+        spec = sampling.SamplingSpec(case.model, case.path, "default", case.weight, case.assistant, **context)
+        obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution"))
+        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
+    else:
+        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins])
+    obs.add("text", tok.decode(got.tokens), follows="tokens")
+    obs.add("first_logits", top_values(got.first_logits), kind="tensor")
+    obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
+    if case.path != "plain":
+        accepted, drafted = got.acceptance_trace()
+        if case.decoding != "greedy":  # seeded sampling: a count, judged statistically
+            obs.add("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
+            return obs
+        # greedy is deterministic: the drafts (with the drafter's own margins, where it has any) and
+        # what the verifier accepted of them are exact, and consequences of both token streams
+        obs.add("drafts", [[t for d in got.drafts for t in d]], kind="tokens", follows="tokens",
+                margins=[[m for d in got.draft_margins for m in d]])
+        obs.add("acceptance", {"k": sum(accepted), "n": sum(drafted)}, follows=["tokens", "drafts"])
+        per_step = {"accepted_per_step": accepted, "drafted_per_step": drafted}
+        obs.add("acceptance_per_step", per_step, show=per_step, follows=["tokens", "drafts"])
+    if case.decoding != "greedy":
+        return obs
+    plain = zoo.generate(case.plain()) if case.path != "plain" else None
+    if plain is not None and plain.error is not None:
+        obs.skipped("equals_plain_greedy" if case.lossless else "divergence_from_plain", "tokens",
+                    f"plain greedy raised {plain.error['type']}: {plain.error['message']}")
+        plain = None
+    if case.lossless and plain is not None:
+        obs.reference("equals_plain_greedy", [got.tokens], [plain.tokens], kind="tokens",
+                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [plain.margins]},
+                      implementations_differ=False)
+    gap = _engine_gap(zoo, case)
+    if gap:
+        obs.skipped("equals_reference_engine", "tokens", gap)
+    else:
+        ours = _engine_decode(zoo, case)
+        obs.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
+                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [ours.margins]})
+    if case.path == "ensemble" and plain is not None:
+        obs.add("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
+                show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
+    return obs
+
+
+def engine_in_its_place(zoo: Any, case: Case) -> Observation:
+    """A speculative path the installed transformers refuses (assisted decoding and prompt lookup on
+    a model with recurrent-state layers: "not supported with stateful models") is run by the
+    reference engine instead - its recurrent caches roll back by snapshot - so the record shows
+    what the path would accept on this model, and that it would stay lossless."""
+    obs = Observation()
+    gap = _engine_gap(zoo, case)
+    if gap:
+        obs.skipped("engine_equals_plain_greedy", "tokens", gap)
+        return obs
+    ours = _engine_decode(zoo, case)
+    accepted, drafted = ours.acceptance
+    obs.add("engine_acceptance", {"k": accepted, "n": drafted},
+            accepted_per_step=[s.accepted for s in ours.steps], drafted_per_step=[s.drafted for s in ours.steps])
+    if not case.lossless:
+        return obs
+    plain = zoo.generate(case.plain())
+    if plain.error is not None:
+        obs.skipped("engine_equals_plain_greedy", "tokens",
+                    f"plain greedy raised {plain.error['type']}: {plain.error['message']}")
+        return obs
+    obs.reference("engine_equals_plain_greedy", [ours.tokens], [plain.tokens], kind="tokens",
+                  observed_extras={"margins": [ours.margins]}, expected_extras={"margins": [plain.margins]})
+    return obs
+
+
+def _engine_gap(zoo: Any, case: Case) -> str:
+    return zoo.engine_gap(case.model) or (zoo.engine_gap(case.assistant) if case.assistant else "")
+
+
+def _engine_decode(zoo: Any, case: Case):
+    assistant = zoo.reference(case.assistant) if case.assistant else None
+    return engine.decode_case(zoo.reference(case.model), assistant, case,
+                              zoo.prompt_ids(case.model, case.prompt)[0].tolist())

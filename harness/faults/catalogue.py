@@ -1,0 +1,261 @@
+"""The fault catalogue: named, injectable defects of the installed transformers that the suites
+must catch - the harness's proof of sensitivity. Each row names what it breaks and the `Catch`
+(suite, case glob, field glob) that must report it as a regression; `harness faults`
+(harness/cli/faults.py) runs the catching cases under every fault and writes the sensitivity
+table (docs/faults.md). Adding a fault is adding one `Fault(...)` row to `FAULTS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, FaultError, SetItems, SlowForward, Undo, Wrap, edit
+
+# ----------------------------------------------------------------------------------------------
+# wrappers (the faults that change arguments or results rather than one line)
+
+def _rename_checkpoint_key(load: Callable[..., Any]) -> Callable[..., Any]:
+    """model.norm.weight is read as model.final_norm.weight (a rename without a load-time remap)."""
+    def convert_and_load_state_dict_in_model(*args: Any, **kwargs: Any) -> Any:
+        state = kwargs.get("state_dict")
+        if state is not None and "model.norm.weight" in state:
+            state = dict(state)
+            state["model.final_norm.weight"] = state.pop("model.norm.weight")
+            kwargs["state_dict"] = state
+        return load(*args, **kwargs)
+    return convert_and_load_state_dict_in_model
+
+
+def _generate_returns_dict(generate: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(generate)  # generate()'s signature is introspected (capabilities)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("return_dict_in_generate", True)
+        return generate(self, *args, **kwargs)
+    return wrapped
+
+
+def _encode_returns_tensors(encode: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(encode)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("return_tensors", "pt")
+        return encode(self, *args, **kwargs)
+    return wrapped
+
+
+def _trust_remote_code_by_default(resolve: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(resolve)
+    def wrapped(trust_remote_code: Any, *args: Any, **kwargs: Any) -> Any:
+        return resolve(True if trust_remote_code is None else trust_remote_code, *args, **kwargs)
+    return wrapped
+
+
+GEN = "transformers.generation.utils"
+CAND = "transformers.generation.candidate_generator"
+CACHE = "transformers.cache_utils"
+MASK = "transformers.masking_utils"
+QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
+PROC = "transformers.generation.logits_process"
+
+
+# ----------------------------------------------------------------------------------------------
+# the catalogue
+
+FAULTS: tuple[Fault, ...] = (
+    # verifier ------------------------------------------------------------------------------------
+    Fault("ensemble-weight-one-minus", "verifier",
+          "the static-ensemble acceptance ratio uses 1 - w where it should use w (v = (1-w) p + w q)",
+          Catch("bias", "w0.3.ctx0", "acceptance_vs_exact"),
+          (edit(GEN, "_speculative_sampling",
+                ("1.0 - assistant_ensemble_weight + assistant_ensemble_weight * (p_i / q_i)",
+                 "assistant_ensemble_weight + (1.0 - assistant_ensemble_weight) * (p_i / q_i)")),)),
+    Fault("residual-from-target", "verifier",
+          "after a rejection the correction token is drawn from p instead of the renormalised residual "
+          "norm([p - q]+) (the residual's mass is never taken out)",
+          Catch("bias", "lossless.ctx0", "first_token_vs_exact"),
+          (edit(GEN, "_speculative_sampling",
+                ("p_prime = torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_prime = p_n_plus_1.clone()")),),
+          notes="a literally un-renormalised residual is invisible (torch.multinomial normalises its input), so "
+                "the catalogue's form draws from p. It was once caught only at the G-test's Monte Carlo floor "
+                "(p = 1e-5 with B capped at 100,000), which a run of more than 249 golden tests could not reject "
+                "at; the sequential Besag-Clifford p-value (harness/checking/stats.py `sequential_g_pvalue`, up to 20 / "
+                "alpha resamples) has no such floor."),
+    Fault("acceptance-wrong-draft-position", "verifier",
+          "the acceptance ratio p/q is read at the token before the draft (position i - 1) instead of the "
+          "drafted token",
+          Catch("bias", "lossless.ctx0", "acceptance_vs_exact"),
+          (edit(GEN, "_speculative_sampling",
+                ("q_i = q[:, torch.arange(candidate_length), new_candidate_input_ids]",
+                 "q_i = q[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]"),
+                ("p_i = p[:, torch.arange(candidate_length), new_candidate_input_ids]",
+                 "p_i = p[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]")),)),
+    Fault("greedy-ensemble-argmax-p", "verifier",
+          "greedy static-ensemble verification compares the drafts with argmax p instead of argmax v",
+          Catch("outputs", "llama-target.ensemble.w0.3.dynamic.short-0.greedy", "equals_reference_engine"),
+          (edit(GEN, "GenerationMixin._assisted_decoding",
+                ("selected_tokens = torch.cat([nu_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)",
+                 "selected_tokens = torch.cat([p_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)")),)),
+    # drafting ------------------------------------------------------------------------------------
+    Fault("mtp-draft-shifted", "drafting",
+          "the MTP head is fed the token one position before the one each hidden state predicts",
+          Catch("outputs", "glm4moe-mtp.mtp.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "MTPCandidateGenerator.get_candidates",
+                ("mtp_input_ids = input_ids[:, -num_last_main_model_tokens:]",
+                 "mtp_input_ids = input_ids[:, -num_last_main_model_tokens - 1:-1]")),)),
+    Fault("prompt-lookup-off-by-one", "drafting",
+          "prompt lookup copies the continuation one token after the matched n-gram's end",
+          Catch("outputs", "llama-target.prompt_lookup.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "PromptLookupCandidateGenerator.get_candidates",
+                ("start_idx = idx + ngram_size", "start_idx = idx + ngram_size + 1")),)),
+    Fault("assistant-ignores-num-tokens", "drafting",
+          "assisted drafting ignores num_assistant_tokens and drafts up to 20 tokens a step",
+          Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "AssistedCandidateGenerator._calculate_new_tokens",
+                ("min(int(self.num_assistant_tokens),", "min(20,")),)),
+    # caches --------------------------------------------------------------------------------------
+    Fault("crop-leaves-stale-entry", "caches",
+          "DynamicCache.crop after a rejected draft keeps one of the rejected entries",
+          Catch("caches", "llama-target", "rollback"),
+          (edit(CACHE, "DynamicLayer.crop",
+                ("self.keys = self.keys[..., : -abs(tokens_to_remove), :]",
+                 "self.keys = self.keys[..., : self.keys.shape[-2] - abs(tokens_to_remove) + 1, :]"),
+                ("self.values = self.values[..., : -abs(tokens_to_remove), :]",
+                 "self.values = self.values[..., : self.values.shape[-2] - abs(tokens_to_remove) + 1, :]")),),
+          fast=True),
+    Fault("static-slot-reused", "caches",
+          "a StaticCache decode step writes into the previous token's slot; its own slot is never "
+          "overwritten (keeps the buffer's zeros)",
+          Catch("caches", "llama-target", "static_vs_dynamic"),
+          (edit(CACHE, "StaticLayer.update",
+                ("cache_position = torch.arange(kv_length, device=self.device) + self.cumulative_length",
+                 "cache_position = torch.arange(kv_length, device=self.device) + self.cumulative_length"
+                 " - (1 if kv_length == 1 else 0)")),)),
+    Fault("layer-dispatch-swap", "caches",
+          "the cache's layer-type dispatch swaps full and sliding-window attention layers",
+          Catch("caches", "qwen2-hybrid", "dynamic_layers_vs_reference"),
+          (Wrap(CACHE, "get_layer_types_and_kwargs", lambda original: _swap_layer_types(original)),)),
+    Fault("delta-rule-decode-no-decay", "caches",
+          "the one-token decode step of the gated delta rule (linear attention) skips the recurrent state's "
+          "decay; the prefill, which runs the chunked kernel, stays right",
+          Catch("outputs", "qwen3_5-linear.plain.*.greedy", "equals_reference_engine"),
+          (edit(QWEN3_5, "torch_recurrent_gated_delta_rule",
+                ("last_recurrent_state = last_recurrent_state * decay_t", "last_recurrent_state = last_recurrent_state")),)),
+    Fault("chunk-boundary-off-by-one", "attention",
+          "the chunked-attention mask puts every chunk boundary one token early",
+          Catch("backends", "llama4-chunked", "sdpa_mask_vs_reference"),
+          (edit(MASK, "chunked_overlay",
+                ("return (kv_idx - left_padding[batch_idx]) // chunk_size",
+                 "return (kv_idx - left_padding[batch_idx] + 1) // chunk_size")),)),
+    Fault("sliding-window-off-by-one", "attention",
+          "the sliding-window mask lets each query see one key more than the window",
+          Catch("backends", "mistral-sliding", "sdpa_mask_vs_reference"),
+          (edit(MASK, "sliding_window_overlay",
+                ("return kv_idx > q_idx - sliding_window", "return kv_idx >= q_idx - sliding_window")),)),
+    # backends and checkpoints --------------------------------------------------------------------
+    Fault("sdpa-flag-flipped", "backends",
+          "MistralPreTrainedModel._supports_sdpa flipped to False: the model silently falls back to eager",
+          Catch("backends", "mistral-sliding", "default_attn_implementation"),
+          (SetItems("transformers.models.mistral.modeling_mistral", "MistralPreTrainedModel",
+                    (("_supports_sdpa", False),)),)),
+    Fault("eager-instead-of-sdpa", "backends",
+          "from_pretrained without attn_implementation chooses eager attention instead of SDPA",
+          Catch("backends", "llama-target", "default_attn_implementation"),
+          (edit("transformers.modeling_utils", "PreTrainedModel.get_correct_attn_implementation",
+                ('applicable_attention = "sdpa" if requested_attention is None',
+                 'applicable_attention = "eager" if requested_attention is None')),)),
+    Fault("checkpoint-key-renamed", "checkpoints",
+          "the checkpoint key model.norm.weight is renamed (model.final_norm.weight) without a load-time "
+          "remap: the final norm is re-initialised",
+          Catch("backends", "llama-target", "loading_info"),
+          (Wrap("transformers.modeling_utils", "convert_and_load_state_dict_in_model", _rename_checkpoint_key),)),
+    # contracts -----------------------------------------------------------------------------------
+    Fault("generate-returns-dict", "contracts",
+          "generate() returns a GenerateDecoderOnlyOutput by default instead of a tensor",
+          Catch("contracts", "generate-return-default", "result"),
+          (Wrap(GEN, "GenerationMixin.generate", _generate_returns_dict),)),
+    Fault("encode-returns-tensors", "contracts",
+          "tokenizer.encode() returns a torch.Tensor instead of a list of ids",
+          Catch("contracts", "tokenizer-encode", "result"),
+          (Wrap("transformers.tokenization_utils_base", "PreTrainedTokenizerBase.encode", _encode_returns_tensors),),
+          fast=True),
+    Fault("trust-remote-code-default-on", "contracts",
+          "trust_remote_code defaults to True: a checkpoint's custom code runs without consent",
+          Catch("contracts", "trust-remote-code-default", "result"),
+          (Wrap("transformers.dynamic_module_utils", "resolve_trust_remote_code", _trust_remote_code_by_default),)),
+    Fault("ensemble-weight-ignored", "contracts",
+          "GenerationConfig.assistant_ensemble_weight is stored but silently ignored by generate()",
+          Catch("contracts", "accept-ensemble-weight", "acceptance"),
+          (edit(GEN, "GenerationMixin._assisted_decoding",
+                ("assistant_ensemble_weight = generation_config.assistant_ensemble_weight",
+                 "assistant_ensemble_weight = None")),)),
+    # sampling (caught by the generation-level sampling suite, suites/test_sampling.py) -------------
+    Fault("temperature-applied-twice", "sampling",
+          "the temperature warper divides the scores by T twice (T^2)",
+          Catch("sampling", "*plain.temperature*", "joint_vs_exact"),
+          (edit(PROC, "TemperatureLogitsWarper.__call__",
+                ("scores_processed = scores / self.temperature",
+                 "scores_processed = scores / self.temperature / self.temperature")),)),
+    Fault("top-p-one-fewer", "sampling",
+          "top-p keeps one token fewer than the smallest set whose mass reaches p",
+          Catch("sampling", "*plain.top_p*", "joint_vs_exact"),
+          (edit(PROC, "TopPLogitsWarper.__call__",
+                ("sorted_indices_to_remove = cumulative_probs <= (1 - self.top_p)",
+                 "sorted_indices_to_remove = cumulative_probs <= (1 - self.top_p)\n"
+                 "    sorted_indices_to_remove[..., 1:] |= sorted_indices_to_remove[..., :-1].clone()")),)),
+    # latency -------------------------------------------------------------------------------------
+    Fault("slower-forward-15", "latency",
+          "every forward of a generating model is 15 % slower (CPU busy wait after it returns)",
+          Catch("latency", "llama-target.*", "*"),
+          (SlowForward(0.15),),
+          notes="caught by any of llama-target's timings (prefill, steady-state decode, generate() per path): "
+                "a 15 % slowdown is the smallest the default latency mode catches reliably, and no single "
+                "field catches it every time (prefill alone: 1 of 4 runs). Measured 10/10 runs caught, 4-10 "
+                "fields each, decode_dynamic / decode_static / generate_assisted / generate_ensemble every time; "
+                "their clean controls 0/10 regressions"),
+)
+
+
+def _swap_layer_types(original: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    swap = {"full_attention": "sliding_attention", "sliding_attention": "full_attention"}
+
+    @functools.wraps(original)
+    def get_layer_types_and_kwargs(config: Any) -> Any:
+        types, kwargs = original(config)
+        if not {"full_attention", "sliding_attention"} <= set(types):
+            return types, kwargs
+        window = next(k["sliding_window"] for t, k in zip(types, kwargs, strict=True) if t == "sliding_attention")
+        swapped = [swap.get(t, t) for t in types]
+        return swapped, [{"sliding_window": window} if t == "sliding_attention" else
+                         {k: v for k, v in kw.items() if k != "sliding_window"}
+                         for t, kw in zip(swapped, kwargs, strict=True)]
+    return get_layer_types_and_kwargs
+
+
+BY_NAME: dict[str, Fault] = {f.name: f for f in FAULTS}
+
+
+def get(name: str) -> Fault:
+    """The fault called `name`; an unknown name lists the known ones."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise FaultError(f"--inject-fault {name}: no such fault; known: {', '.join(BY_NAME)}") from None
+
+
+def inject(name: str) -> Undo:
+    """Apply the fault `name` to the installed transformers; returns the undo."""
+    return get(name).apply()
+
+
+def describe(fault: Fault) -> dict[str, Any]:
+    """The fault as results.json's meta.injected_fault (and the report's banner)."""
+    return {"name": fault.name, "area": fault.area, "breaks": fault.breaks,
+            "catch": {"suite": fault.catch.suite, "case": fault.catch.case, "field": fault.catch.field}}

@@ -1,0 +1,60 @@
+"""The fixtures a suite asks for:
+
+- `golden`: the checks of one test (a `Golden`: its case's `CaseCheck` against the baseline record,
+  and the record written when the test ends); a user model with its own dtype records its cases in
+  that dtype;
+- `zoo`: the installed transformers' view of the run's checkpoints - the fixture zoo and your own
+  models - each loaded once per process (harness/subjects/hf.py `Zoo`);
+- `run_settings`: the run's `RunSettings` (deep mode, seed salt, dtype, ...);
+- `harness_env`: the run's fingerprint and env key; `harness_config`: the project's `[tool.harness]`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.plugin.golden import Golden
+from harness.plugin.selection import case_id, case_of, suite_name
+from harness.plugin.session import GOLDEN_KEY, RunEnv, run_settings, session_of
+from harness.settings.config import HarnessConfig
+from harness.settings.run import RunSettings
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    """Golden-record checks for the current test's (suite, case)."""
+    item = request.node
+    checks = Golden(session_of(request.config), suite_name(item), case_id(item), item.nodeid)
+    model = getattr(case_of(item), "model", None)
+    own = {m.name: m for m in run_settings(request.config).user_models}.get(model)
+    if own is not None and own.dtype:
+        checks.numerics(own.dtype)  # a user model loaded in its own dtype is recorded in that dtype
+    item.stash[GOLDEN_KEY] = checks
+    return checks
+
+
+@pytest.fixture(name="run_settings", scope="session")
+def run_settings_fixture(request: pytest.FixtureRequest) -> RunSettings:
+    """The run's settings, as the plugin made them once at configure."""
+    return run_settings(request.config)
+
+
+@pytest.fixture(scope="session")
+def harness_env(request: pytest.FixtureRequest) -> RunEnv:
+    """The run's environment: fingerprint, env key, dtype / device / attention to run cases in."""
+    return session_of(request.config).run_env
+
+
+@pytest.fixture(scope="session")
+def harness_config(request: pytest.FixtureRequest) -> HarnessConfig:
+    """The project's `[tool.harness]` settings, as loaded once for this run."""
+    return run_settings(request.config).config
+
+
+@pytest.fixture(scope="session")
+def zoo(request: pytest.FixtureRequest, harness_env: RunEnv):
+    """Checkpoints from [tool.harness] models_dir and the user's, in their dtype on the run's device."""
+    from harness.subjects.hf import Zoo
+
+    settings = run_settings(request.config)
+    return Zoo(settings.config.models_dir, harness_env.dtype, harness_env.device, settings.user_models)

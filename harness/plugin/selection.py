@@ -1,0 +1,120 @@
+"""Which golden tests a run has and what each is called.
+
+- `case_id(item)` / `suite_name(item)`: a golden test's case and suite, which name its record file
+  ``<golden_dir>/<env-key>/<suite>/<case>.json``;
+- ``@pytest.mark.cases(table=...)``: the one way a suite declares its cases - `table` is a function of
+  the run's settings (harness/cases.py), called at collection, so deep mode and your own models
+  reach the table through the settings, never through a global;
+- `select`: the models the run covers (``[tool.harness] models``, or only ``--harness-model``'s),
+  then ``--harness-case`` globs; what it drops is deselected, so those records are not `missing`;
+- m, the number of golden tests that sets the per-test alpha (alpha / m), is counted after the
+  model filter and before ``--harness-case``: a narrowed run decides as the whole run would.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.settings.run import RunSettings
+
+GOLDEN = "golden"
+
+
+def is_golden(item: Any) -> bool:
+    return GOLDEN in getattr(item, "fixturenames", ())
+
+
+def case_id(item: Any) -> str:
+    """``case.id`` of a ``case`` parameter, else the parametrize id, else the function name."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        case = callspec.params.get("case")
+        if case is not None and getattr(case, "id", None) is not None:
+            return str(case.id)
+        return callspec.id
+    return getattr(item, "originalname", None) or item.name
+
+
+def suite_name(item: Any) -> str:
+    """The test module's name without the ``test_`` prefix."""
+    module = getattr(item, "module", None)
+    name = module.__name__.rsplit(".", 1)[-1] if module is not None else Path(str(item.path)).stem
+    return name.removeprefix("test_")
+
+
+def model_of(item: Any) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return getattr(callspec.params.get("case"), "model", None) if callspec else None
+
+
+def case_of(item: Any) -> Any:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("case") if callspec else None
+
+
+def parametrize_cases(metafunc: pytest.Metafunc, run: RunSettings) -> None:
+    """``@pytest.mark.cases(table=...)``: parametrize the test's ``case`` over ``table(run)``."""
+    marker = metafunc.definition.get_closest_marker("cases")
+    if marker is None:
+        return
+    table = marker.args[0] if marker.args else marker.kwargs["table"]
+    cases = table(run)
+    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+
+
+def wanted_model(item: Any, run: RunSettings) -> bool:
+    """`[tool.harness] models` keeps those zoo models' cases (and the user's); `--harness-model`
+    only that model's. Tests without a case's model run unless the run is a one-off."""
+    model = model_of(item)
+    users = {m.name for m in run.user_models}
+    if run.one_off:
+        return model in users
+    if run.config.models and model is not None:
+        return model in run.config.models or model in users
+    return True
+
+
+def wanted_case(item: Any, globs: tuple[str, ...]) -> bool:
+    if not globs or not is_golden(item):
+        return True
+    suite, case = suite_name(item), case_id(item)
+    return any(fnmatch.fnmatchcase(case, g.split(":", 1)[1]) and g.split(":", 1)[0] == suite if ":" in g
+               else fnmatch.fnmatchcase(case, g) for g in globs)
+
+
+def select(items: list[Any], run: RunSettings) -> tuple[list[Any], list[Any], int]:
+    """(kept, dropped, m): the model filter, m counted, then the case filter."""
+    keep = [i for i in items if wanted_model(i, run)]
+    dropped = [i for i in items if not wanted_model(i, run)]
+    m = sum(is_golden(i) for i in keep)
+    narrowed = [i for i in keep if wanted_case(i, run.cases)]
+    dropped += [i for i in keep if not wanted_case(i, run.cases)]
+    return narrowed, dropped, m
+
+
+class _Count:
+    def __init__(self) -> None:
+        self.n = -1
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.n = sum(is_golden(i) for i in session.items)
+
+
+def count_golden_tests(suites: Path, rootdir: Path, *args: str) -> int:
+    """m of a `pytest suites` run with `args` (its golden tests), by collecting it in this process:
+    what the run's per-test alpha is alpha / m of (benchmarks and the harness's own tests use it;
+    m is never a constant kept by hand)."""
+    import tempfile
+
+    count = _Count()
+    with tempfile.TemporaryDirectory() as tmp:
+        rc = pytest.main([str(suites), "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "--rootdir", str(rootdir), "--harness-results", str(Path(tmp) / "results.json"), *args],
+                         plugins=[count])
+    if rc != 0 or count.n <= 0:
+        raise RuntimeError(f"collecting {suites} failed (exit {rc}, {count.n} golden tests)")
+    return count.n

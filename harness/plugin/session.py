@@ -1,0 +1,300 @@
+"""One pytest run of the harness (or one xdist worker's share of it): its settings, store and env,
+the outcomes its tests produced, the records it wrote, and the hooks that tie them to pytest.
+
+- `pytest_configure` makes the run's `RunSettings` once (harness/settings/run.py), validates them,
+  pins torch's threads, applies ``--inject-fault`` and registers the `HarnessSession`;
+- at collection: the case tables are parametrized (`selection.parametrize_cases`), the model and
+  case filters applied, m (golden tests, for alpha / m) counted, and every fixture checkpoint the
+  run will load is checked against its manifest sha256 (a missing or corrupt one is a usage
+  error, never a skip);
+- each test's `Golden` is finished after its body (`pytest_runtest_call`): decided, written, a
+  regression failing the test;
+- at the end the controller adds the baseline fields nobody observed (`missing`) and writes
+  results.json (schema.Results). Under pytest-xdist each worker sends its outcomes to the
+  controller (``config.workeroutput`` -> ``pytest_testnodedown``); only the controller writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from harness import faults
+from harness.checking import stats
+from harness.checking.core import Rules, missing_fields
+from harness.checking.humane import relative_to
+from harness.plugin.golden import Golden
+from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name
+from harness.schema import Outcome, RecordError, Results, Status, count_statuses
+from harness.settings.config import ConfigError, load_config
+from harness.settings.run import RunSettings, SettingsError
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
+
+PLUGIN_NAME = "harness-session"
+WORKER_KEY = "harness"
+SETTINGS = pytest.StashKey[RunSettings]()
+GOLDEN_KEY = pytest.StashKey[Golden]()
+
+
+@dataclass(frozen=True)
+class RunEnv:
+    """What the suites need to know about the run's numerics (the `harness_env` fixture)."""
+
+    fingerprint: dict[str, Any]
+    key: str
+    dtype: str
+    device: str
+    attn_implementation: str
+
+
+class HarnessSession:
+    """One pytest run (or one xdist worker's share of it): settings, store, env, outcomes."""
+
+    def __init__(self, config: pytest.Config, settings: RunSettings):
+        self.config, self.settings = config, settings
+        self.start = time.time()
+        self.store = GoldenStore(settings.golden_dir)
+        self.is_worker = hasattr(config, "workerinput")
+        self.golden_tests = 0  # m: golden tests of the run (before --harness-case narrowed it)
+        self.suites: set[str] = set()  # suites with a collected golden test
+        self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
+        self.outcomes: list[Outcome] = []
+        self.writes: list[dict[str, Any]] = []
+        self._run_env: RunEnv | None = None
+        self._worker_envs: list[dict[str, Any]] = []
+        if settings.baseline and not self.is_worker:
+            try:
+                self.store.require_env(settings.baseline, "--baseline", current=self.run_env.key)
+            except UnknownEnvError as exc:
+                raise pytest.UsageError(str(exc)) from exc
+
+    @property
+    def run_env(self) -> RunEnv:
+        if self._run_env is None:
+            s = self.settings
+            try:
+                fp = fingerprint(dtype=s.dtype, attn_implementation=s.attn, device=s.device, threads=s.threads)
+            except ValueError as exc:
+                raise pytest.UsageError(f"harness environment: {exc}") from exc
+            self._run_env = RunEnv(fp, env_key(fp), s.dtype, s.device, s.attn)
+        return self._run_env
+
+    @property
+    def baseline_key(self) -> str:
+        return self.settings.baseline or self.run_env.key
+
+    @property
+    def force_regen(self) -> bool:
+        return self.settings.regen
+
+    @property
+    def strict(self) -> bool:
+        return self.settings.strict
+
+    @property
+    def read_only(self) -> bool:
+        return self.settings.read_only
+
+    def rules(self) -> Rules:
+        return Rules(alpha=stats.per_test_alpha(self.settings.config.alpha, self.golden_tests),
+                     thresholds=self.settings.config.thresholds, env=self.run_env.fingerprint, strict=self.strict,
+                     regen=self.force_regen and self.baseline_key == self.run_env.key, baseline_key=self.baseline_key)
+
+    # collection ----------------------------------------------------------------------------
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        parametrize_cases(metafunc, self.settings)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
+            from harness.fixtures.load import FixtureError, check_models
+
+            try:  # fail closed: a missing or corrupt checkpoint stops the run, it never skips a case
+                check_models(self.settings.config.models_dir, self.settings.config.models)
+            except FixtureError as exc:
+                raise pytest.UsageError(f"missing or corrupt fixture: {exc}") from exc
+        keep, drop, self.golden_tests = select(items, self.settings)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        golden = [item for item in session.items if is_golden(item)]
+        self.golden_tests = max(self.golden_tests, len(golden))  # -k / -m narrow m too; ours do not
+        self.suites |= {suite_name(item) for item in golden}
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """A deselected case (-k, the model filter, --harness-case) was not dropped: its record is not missing."""
+        self.deselected |= {(suite_name(i), safe_name(case_id(i))) for i in items if is_golden(i)}
+
+    # running -------------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        golden: Golden | None = item.stash.get(GOLDEN_KEY, None)
+        try:
+            result = yield
+        except pytest.skip.Exception:
+            if golden is not None:
+                golden.finish()  # checks made before a skip (e.g. a capability) are kept
+            raise
+        except BaseException:
+            if golden is not None:
+                golden.finish(write=False)  # a test that broke leaves its record untouched
+            raise
+        if golden is not None:
+            message = golden.finish()
+            if message:
+                pytest.fail(message, pytrace=False)
+        return result
+
+    # the end -------------------------------------------------------------------------------
+    def missing(self) -> list[Outcome]:
+        """Every field of the baseline env's records, in the suites this run collected, that no test
+        observed - a field a suite stopped checking, or a whole case dropped from a table."""
+        observed: dict[tuple[str, str], set[str]] = {}
+        for o in self.outcomes:
+            if o.against == "baseline":
+                observed.setdefault((o.suite, safe_name(o.case)), set()).add(o.field)
+        rules, out = self.rules(), []
+        for path in self.store.record_paths(self.baseline_key):
+            key = (path.parent.name, path.stem)
+            if path.parent.name not in self.suites or key in self.deselected:
+                continue
+            try:
+                record = self.store.read_file(path)
+            except RecordError:
+                continue  # an unreadable record is reported where it is read (preflight / its test)
+            out += missing_fields(record, observed.get(key, set()), rules)
+        return out
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:
+            payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes,
+                       "golden_tests": self.golden_tests, "suites": sorted(self.suites),
+                       "deselected": sorted(self.deselected),
+                       "env": self._run_env.fingerprint if self._run_env else None}
+            self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
+            return
+        if not self.outcomes and not self.golden_tests:
+            return  # no golden checks in this run: leave any previous results.json alone
+        self.outcomes += self.missing()
+        if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
+        try:
+            atomic_write_json(self.settings.results, self.results().to_json())
+        except OSError as exc:
+            sys.stderr.write(f"harness: cannot write {self.settings.results}: {exc}\n")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        raw = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if not raw:
+            return
+        payload = json.loads(raw)
+        self.outcomes.extend(Outcome.from_json(o) for o in payload["outcomes"])
+        self.writes.extend(payload["writes"])
+        self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
+        self.suites |= set(payload["suites"])
+        self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
+        if payload.get("env"):
+            self._worker_envs.append(payload["env"])
+
+    def _env(self) -> dict[str, Any]:
+        return self._worker_envs[0] if self._worker_envs else self.run_env.fingerprint
+
+    def results(self) -> Results:
+        env = self._env()
+        key = env_key(env)
+        baseline_key = self.settings.baseline or key
+        baseline_env = env if baseline_key == key else self.store.env_of(baseline_key)
+        root = self.settings.config.rootdir
+        meta = {
+            "alpha": self.settings.config.alpha,
+            "alpha_per_test": stats.per_test_alpha(self.settings.config.alpha, self.golden_tests),
+            "golden_tests": self.golden_tests,
+            "multiple_testing": "Bonferroni across tests (alpha/m), Holm within a test",
+            "argv": [relative_to(root, arg) for arg in self.config.invocation_params.args],
+            "duration_s": round(time.time() - self.start, 3),
+            "env_key": key,
+            "baseline_key": baseline_key,
+            "force_regen": self.force_regen,
+            "strict": self.strict,
+            "golden_dir": relative_to(root, self.store.root),
+            "writes": merged_writes(self.writes),
+        }
+        if self.settings.user_models:
+            meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
+        injected = faults.injected(self.config)
+        if injected is not None:
+            meta["injected_fault"] = faults.describe(injected)
+        ordered = sorted(self.outcomes, key=lambda o: (o.suite, o.case, o.field, o.against))
+        return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker or (not self.outcomes and not self.golden_tests):
+            return
+        categories: dict[str, int] = {}
+        for outcome in self.outcomes:
+            if outcome.category:
+                categories[outcome.category.value] = categories.get(outcome.category.value, 0) + 1
+        tr = terminalreporter
+        tr.write_sep("-", "harness golden records")
+        line = ", ".join(f"{n} {s}" for s, n in count_statuses(self.outcomes).items())
+        if categories:
+            line += " (" + ", ".join(f"{c}: {n}" for c, n in sorted(categories.items())) + ")"
+        tr.write_line(line)
+        written = [w for w in merged_writes(self.writes) if w["fields"] or w["replaced_unreadable"]]
+        if written:
+            verb = "force-regen rewrote" if self.force_regen else "wrote"
+            tr.write_line(f"{verb} {sum(len(w['fields']) for w in written)} field(s) in {len(written)} record(s):")
+            for w in written[:50]:
+                fields = ", ".join(f"{name} ({change})" for name, change in sorted(w["fields"].items()))
+                extra = " [replaced unreadable record]" if w.get("replaced_unreadable") else ""
+                tr.write_line(f"  {w['path']}: {fields}{extra}")
+            if len(written) > 50:
+                tr.write_line(f"  ... and {len(written) - 50} more (see results.json meta.writes)")
+        tr.write_line(f"env {env_key(self._env())}, baseline {self.settings.baseline or 'own records'}, "
+                      f"results: {self.settings.results}")
+
+
+def merged_writes(writes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per record file (several tests may write fields of one record), sorted by path."""
+    merged: dict[str, dict[str, Any]] = {}
+    for write in writes:
+        entry = merged.setdefault(write["path"], {"path": write["path"], "fields": {}, "replaced_unreadable": ""})
+        entry["fields"].update(write["fields"])
+        entry["replaced_unreadable"] = entry["replaced_unreadable"] or write.get("replaced_unreadable", "")
+    return [merged[path] for path in sorted(merged)]
+
+
+def run_settings(config: pytest.Config) -> RunSettings:
+    """The run's settings as the plugin made them at configure (hooks and fixtures read this)."""
+    return config.stash[SETTINGS]
+
+
+def session_of(config: pytest.Config) -> HarnessSession:
+    session = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if session is None:  # pragma: no cover - pytest_configure always registers it
+        raise RuntimeError("harness plugin is not configured")
+    return session
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cases(table): parametrize `case` over table(run settings) "
+                                       "(harness/cases.py; harness/plugin/selection.py)")
+    try:
+        settings = RunSettings.from_pytest_config(config, load_config(config.rootpath)).validate()
+    except (ConfigError, SettingsError) as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    config.stash[SETTINGS] = settings
+    import torch
+
+    torch.set_num_threads(settings.threads)
+    config.pluginmanager.register(HarnessSession(config, settings), PLUGIN_NAME)
+    faults.configure(config, settings.fault)  # applies --inject-fault for the session (undone at unconfigure)

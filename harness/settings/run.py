@@ -1,0 +1,238 @@
+"""What one run is, as one typed noun: `RunSettings`.
+
+A run is the project's `[tool.harness]` (harness/settings/config.py) plus the choices of this
+invocation - the env axes (dtype, device, attention, threads), the baseline, strictness, regen,
+deep mode, the fault to inject, the case filter, your own model, where results go. It is made
+once, from whichever front end started the run, and travels as this object:
+
+    harness check ...      -> RunSettings.from_cli(args, config)  -> .to_pytest_args()  -> pytest
+    pytest suites ...      -> RunSettings.from_pytest_config(config)  (kept in config.stash)
+
+`OPTIONS` is the one table of the run's flags: the plugin registers its pytest options from it, the
+CLI its flags, and `to_pytest_args` writes exactly those back, so the two front ends cannot drift
+apart and nothing is mirrored by hand. Defaults live in the dataclass fields below, nowhere else.
+`validate` is the one check of a run's settings (run by `harness check` before it starts pytest,
+and by the plugin for a plain `pytest` run): one line naming the flag or key, never a traceback.
+
+Nothing here touches `os.environ`: the case tables read deep mode and the seed salt from the
+settings the plugin stashed (`harness.plugin` `run_settings`). The one input read from the process
+environment is `CI` (set by CI systems): a CI run is strict, so it can never go green on records it
+wrote itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from harness.settings.config import HarnessConfig
+from harness.settings.models import ModelError, UserModel, from_flags, resolve
+from harness.store.env import canonical_dtype
+
+DTYPES = ("fp32", "bf16", "fp16", "fp64")
+
+
+class SettingsError(ValueError):
+    """Settings a run cannot use; the message names the flag or key and the fix."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run setting as a flag: the `RunSettings` field, its pytest flag and its `harness`
+    flag (None: not a flag of that front end), and argparse keyword arguments."""
+
+    field: str
+    pytest: str
+    cli: str | None
+    help: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return f"harness_{self.field}"
+
+    def flag(self, front: str) -> str:
+        """How this option is spelled on a front end ("cli": `harness check`, else pytest)."""
+        return (self.cli or self.pytest) if front == "cli" else self.pytest
+
+    def parser_kwargs(self) -> dict[str, Any]:
+        return {"dest": self.dest, "default": None, "help": self.help, **dict(self.kwargs)}
+
+
+_FLAG = (("action", "store_true"),)
+_INT = (("type", int),)
+
+OPTIONS: tuple[Option, ...] = (
+    Option("regen", "--force-regen", None, "rewrite the current env's golden records and list what changed", _FLAG),
+    Option("strict", "--harness-strict", "--strict",
+           "a field without a baseline record, or a baseline field nobody observed, fails (CI always is strict)", _FLAG),
+    Option("baseline", "--baseline", "--baseline",
+           "env key whose records to compare against (default: [tool.harness] baseline, else this env's own)",
+           (("metavar", "KEY"),)),
+    Option("golden_dir", "--golden-dir", "--golden-dir", "golden record store (default: [tool.harness] golden_dir)",
+           (("metavar", "DIR"),)),
+    Option("results", "--harness-results", None, "where results.json goes (default: <reports_dir>/results.json)",
+           (("metavar", "PATH"),)),
+    Option("dtype", "--harness-dtype", "--dtype", "dtype of the run: fp32, bf16, fp16 (default fp32)"),
+    Option("device", "--harness-device", "--device", "device of the run: cpu, cuda[:N], mps (default cpu)"),
+    Option("attn", "--harness-attn", "--attn", "attention implementation of the run (default sdpa)"),
+    Option("threads", "--harness-threads", "--threads",
+           "torch intra-op threads of the run (default 1: the same env key wherever it runs)", _INT),
+    Option("model", "--harness-model", "--model",
+           "run only this checkpoint of yours (a save_pretrained directory, safetensors)", (("metavar", "PATH"),)),
+    Option("assistant", "--harness-assistant", "--assistant", "--model's assistant: adds the assisted / ensemble cases",
+           (("metavar", "PATH"),)),
+    Option("deep", "--harness-deep", "--deep",
+           "the deeper modes: every sampling path x setting at a smaller detectable TV, 3x the latency samples "
+           "(slower; never writes records)", _FLAG),
+    Option("fault", "--inject-fault", "--inject-fault",
+           "inject a fault of the catalogue (harness/faults/catalogue.py, `harness faults --list`) for this run",
+           (("metavar", "NAME"),)),
+    Option("cases", "--harness-case", None,
+           "run only the golden tests whose case id matches GLOB (repeatable; SUITE:GLOB for one suite); the "
+           "per-test alpha stays that of the whole collection", (("metavar", "GLOB"), ("action", "append"))),
+    Option("seed_salt", "--harness-seed-salt", "--seed-salt",
+           "draw every statistical case from fresh seeds (an integer; false-alarm measurements)", _INT),
+)
+BY_FIELD = {o.field: o for o in OPTIONS}
+PYTEST_FLAGS = {o.pytest: o for o in OPTIONS}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's settings. Paths are absolute; `config` is the project's `[tool.harness]`."""
+
+    config: HarnessConfig
+    golden_dir: Path
+    results: Path
+    baseline: str = ""  # "" = this environment's own records
+    strict: bool = False
+    regen: bool = False
+    deep: bool = False
+    dtype: str = "fp32"
+    device: str = "cpu"
+    attn: str = "sdpa"
+    threads: int = 1
+    model: Path | None = None
+    assistant: Path | None = None
+    fault: str | None = None
+    cases: tuple[str, ...] = ()
+    seed_salt: int = 0
+    user_models: tuple[UserModel, ...] = field(default=(), compare=False)  # resolved by `validate`
+
+    # construction -------------------------------------------------------------------------
+    @classmethod
+    def make(cls, config: HarnessConfig, given: dict[str, Any], ci: bool | None = None) -> RunSettings:
+        """From the project's settings and the values given on a command line (None: not given)."""
+        given = {k: v for k, v in given.items() if v is not None}
+        golden = Path(given.pop("golden_dir")).resolve() if "golden_dir" in given else config.golden_dir
+        results = Path(given.pop("results")).resolve() if "results" in given else config.reports_dir / "results.json"
+        for key in ("model", "assistant"):
+            if key in given:
+                given[key] = Path(given[key]).resolve()
+        if "cases" in given:
+            given["cases"] = tuple(given["cases"])
+        given.setdefault("baseline", config.baseline)
+        regen = bool(given.get("regen"))
+        ci = bool(os.environ.get("CI")) if ci is None else ci
+        strict = bool(given.pop("strict", False)) or (ci and not regen)
+        return cls(config=config, golden_dir=golden, results=results, strict=strict, **given)
+
+    @classmethod
+    def from_pytest_config(cls, pytest_config: Any, config: HarnessConfig) -> RunSettings:
+        """The settings of a pytest run (pytest's own ``--strict`` / ``strict`` ini also make it strict)."""
+        given = {o.field: pytest_config.getoption(o.dest, None) for o in OPTIONS}
+        if _pytest_strict(pytest_config):
+            given["strict"] = True
+        return cls.make(config, given)
+
+    @classmethod
+    def from_cli(cls, args: Any, config: HarnessConfig) -> RunSettings:
+        """The settings of `harness check` / `harness regen` (argparse namespace, dests from `OPTIONS`)."""
+        return cls.make(config, {o.field: getattr(args, o.dest, None) for o in OPTIONS})
+
+    def to_pytest_args(self) -> list[str]:
+        """The pytest flags that make `from_pytest_config` return these settings in the child run."""
+        out: list[str] = []
+        defaults = RunSettings(self.config, self.config.golden_dir, self.config.reports_dir / "results.json")
+        for option in OPTIONS:
+            value = getattr(self, option.field)
+            if option.field in ("golden_dir", "results"):
+                out += [option.pytest, str(value)]
+            elif option.field == "baseline":
+                if value:
+                    out += [option.pytest, value]
+            elif isinstance(value, bool):
+                if value:
+                    out.append(option.pytest)
+            elif isinstance(value, tuple):
+                for item in value:
+                    out += [option.pytest, str(item)]
+            elif value is not None and (value != getattr(defaults, option.field) or option.field == "threads"):
+                out += [option.pytest, str(value)]
+        return out
+
+    def with_(self, **changes: Any) -> RunSettings:
+        return replace(self, **changes)
+
+    # derived ------------------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """A deep run is an investigation: it never writes records (unless regenerating on purpose);
+        a strict one only reads."""
+        return self.strict or (self.deep and not self.regen)
+
+    @property
+    def one_off(self) -> bool:
+        """`--model PATH`: only that checkpoint's cases run."""
+        return self.model is not None
+
+    # validation ---------------------------------------------------------------------------
+    def validate(self, front: str = "pytest") -> RunSettings:
+        """Check what can be checked without running anything, and resolve the user models
+        (harness/settings/models.py `resolve`). `SettingsError` names the flag (as `front` spells
+        it: "cli" or "pytest") or the key."""
+        def flag(name: str) -> str:
+            return BY_FIELD[name].flag(front)
+
+        try:
+            dtype = canonical_dtype(self.dtype)
+        except ValueError:
+            raise SettingsError(f"{flag('dtype')} {self.dtype!r}: unknown dtype; expected one of "
+                                f"{', '.join(DTYPES[:3])}") from None
+        if self.threads < 1:
+            raise SettingsError(f"{flag('threads')} must be >= 1, got {self.threads}")
+        if self.assistant is not None and self.model is None:
+            raise SettingsError(f"{flag('assistant')} needs {flag('model')} PATH (the model it drafts for)")
+        try:
+            declared = (from_flags(str(self.model), str(self.assistant) if self.assistant else None),) if self.model \
+                else self.config.user_models
+            users = tuple(resolve(m) for m in declared)
+        except ModelError as exc:
+            raise SettingsError(f"bad model: {exc}") from None
+        return replace(self, dtype=dtype, user_models=users)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as plain data (results.json meta)."""
+        out = {}
+        for f in fields(self):
+            if f.name in ("config", "user_models"):
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def cli_flags() -> Sequence[Option]:
+    """The options `harness check` / `harness regen` take as flags of their own."""
+    return [o for o in OPTIONS if o.cli]
+
+
+def _pytest_strict(config: Any) -> bool:
+    try:
+        return bool(config.getini("strict"))
+    except (ValueError, KeyError):
+        return False
