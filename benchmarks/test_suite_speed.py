@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness import cases
 from harness.designs import latency
-from harness.fixtures.cases import latency_cases
 from harness.subjects import hf_latency
 from harness.subjects.hf import Zoo
 
@@ -43,7 +43,7 @@ def test_transformers_speculative_speedup_per_path(enabled):
     torch.set_num_threads(1)
     zoo, lines, info = Zoo(), [], {}
     cal = hf_latency.calibration(zoo)
-    for case in (c for c in latency_cases() if c.name.endswith(".generate")):
+    for case in (c for c in cases.latency() if c.name.endswith(".generate")):
         ids = zoo.prompt_ids(case.model, "short-0")
         plain = hf_latency.generate_path(zoo, case.model, "plain", ids, case.new_tokens, case.draft_tokens)
         for path in case.param("paths")[1:]:
@@ -80,7 +80,6 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, int]:
 def test_suite_wall_times(enabled):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("CI", None)
-    env.pop(latency.DEEP_ENV, None)
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
         for suite in SUITES:
@@ -88,7 +87,7 @@ def test_suite_wall_times(enabled):
                                    "--harness-results", str(Path(tmp) / f"{suite}.json")], env)
         times["test_latency.py (deep)"] = _timed(
             ["suites/test_latency.py", "-q", "-p", "no:cacheprovider", "--harness-strict",
-             "--harness-results", str(Path(tmp) / "deep.json")], {**env, latency.DEEP_ENV: "1"})
+             "--harness-results", str(Path(tmp) / "deep.json"), "--harness-deep"], env)
     enabled.extra_info.update({k: v[0] for k, v in times.items()})
     print("\n" + "\n".join(f"{k}: {v[0]:.1f} s wall (exit {v[1]})" for k, v in times.items()))
     enabled.pedantic(lambda: None, rounds=1)

@@ -1,6 +1,6 @@
 """The nouns every part of the harness shares, and where each one lives.
 
-Data flows one way (see DESIGN.md):
+Data flows one way (docs/design.md):
 
     Case --Subject--> Observation (named Fields) --golden store--> Record
     Field + baseline Field --compare (per kind)--> Outcome --run--> Results (results.json)
@@ -33,7 +33,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 RESULTS_VERSION = 1
 
-# Field kinds: the kind decides how a field is compared (see compare.py and DESIGN.md).
+# Field kinds: the kind decides how a field is compared (harness/checking/compare.py, docs/design.md).
 KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "capability")
 STATISTICAL_KINDS = ("rate", "distribution", "latency")
 

@@ -11,5 +11,4 @@ from harness.designs import sampling
 
 @pytest.mark.cases(table=cases.sampling)
 def test_sampled_distribution(case, golden, zoo, run_settings):
-    spec = cases.SamplingSpec.of(case)
-    golden.check_all(sampling.observe_case(zoo, spec, run_settings, golden.alpha))
+    golden.check_all(sampling.observe_case(zoo, case, run_settings, golden.alpha))

@@ -35,7 +35,7 @@ from harness.checking import stats
 from harness.engine import joint as joints
 from harness.engine.joint import Joint, tv_by_bin
 from harness.engine.processors import Sampling
-from harness.schema import Observation
+from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 
 TV_DEFAULT = 0.2  # detectable TV of a default run (N 300-400: the everyday command stays under 2 min)
@@ -183,10 +183,11 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
     return obs
 
 
-def observe_case(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float) -> Observation:
+def observe_case(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
     """The sampling suite's case: the path's generate() feature first (`supports_<feature>`), then `observe`."""
     from harness.subjects import hf
 
+    spec = SamplingSpec.of(case)
     obs = Observation()
     if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path)):
         return obs

@@ -29,7 +29,6 @@ path = "/models/my-llama"
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -45,14 +44,6 @@ else:  # pragma: no cover - python 3.10
 
 class ConfigError(ValueError):
     """A bad `[tool.harness]` entry; the message names the file and the key."""
-
-
-DEEP_ENV = "HARNESS_DEEP"  # "1": the deeper modes (--harness-deep / harness check --deep)
-
-
-def deep_mode() -> bool:
-    """Whether this run is a deep one (env HARNESS_DEEP=1; the plugin sets it for --harness-deep)."""
-    return os.environ.get(DEEP_ENV, "") not in ("", "0")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,215 @@
+"""The checking core's rules, directly (harness/checking/core.py `CaseCheck`, `missing_fields`,
+`compare_records`): no pytest plugin, no store, no model - observations in, outcomes out.
+
+  Holm within a case   two statistical fields of one case share its alpha; a p between alpha / 2
+                       and alpha fails alone and passes beside a second, larger one
+  strict               a field without a baseline record is a regression (missing-record)
+  missing              a baseline field nobody observed is `missing`, a regression under strict
+  regen                a difference from this env's own record is the regeneration (changed)
+  unreadable           a baseline record that cannot be read makes every field a regression
+  categories           text follows its tokens' tie-flip; a seeded stream whose distribution fits
+                       is an rng-stream change; a fix is changed, a breakage a regression
+  observations         every part of an `Observation` lands as one outcome; a note may not decide
+                       a statistical kind
+The workflow through pytest (records written, xdist, strictness from CI) is tests/test_plugin_workflow.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checking.core import CaseCheck, Rules, compare_records, missing_fields
+from harness.schema import Category, Field, Observation, Record, RecordError, Status
+from harness.settings.config import Thresholds
+
+ENV = {"dtype": "fp32", "device": {"type": "cpu"}, "threads": 1, "torch": "2.13.0", "attn_implementation": "sdpa"}
+BF16 = {**ENV, "dtype": "bf16"}
+
+
+def rules(**kw) -> Rules:
+    return Rules(alpha=kw.pop("alpha", 0.01), thresholds=Thresholds(), env=kw.pop("env", ENV), **kw)
+
+
+def record(env=ENV, **fields: Field) -> Record:
+    return Record("suite", "case", env, dict(fields))
+
+
+def rate(k: int, n: int) -> Field:
+    return Field("rate", {"k": k, "n": n})
+
+
+def outcomes(check: CaseCheck) -> dict[str, tuple[Status, Category]]:
+    return {o.field: (o.status, o.category) for o in check.outcomes()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Holm within a case
+
+
+def _binomial_p(k: int, n: int, p: float) -> float:
+    from harness.checking import stats
+
+    return stats.binomial_test(k, n, p).p_value
+
+
+def test_holm_decides_a_case_s_statistical_fields_together():
+    """k = 62 of 100 against p = 0.5: p ~ 0.021. At alpha 0.03 it fails alone; beside a second
+    field with p ~ 1 Holm decides the smaller one at alpha / 2 = 0.015, so it passes."""
+    assert 0.015 < _binomial_p(62, 100, 0.5) < 0.03
+    alone = CaseCheck("suite", "case", rules(alpha=0.03))
+    alone.reference("r1", rate(62, 100), Field("rate", {"p": 0.5}))
+    assert outcomes(alone)["r1"][0] is Status.REGRESSION
+    together = CaseCheck("suite", "case", rules(alpha=0.03))
+    together.reference("r1", rate(62, 100), Field("rate", {"p": 0.5}))
+    together.reference("r2", rate(50, 100), Field("rate", {"p": 0.5}))
+    decided = {o.field: o for o in together.outcomes()}
+    assert decided["r1"].status is Status.PASS and decided["r1"].diff["holm_adjusted_p"] > 0.03
+    assert decided["r2"].status is Status.PASS
+
+
+def test_holm_leaves_exact_fields_alone():
+    check = CaseCheck("suite", "case", rules(alpha=0.03))
+    check.reference("r1", rate(62, 100), Field("rate", {"p": 0.5}))
+    check.reference("same", Field("exact", [1, 2]), Field("exact", [1, 2]))
+    assert outcomes(check) == {"r1": (Status.REGRESSION, Category.RATE_UP), "same": (Status.PASS, Category.NONE)}
+
+
+# ----------------------------------------------------------------------------------------------
+# the run's rules: new, strict, regen, missing, unreadable
+
+
+@pytest.mark.parametrize(("run", "baseline", "value", "expected"), [
+    (rules(), None, 1, (Status.NEW, Category.NONE)),
+    (rules(strict=True), None, 1, (Status.REGRESSION, Category.MISSING_RECORD)),
+    (rules(), record(f=Field("exact", 1)), 1, (Status.PASS, Category.NONE)),
+    (rules(), record(f=Field("exact", 1)), 2, (Status.REGRESSION, Category.REAL_CHANGE)),
+    (rules(regen=True), record(f=Field("exact", 1)), 2, (Status.CHANGED, Category.REGENERATED)),
+    (rules(strict=True, regen=True), record(f=Field("exact", 1)), 2, (Status.CHANGED, Category.REGENERATED)),
+], ids=["new", "strict-new", "pass", "changed-value", "regen", "regen-wins-over-strict"])
+def test_the_run_s_rules(run, baseline, value, expected):
+    check = CaseCheck("suite", "case", run, baseline=baseline)
+    check.observe("f", Field("exact", value))
+    assert outcomes(check)["f"] == expected
+
+
+def test_an_unreadable_baseline_makes_every_field_a_regression():
+    bad = RecordError("/records/suite/case.json", "corrupt JSON")
+    check = CaseCheck("suite", "case", rules(), unreadable=bad)
+    check.observe("f", Field("exact", 1))
+    (o,) = check.outcomes()
+    assert (o.status, o.category) == (Status.REGRESSION, Category.UNREADABLE_RECORD)
+    assert o.diff["file"] == "/records/suite/case.json"
+
+
+@pytest.mark.parametrize(("strict", "status"), [(False, Status.MISSING), (True, Status.REGRESSION)])
+def test_a_baseline_field_nobody_observed_is_missing(strict, status):
+    (o,) = missing_fields(record(f=Field("exact", 1), g=Field("exact", 2)), {"f"}, rules(strict=strict))
+    assert (o.field, o.status, o.category) == ("g", status, Category.MISSING_FIELD)
+
+
+def test_a_field_checked_twice_is_a_harness_bug():
+    check = CaseCheck("suite", "case", rules())
+    check.observe("f", Field("exact", 1))
+    with pytest.raises(ValueError, match="checked twice"):
+        check.reference("f", Field("exact", 1), Field("exact", 1))
+
+
+# ----------------------------------------------------------------------------------------------
+# categories that refine a status
+
+
+def test_text_follows_the_tie_flip_of_its_tokens_across_numerics():
+    """bf16 against fp32: the tokens diverge at a near-tie on both sides, so the text that follows
+    them is the same tie-flip, not a second finding."""
+    base = record(tokens=Field("tokens", [[5, 6, 7]], {"margins": [[2.0, 0.1, 3.0]]}), text=Field("exact", "a b c"))
+    check = CaseCheck("suite", "case", rules(env=BF16), baseline=base)
+    check.observe("tokens", Field("tokens", [[5, 9, 7]], {"margins": [[2.0, 0.2, 3.0]]}))
+    check.observe("text", Field("exact", "a x c", {"follows": "tokens"}))
+    assert outcomes(check) == {"tokens": (Status.PASS, Category.TIE_FLIP), "text": (Status.PASS, Category.TIE_FLIP)}
+
+
+def test_the_same_divergence_in_the_same_numerics_is_a_real_change():
+    base = record(tokens=Field("tokens", [[5, 6, 7]], {"margins": [[2.0, 0.1, 3.0]]}), text=Field("exact", "a b c"))
+    check = CaseCheck("suite", "case", rules(), baseline=base)
+    check.observe("tokens", Field("tokens", [[5, 9, 7]], {"margins": [[2.0, 0.2, 3.0]]}))
+    check.observe("text", Field("exact", "a x c", {"follows": "tokens"}))
+    assert outcomes(check) == {"tokens": (Status.REGRESSION, Category.REAL_CHANGE),
+                               "text": (Status.REGRESSION, Category.REAL_CHANGE)}
+
+
+def _fitting_distribution(n: int = 1000) -> Field:
+    return Field("distribution", {"a": n // 2, "b": n // 2}, {"expected": {"a": 0.5, "b": 0.5}})
+
+
+def test_a_seeded_stream_that_differs_while_its_distribution_fits_is_an_rng_stream_change():
+    base = record(distribution=_fitting_distribution(), tokens=Field("tokens", [[1, 2]]))
+    check = CaseCheck("suite", "case", rules(), baseline=base)
+    check.observe("distribution", _fitting_distribution())
+    check.observe("tokens", Field("tokens", [[1, 3]], {"seeded_by": "distribution"}))
+    assert outcomes(check)["tokens"] == (Status.CHANGED, Category.RNG_STREAM)
+
+
+def test_a_seeded_stream_whose_distribution_no_longer_fits_stays_a_regression():
+    base = record(distribution=_fitting_distribution(), tokens=Field("tokens", [[1, 2]]))
+    check = CaseCheck("suite", "case", rules(), baseline=base)
+    check.observe("distribution", Field("distribution", {"a": 900, "b": 100}, {"expected": {"a": 0.5, "b": 0.5}}))
+    check.observe("tokens", Field("tokens", [[1, 3]], {"seeded_by": "distribution"}))
+    got = outcomes(check)
+    assert got["distribution"][0] is Status.REGRESSION and got["tokens"] == (Status.REGRESSION, Category.REAL_CHANGE)
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ({"type": "ValueError", "message": "no"}, None, (Status.CHANGED, Category.FIXED)),
+    (None, {"type": "ValueError", "message": "no"}, (Status.REGRESSION, Category.BROKEN)),
+    ({"type": "ValueError", "message": "no"}, {"type": "TypeError", "message": "no"},
+     (Status.REGRESSION, Category.ERROR_CHANGED)),
+], ids=["fixed", "broken", "error-changed"])
+def test_a_recorded_exception_s_transitions(old, new, expected):
+    check = CaseCheck("suite", "case", rules(), baseline=record(error=Field("exact", old)))
+    check.observe("error", Field("exact", new))
+    assert outcomes(check)["error"] == expected
+
+
+# ----------------------------------------------------------------------------------------------
+# observations
+
+
+def test_every_part_of_an_observation_is_one_outcome():
+    obs = Observation()
+    obs.add("value", 1)
+    obs.reference("equal", [1, 2], [1, 2])
+    obs.skipped("not_here", "tensor", "the engine does not implement this family")
+    obs.info("bias_point", "exact bias 0.1", {"tv": 0.1})
+    check = CaseCheck("suite", "case", rules())
+    check.check_all(obs)
+    got = {o.field: (o.status, o.against) for o in check.outcomes()}
+    assert got == {"value": (Status.NEW, "baseline"), "equal": (Status.PASS, "reference"),
+                   "not_here": (Status.SKIPPED, "reference"), "bias_point": (Status.PASS, "reference")}
+
+
+def test_a_field_observed_twice_is_refused_by_the_observation():
+    obs = Observation()
+    obs.add("f", 1)
+    with pytest.raises(ValueError, match="observed twice"):
+        obs.skipped("f", "exact", "why")
+
+
+def test_a_statistical_kind_is_never_decided_by_a_note():
+    from harness.schema import Note
+
+    obs = Observation()
+    obs.notes["fit"] = Note("distribution", "pass", "looks fine")
+    with pytest.raises(ValueError, match="must be compared"):
+        CaseCheck("suite", "case", rules()).check_all(obs)
+
+
+def test_an_offline_comparison_decides_as_a_live_run():
+    a = {("suite", "case"): record(f=Field("exact", 1), gone=Field("exact", 0))}
+    b = {("suite", "case"): record(f=Field("exact", 2), added=Field("exact", 1)),
+         ("suite", "other"): Record("suite", "other", ENV, {"x": Field("exact", 1)})}
+    got = {(o.case, o.field): (o.status, o.category) for o in compare_records(a, b, alpha=0.01,
+                                                                               thresholds=Thresholds())}
+    assert got == {("case", "f"): (Status.REGRESSION, Category.REAL_CHANGE),
+                   ("case", "added"): (Status.NEW, Category.NONE),
+                   ("case", "gone"): (Status.MISSING, Category.MISSING_FIELD),
+                   ("other", "x"): (Status.NEW, Category.RECORD_ADDED)}
