@@ -772,7 +772,7 @@ def test_regen_of_a_partial_run_keeps_what_it_did_not_see(project, capfd, partia
     project.values(value=4)
     if partial == "failing-test":
         (project.root / "suites" / "test_toy.py").write_text(FAILING_SUITE)
-        code, why, written = project.run("regen", "--yes"), "some tests failed", {"one", "two"}
+        code, why, written = project.run("regen", "--yes"), "1 test(s) broke before observing everything", {"one", "two"}
     else:
         code = main(["regen", "--yes", "--root", str(project.root), "--", "-k", "one"])
         why, written = "pytest arguments select part of the suites", {"one"}
@@ -784,6 +784,24 @@ def test_regen_of_a_partial_run_keeps_what_it_did_not_see(project, capfd, partia
     assert record.fields["value"].value == 4 and record.fields["gone"].value == "kept" and one.exists()
     cases = {p.stem for p in project.store.record_paths(project.key)}
     assert cases == written | {"one", "stale"}
+
+
+REGRESSING_SUITE = SUITE + textwrap.dedent("""
+
+    def test_against_reference(golden):
+        golden.reference("engine", DATA["value"], -1)  # a finding of the library, not a broken test
+""")
+
+
+def test_regen_of_a_run_whose_failures_are_findings_is_complete(project, capfd):
+    """A test that fails by its golden verdict (a real bug of the installed version, e.g. a reference
+    mismatch) observed everything: the regen is complete, so what no test produced any more goes."""
+    project.record("one", value=1)
+    stale = project.record("stale")
+    (project.root / "suites" / "test_toy.py").write_text(REGRESSING_SUITE)
+    code = project.run("regen", "--yes")
+    out = capfd.readouterr().out
+    assert code == 1 and "partial run" not in out and "- toy/stale" in out and not stale.exists()
 
 
 def test_regen_rewrites_an_unreadable_record(project, capfd):

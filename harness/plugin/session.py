@@ -66,6 +66,7 @@ class HarnessSession:
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
+        self.broken: list[str] = []  # tests that ended in an exception, not in their golden verdict
         self._run_env: RunEnv | None = None
         self._worker_envs: list[dict[str, Any]] = []
         if settings.baseline and not self.is_worker:
@@ -144,6 +145,7 @@ class HarnessSession:
                 golden.finish()  # checks made before a skip (e.g. a capability) are kept
             raise
         except BaseException:
+            self.broken.append(item.nodeid)
             if golden is not None:
                 golden.finish(write=False)  # a test that broke leaves its record untouched
             raise
@@ -152,6 +154,10 @@ class HarnessSession:
             if message:
                 pytest.fail(message, pytrace=False)
         return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and report.when != "call":  # a fixture that broke: the test observed nothing
+            self.broken.append(report.nodeid)
 
     # the end -------------------------------------------------------------------------------
     def missing(self) -> list[Outcome]:
@@ -175,7 +181,7 @@ class HarnessSession:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
-            payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes,
+            payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes, "broken": self.broken,
                        "golden_tests": self.golden_tests, "suites": sorted(self.suites),
                        "deselected": sorted(self.deselected),
                        "env": self._run_env.fingerprint if self._run_env else None}
@@ -199,6 +205,7 @@ class HarnessSession:
         payload = json.loads(raw)
         self.outcomes.extend(Outcome.from_json(o) for o in payload["outcomes"])
         self.writes.extend(payload["writes"])
+        self.broken.extend(payload.get("broken", []))
         self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
         self.suites |= set(payload["suites"])
         self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
@@ -227,6 +234,7 @@ class HarnessSession:
             "strict": self.strict,
             "golden_dir": relative_to(root, self.store.root),
             "writes": merged_writes(self.writes),
+            "broken_tests": sorted(set(self.broken)),  # ended in an exception: their observations are incomplete
         }
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
