@@ -1,0 +1,126 @@
+"""Where one `harness check` spends its time, and the run's time as a ratio that holds across machines.
+
+    python benchmarks/time_to_verdict.py [--json FILE] [-- HARNESS CHECK ARGS]
+
+Runs `harness check` (with its defaults, or the arguments after --) once, with the timing probe
+(benchmarks/timing_probe.py) in every pytest process, and prints:
+  - the command's wall seconds and its ratio to a fixed calibration workload timed in this process
+    right before and after (fp32 matmuls on one thread: a machine twice as fast halves both);
+  - per suite: tests, wall seconds (summed over the workers' tests) and CPU seconds;
+  - per activity: wall seconds and share of the tests' time - model loading, transformers'
+    generate(), the reference engine, statistics, record I/O, the rest (the harness's own code,
+    torch outside those);
+  - per model load, and the slowest cases.
+The ratio is what `benchmarks/budgets.json` keeps per release of the harness: a new release that
+makes the everyday command slower shows up there on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def calibration(repeats: int = 5) -> float:
+    """Seconds of a fixed workload (40 fp32 matmuls of 256 x 256 on one thread), the best of `repeats`."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    a = torch.randn(256, 256)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x = a
+        for _ in range(40):
+            x = torch.tanh(x @ a)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run_check(args: list[str], timing_dir: Path) -> tuple[float, int, str]:
+    env = {**os.environ, "HARNESS_TIMING_DIR": str(timing_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("CI", None)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "harness", "check", *args, "--", "-p", "benchmarks.timing_probe"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    return time.perf_counter() - start, done.returncode, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def summarise(parts: list[dict]) -> dict:
+    tests = [t for p in parts for t in p["tests"]]
+    suites: dict[str, dict[str, float]] = {}
+    for t in tests:
+        s = suites.setdefault(t["suite"], {"tests": 0, "wall": 0.0, "cpu": 0.0})
+        s["tests"] += 1
+        s["wall"] += t["wall"]
+        s["cpu"] += t["cpu"]
+    activities: dict[str, float] = {}
+    loads: dict[str, float] = {}
+    for p in parts:
+        for k, v in p["activities"].items():
+            activities[k] = activities.get(k, 0.0) + v
+        for k, v in p["loads"].items():
+            name = Path(k).name
+            loads[name] = loads.get(name, 0.0) + v
+    total = sum(t["wall"] for t in tests)
+    activities["other (harness code, torch outside these)"] = max(0.0, total - sum(activities.values()))
+    slowest = sorted(tests, key=lambda t: -t["wall"])[:15]
+    return {"tests": len(tests), "tests_wall": total, "suites": suites, "activities": activities, "loads": loads,
+            "slowest": [{"nodeid": t["nodeid"], "wall": t["wall"]} for t in slowest],
+            "workers": len(parts), "cpu": sum(p["cpu"] for p in parts)}
+
+
+def print_table(result: dict) -> None:
+    s = result["summary"]
+    print(f"harness check: {result['wall']:.1f} s wall, exit {result['exit']}; calibration {result['calibration']:.4f} s; "
+          f"ratio {result['ratio']:.0f}; {s['workers']} pytest process(es), {s['cpu']:.1f} s CPU; load {result['load']}")
+    print(f"\n{'suite':12} {'tests':>5} {'wall s':>8} {'CPU s':>8}")
+    for name, v in sorted(s["suites"].items(), key=lambda kv: -kv[1]["wall"]):
+        print(f"{name:12} {v['tests']:5d} {v['wall']:8.1f} {v['cpu']:8.1f}")
+    print(f"\n{'activity':44} {'wall s':>8} {'share':>6}")
+    for name, v in sorted(s["activities"].items(), key=lambda kv: -kv[1]):
+        print(f"{name:44} {v:8.1f} {v / max(s['tests_wall'], 1e-9):6.1%}")
+    print(f"\n{'model load':28} {'wall s':>8}")
+    for name, v in sorted(s["loads"].items(), key=lambda kv: -kv[1]):
+        print(f"{name:28} {v:8.2f}")
+    print("\nslowest cases:")
+    for t in s["slowest"]:
+        print(f"  {t['wall']:6.2f} s  {t['nodeid']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the measurement here")
+    args = ap.parse_args(argv)
+    before = calibration()
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, rc, tail = run_check(extra, Path(tmp))
+        parts = [json.loads(p.read_text()) for p in Path(tmp).glob("*.json")]
+    cal = min(before, calibration())
+    result = {"wall": wall, "exit": rc, "calibration": cal, "ratio": wall / cal, "args": extra,
+              "load": os.getloadavg()[0], "summary": summarise(parts)}
+    print_table(result)
+    if rc not in (0, 1):
+        print(tail)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
