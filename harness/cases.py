@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.engine.cache import has_linear_attention
 from harness.engine.processors import Sampling
-from harness.fixtures.zoo import SPECS
+from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
@@ -88,12 +88,27 @@ def user_outputs(model: UserModel) -> list[Case]:
     return cases
 
 
+def deep_trunk(spec: Any) -> bool:
+    """A GLM-4.5-layout MTP fixture: 46 trunk layers only because its checkpoint layout puts the MTP
+    weights at `model.layers.46.*` - the layout is the point, the depth is not."""
+    return spec.role == "mtp" and spec.config.get("num_hidden_layers", 0) >= MTP_TRUNK_LAYERS
+
+
 def outputs(run: RunSettings | None = None) -> list[Case]:
     """Every (model, path, cache, prompt, decoding) combination that makes sense for the zoo, then
-    each user model's (`user_outputs`)."""
+    each user model's (`user_outputs`). A deep-trunk MTP fixture (`deep_trunk`) runs where its
+    layout is the point: the MTP path in both caches on both prompts (whose lossless check runs
+    plain greedy beside it), and one plain greedy case so a version without MTP still generates
+    with the family; prompt lookup and sampling are the other models' (the same code, at a 20th
+    of the cost)."""
     cases: list[Case] = []
     for spec in (s for s in SPECS if s.role in ("target", "mtp")):
         model, is_mtp = spec.name, spec.role == "mtp"
+        if deep_trunk(spec):
+            cases.append(Case(model, "plain", "dynamic", "short-0"))
+            cases += [Case(model, "mtp", cache, prompt, draft_tokens=1)
+                      for cache in ("dynamic", "static") for prompt in ("short-0", "long-0")]
+            continue
         for cache in ("dynamic", "static"):
             for prompt in ("short-0", "long-0"):
                 cases.append(Case(model, "plain", cache, prompt))

@@ -411,6 +411,21 @@ class Results:
             return "changed"
         return "pass"
 
+    @classmethod
+    def combine(cls, parts: list[Results], phases: list[str]) -> Results:
+        """The phases of one run (e.g. the parallel one and the timing one of `harness check`) as one
+        run: every outcome, the first part's envs and settings, the phases' durations added and their
+        writes and broken tests joined; meta.phases says what each phase was."""
+        first = parts[0]
+        meta = dict(first.meta)
+        meta["duration_s"] = round(sum(float(p.meta.get("duration_s", 0)) for p in parts), 3)
+        for key in ("writes", "broken_tests"):
+            meta[key] = [x for p in parts for x in p.meta.get(key, [])]
+        meta["phases"] = [{"phase": name, "duration_s": p.meta.get("duration_s"), "outcomes": len(p.outcomes),
+                           "argv": p.meta.get("argv")} for name, p in zip(phases, parts, strict=True)]
+        outcomes = sorted((o for p in parts for o in p.outcomes), key=lambda o: (o.suite, o.case, o.field, o.against))
+        return cls(env=first.env, baseline_env=first.baseline_env, outcomes=outcomes, meta=meta)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "results_version": RESULTS_VERSION,

@@ -8,6 +8,8 @@ import pytest
 from harness import cases
 from harness.designs import latency
 
+pytestmark = pytest.mark.timing  # measured in a phase of its own: no other test runs meanwhile
+
 
 @pytest.mark.cases(table=cases.latency)
 def test_latency(case, golden, zoo, run_settings):

@@ -17,14 +17,12 @@ from harness.cli.project import (
     current_env_key,
     open_project,
     preflight_records,
-    pytest_command,
     pytest_problem,
     require_store,
-    run_pytest,
+    run_phases,
     run_settings,
     validate_env_key,
 )
-from harness.report import load_results
 from harness.report.terminal import timestamped_dir
 
 FLAGS = ("baseline", "strict", "fault", "dtype", "device", "attn", "threads", "model", "assistant", "deep", "seed_salt")
@@ -44,8 +42,8 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     run_dir = timestamped_dir(project.reports_dir / key)
     run_dir.mkdir(parents=True)
     run = run.with_(golden_dir=project.store.root, results=run_dir / "results.json")
-    rc = run_pytest(pytest_command(project, run, args, extra), project.root)
-    if not run.results.exists():
+    rc, results = run_phases(project, run, args, extra)
+    if results is None:
         shutil.rmtree(run_dir, ignore_errors=True)
         if not any(run_dir.parent.iterdir()):
             run_dir.parent.rmdir()
@@ -57,7 +55,7 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
             return EXIT_REGRESSION
         print("harness: no test used the `golden` fixture; nothing to report")
         return EXIT_OK
-    return finish(load_results(run.results), run_dir, rc, results_json=False)
+    return finish(results, run_dir, rc, results_json=False)
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.schema import RecordError
+from harness.schema import RecordError, Results
 from harness.settings.config import HarnessConfig, load_config
 from harness.settings.run import RunSettings, SettingsError
-from harness.store.records import GoldenStore, UnknownEnvError
+from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -160,14 +161,56 @@ def suites_dir(project: Project, args: argparse.Namespace) -> Path:
     return path
 
 
-def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
+def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
+                   workers: str | None = None) -> list[str]:
     command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), "-p", "no:cacheprovider",
                "--rootdir", str(project.root), *run.to_pytest_args()]
-    if args.workers is not None:
-        command += ["-n", args.workers]
+    if workers is not None:
+        command += ["-n", workers]
     if not args.verbose:
         command.append("-q")
     return command + list(extra)
+
+
+def default_workers(value: str | None) -> str | None:
+    """-n as given; without it, one xdist worker per core (`auto`) when pytest-xdist is installed
+    and the machine has more than one core, else a serial run (None)."""
+    if value is not None:
+        return value
+    if importlib.util.find_spec("xdist") is None or (os.cpu_count() or 1) < 2:
+        return None
+    return "auto"
+
+
+def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str]) -> tuple[int, Results | None]:
+    """The suites, in two phases when they run on several workers: every test but the timing ones
+    on the workers, then the timing ones (the latency suite) alone in one process, so no worker
+    disturbs what they measure; both decide at the whole run's per-test alpha (the phase narrows
+    what runs, not m). Returns pytest's exit code for the whole (the worst phase's) and the run's
+    results (None when no phase wrote any). A phase that collects nothing (exit 5: e.g. `-- -k`
+    selecting no timing test) is no error while the other phase ran tests."""
+    from harness.report import load_results
+
+    workers = default_workers(args.workers)
+    if workers in (None, "0", "1"):
+        rc = run_pytest(pytest_command(project, run, args, extra, workers), project.root)
+        return rc, load_results(run.results) if run.results.exists() else None
+    parts, codes, names = [], [], []
+    for phase, n in (("parallel", workers), ("timing", None)):
+        results = run.results.with_name(f"results-{phase}.json")
+        rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n), project.root)
+        codes.append(rc)
+        if results.exists():
+            parts.append(load_results(results))
+            names.append(phase)
+            results.unlink()
+    ran = [c for c in codes if c != 5]
+    rc = 5 if not ran else max(ran, key=lambda c: (c not in (0, 1), c))
+    if not parts:
+        return rc, None
+    combined = Results.combine(parts, names)
+    atomic_write_json(run.results, combined.to_json())
+    return rc, combined
 
 
 def run_pytest(command: list[str], cwd: Path) -> int:

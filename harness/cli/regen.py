@@ -20,12 +20,10 @@ from harness.cli.project import (
     check_workers,
     current_env_key,
     open_project,
-    pytest_command,
     pytest_problem,
-    run_pytest,
+    run_phases,
     run_settings,
 )
-from harness.report import load_results
 from harness.schema import Record, RecordError
 from harness.store.records import GoldenStore
 
@@ -80,11 +78,11 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         scratch = GoldenStore(Path(tmp) / "records")
         results_path = Path(tmp) / "results.json"
         run = run.with_(golden_dir=scratch.root, results=results_path, regen=True, baseline=key, strict=False)
-        rc = run_pytest(pytest_command(project, run, args, extra), project.root)
+        rc, results = run_phases(project, run, args, extra)
         problem = pytest_problem(rc)
         if problem:
             raise UsageError(problem + "; nothing was written")
-        meta = load_results(results_path).meta if results_path.exists() else {}
+        meta = results.meta if results is not None else {}
         ran = meta.get("env_key", key)
         if ran != key:
             raise UsageError(f"the suites ran as env {ran!r}, expected {key!r}; nothing was written")

@@ -213,8 +213,7 @@ def rollback(zoo: Any, case: Case) -> Observation:
     if reference is None:
         obs.skipped("rollback_vs_engine", "tensor", zoo.engine_gap(case.model))
         return obs
-    tokens = torch.cat([ids[0].cpu(), torch.tensor(feed)])
-    expected = reference.forward(tokens, torch.arange(tokens.shape[0]), None).logits[-len(feed):]
+    expected = engine.logits_cached(zoo, case.model, [*ids[0].tolist(), *feed])[-len(feed):]
     obs.reference("rollback_vs_engine", *narrowed(rolled, expected), kind="tensor")
     return obs
 
@@ -231,12 +230,17 @@ def engine_rollback(zoo: Any, case: Case, ids: torch.Tensor, draft: list[int], f
         obs.skipped("engine_rollback_vs_fresh", "tensor", zoo.engine_gap(case.model))
         return obs
     prompt = ids[0].cpu()
-    caches = reference.new_caches(slack=DRAFT)
-    reference.forward(prompt, torch.arange(len(prompt)), caches)
-    reference.forward(torch.tensor(draft), torch.arange(len(prompt), len(prompt) + DRAFT), caches)
-    for cache in caches:
-        cache.rewind(DRAFT)
-    rows = [reference.forward(torch.tensor([t]), torch.tensor([len(prompt) + i]), caches).logits[-1]
-            for i, t in enumerate(feed)]
-    obs.reference("engine_rollback_vs_fresh", *narrowed(fresh, torch.stack(rows)), kind="tensor")
+
+    def rewound() -> torch.Tensor:
+        caches = reference.new_caches(slack=DRAFT)
+        reference.forward(prompt, torch.arange(len(prompt)), caches)
+        reference.forward(torch.tensor(draft), torch.arange(len(prompt), len(prompt) + DRAFT), caches)
+        for cache in caches:
+            cache.rewind(DRAFT)
+        return torch.stack([reference.forward(torch.tensor([t]), torch.tensor([len(prompt) + i]), caches).logits[-1]
+                            for i, t in enumerate(feed)])
+
+    rows = zoo.engine_answer("rollback", (case.model,), {"prompt": prompt.tolist(), "draft": list(draft),
+                                                         "feed": list(feed)}, rewound)
+    obs.reference("engine_rollback_vs_fresh", *narrowed(fresh, rows), kind="tensor")
     return obs

@@ -81,11 +81,9 @@ def case_seed(case: Case, salt: int = 0) -> int:
 
 def _distributions(zoo: Any, ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Target and assistant next-token probabilities (fp64) after every prefix of `ids`: [L, V]."""
-    ids_t = torch.tensor(list(ids))
-    out = []
-    for name in (TARGET, ASSISTANT):
-        logits = zoo.reference(name).forward(ids_t, torch.arange(len(ids_t)), None).logits.double()
-        out.append(torch.softmax(logits, -1))
+    from harness.subjects import engine
+
+    out = [torch.softmax(engine.logits_cached(zoo, name, list(ids)).double(), -1) for name in (TARGET, ASSISTANT)]
     return out[0], out[1]
 
 

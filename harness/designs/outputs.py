@@ -132,6 +132,4 @@ def _engine_gap(zoo: Any, case: Case) -> str:
 
 
 def _engine_decode(zoo: Any, case: Case):
-    assistant = zoo.reference(case.assistant) if case.assistant else None
-    return engine.decode_case(zoo.reference(case.model), assistant, case,
-                              zoo.prompt_ids(case.model, case.prompt)[0].tolist())
+    return engine.decode_cached(zoo, case, zoo.prompt_ids(case.model, case.prompt)[0].tolist())

@@ -4,7 +4,8 @@
   and the record written when the test ends); a user model with its own dtype records its cases in
   that dtype;
 - `zoo`: the installed transformers' view of the run's checkpoints - the fixture zoo and your own
-  models - each loaded once per process (harness/subjects/hf.py `Zoo`);
+  models - each loaded once per process (harness/subjects/hf.py `Zoo`), with the reference
+  engine's answers read from its on-disk cache (harness/store/cache.py; `--harness-no-cache`: afresh);
 - `run_settings`: the run's `RunSettings` (deep mode, seed salt, dtype, ...);
 - `harness_env`: the run's fingerprint and env key; `harness_config`: the project's `[tool.harness]`.
 """
@@ -54,7 +55,9 @@ def harness_config(request: pytest.FixtureRequest) -> HarnessConfig:
 @pytest.fixture(scope="session")
 def zoo(request: pytest.FixtureRequest, harness_env: RunEnv):
     """Checkpoints from [tool.harness] models_dir and the user's, in their dtype on the run's device."""
+    from harness.store.cache import AnswerCache, default_root
     from harness.subjects.hf import Zoo
 
     settings = run_settings(request.config)
-    return Zoo(settings.config.models_dir, harness_env.dtype, harness_env.device, settings.user_models)
+    answers = AnswerCache(default_root() / "engine", enabled=not settings.no_cache)
+    return Zoo(settings.config.models_dir, harness_env.dtype, harness_env.device, settings.user_models, answers)

@@ -6,9 +6,11 @@
   the run's settings (harness/cases.py), called at collection, so deep mode and your own models
   reach the table through the settings, never through a global;
 - `select`: the models the run covers (``[tool.harness] models``, or only ``--harness-model``'s),
-  then ``--harness-case`` globs; what it drops is deselected, so those records are not `missing`;
+  then ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs
+  while they measure) and ``--harness-case`` globs; what it drops is deselected, so those records
+  are not `missing`;
 - m, the number of golden tests that sets the per-test alpha (alpha / m), is counted after the
-  model filter and before ``--harness-case``: a narrowed run decides as the whole run would.
+  model filter and before the phase and case filters: a narrowed run decides as the whole run would.
 """
 
 from __future__ import annotations
@@ -86,13 +88,23 @@ def wanted_case(item: Any, globs: tuple[str, ...]) -> bool:
                else fnmatch.fnmatchcase(case, g) for g in globs)
 
 
+TIMING = "timing"  # the marker of a test that measures time (the latency suite)
+
+
+def in_phase(item: Any, phase: str) -> bool:
+    """'parallel': every test but the timing ones; 'timing': only those; 'all': every test."""
+    timing = item.get_closest_marker(TIMING) is not None
+    return phase == "all" or (phase == "timing") == timing
+
+
 def select(items: list[Any], run: RunSettings) -> tuple[list[Any], list[Any], int]:
-    """(kept, dropped, m): the model filter, m counted, then the case filter."""
+    """(kept, dropped, m): the model filter, m counted, then the phase and case filters (which
+    narrow what runs, not the run's alpha)."""
     keep = [i for i in items if wanted_model(i, run)]
     dropped = [i for i in items if not wanted_model(i, run)]
     m = sum(is_golden(i) for i in keep)
-    narrowed = [i for i in keep if wanted_case(i, run.cases)]
-    dropped += [i for i in keep if not wanted_case(i, run.cases)]
+    narrowed = [i for i in keep if wanted_case(i, run.cases) and in_phase(i, run.phase)]
+    dropped += [i for i in keep if not (wanted_case(i, run.cases) and in_phase(i, run.phase))]
     return narrowed, dropped, m
 
 

@@ -296,6 +296,8 @@ def session_of(config: pytest.Config) -> HarnessSession:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cases(table): parametrize `case` over table(run settings) "
                                        "(harness/cases.py; harness/plugin/selection.py)")
+    config.addinivalue_line("markers", "timing: the test measures time; `harness check` runs it in a phase of its "
+                                       "own, after the parallel one (harness/plugin/selection.py)")
     try:
         settings = RunSettings.from_pytest_config(config, load_config(config.rootpath)).validate()
     except (ConfigError, SettingsError) as exc:

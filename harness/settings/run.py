@@ -33,6 +33,7 @@ from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from harness.store.env import canonical_dtype
 
 DTYPES = ("fp32", "bf16", "fp16", "fp64")
+PHASES = ("all", "parallel", "timing")
 
 
 class SettingsError(ValueError):
@@ -96,6 +97,12 @@ OPTIONS: tuple[Option, ...] = (
            "per-test alpha stays that of the whole collection", (("metavar", "GLOB"), ("action", "append"))),
     Option("seed_salt", "--harness-seed-salt", "--seed-salt",
            "draw every statistical case from fresh seeds (an integer; false-alarm measurements)", _INT),
+    Option("phase", "--harness-phase", None,
+           "run one phase of the suites: 'parallel' (every test but the timing ones) or 'timing' (only the "
+           "tests marked timing, so nothing else runs while they measure); default all", (("choices", PHASES),)),
+    Option("no_cache", "--harness-no-cache", "--no-cache",
+           "compute every reference-engine answer afresh instead of reading the on-disk cache "
+           "(the cache is keyed by weights, torch, dtype and the engine's code; a stale entry is never used)", _FLAG),
 )
 BY_FIELD = {o.field: o for o in OPTIONS}
 PYTEST_FLAGS = {o.pytest: o for o in OPTIONS}
@@ -121,6 +128,8 @@ class RunSettings:
     fault: str | None = None
     cases: tuple[str, ...] = ()
     seed_salt: int = 0
+    phase: str = "all"  # "parallel": every test but the timing ones; "timing": only those
+    no_cache: bool = False  # compute the reference engine's answers afresh (else: its on-disk cache)
     user_models: tuple[UserModel, ...] = field(default=(), compare=False)  # resolved by `validate`
 
     # construction -------------------------------------------------------------------------

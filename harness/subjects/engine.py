@@ -8,12 +8,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of, visible
-from harness.engine.decode import Decoded, decode
+from harness.engine.decode import Decoded, Step, decode
 from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
 from harness.schema import Case
 
@@ -37,6 +41,50 @@ def drafter_for(case: Case, target, assistant) -> Drafter | None:
     if case.path == "mtp":
         return MtpDrafter(target)
     return None
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of the engine's code (harness/engine/*.py and this module): a cached answer of an
+    older engine is never read back."""
+    digest = hashlib.sha256()
+    engine_dir = Path(__file__).resolve().parents[1] / "engine"
+    for path in [*sorted(engine_dir.glob("*.py")), Path(__file__).resolve()]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def decoded_data(d: Decoded) -> dict[str, Any]:
+    """A `Decoded` as plain data (what the answer cache stores)."""
+    return {"tokens": list(d.tokens), "target_forwards": d.target_forwards, "margins": list(d.margins),
+            "steps": [[list(s.draft), s.accepted, s.bonus, list(s.tokens)] for s in d.steps]}
+
+
+def decoded_of(data: dict[str, Any]) -> Decoded:
+    return Decoded(tokens=list(data["tokens"]), target_forwards=int(data["target_forwards"]),
+                   margins=list(data["margins"]),
+                   steps=[Step(tuple(draft), accepted, bonus, tuple(tokens)) for draft, accepted, bonus, tokens
+                          in data["steps"]])
+
+
+def decode_cached(zoo: Any, case: Case, prompt: list[int]) -> Decoded:
+    """`decode_case` for a case of the zoo, through its answer cache."""
+    def compute() -> dict[str, Any]:
+        assistant = zoo.reference(case.assistant) if case.assistant else None
+        return decoded_data(decode_case(zoo.reference(case.model), assistant, case, prompt))
+
+    args = {"case": dataclasses.asdict(case), "prompt": list(prompt)}
+    return decoded_of(zoo.engine_answer("decode", (case.model, case.assistant), args, compute))
+
+
+def logits_cached(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
+    """The engine's logits [T, V] over `tokens` from position 0 (no cache), through the answer cache."""
+    def compute() -> torch.Tensor:
+        t = torch.tensor(tokens)
+        return zoo.reference(name).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
+
+    return zoo.engine_answer("logits", (name,), {"tokens": list(tokens)}, compute)
 
 
 def decode_case(target, assistant, case: Case, prompt: list[int]) -> Decoded:

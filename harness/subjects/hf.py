@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import hashlib
 import inspect
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
 from harness.schema import Case, Observation
 from harness.settings.models import UserModel
+from harness.store.cache import AnswerCache
 from harness.subjects import error_of, is_subject_error
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
@@ -137,8 +139,10 @@ class Zoo:
     an fp32 CPU oracle: comparisons with it use the tolerances of the run's dtype (harness/checking/policy.py)."""
 
     def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
-                 user: Sequence[UserModel] = ()):
+                 user: Sequence[UserModel] = (), answers: AnswerCache | None = None):
         self.models_dir = Path(models_dir)
+        self.answers = answers or AnswerCache(None, enabled=False)  # the engine's answers on disk (store/cache.py)
+        self._weights: dict[str, str] = {}
         self.dtype, self.device = dtype, device
         self.user = {m.name: m for m in user}
         self._assistants = {m.assistant_name: m for m in user if m.assistant_name}
@@ -146,6 +150,30 @@ class Zoo:
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
         self._memo: dict[Any, Any] = {}
+
+    def weights_id(self, name: str) -> str:
+        """sha256 over the model's config.json and safetensors files (what the engine's answers depend on)."""
+        if name not in self._weights:
+            digest = hashlib.sha256()
+            directory = self.directory(name)
+            for path in sorted([directory / "config.json", *directory.glob("*.safetensors")]):
+                digest.update(path.name.encode())
+                with path.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            self._weights[name] = digest.hexdigest()
+        return self._weights[name]
+
+    def engine_answer(self, kind: str, models: Sequence[str | None], args: Any, compute: Callable[[], Any]) -> Any:
+        """The reference engine's answer `kind` about `models` for `args`, from the on-disk cache
+        when it holds exactly this question (weights, torch, the engine's code), else computed."""
+        import torch
+
+        from harness.subjects import engine
+
+        key = {"kind": kind, "models": {m: self.weights_id(m) for m in models if m}, "args": args,
+               "engine": engine.code_digest(), "torch": torch.__version__}
+        return self.answers.get(key, compute)
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""

@@ -1,0 +1,74 @@
+"""The everyday command's speed-ups change no verdict: the suites decide the same on two xdist
+workers as in one process, and with the reference engine's answers read from the on-disk cache as
+computed afresh (`--harness-no-cache`) - the outcome set (suite, case, field, against) -> (status,
+category) is identical. A subset of cases that exercises the engine's cached answers (greedy decode,
+a forward's logits, the rollback) keeps this inside the test budget; the whole run's equality is
+checked by benchmarks/time_to_verdict.py's runs (README, "Time to verdict")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.store.cache import AnswerCache
+
+REPO = Path(__file__).resolve().parents[1]
+SUBSET = ("outputs:llama-target.*.dynamic.short-0.greedy", "caches:llama-target", "backends:llama-target",
+          "bias:lossless.ctx0")
+
+
+def run_suites(tmp: Path, name: str, *args: str) -> dict[tuple[str, ...], tuple[str, str]]:
+    results = tmp / f"{name}.json"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--harness-strict",
+               "--harness-results", str(results), *(a for c in SUBSET for a in ("--harness-case", c)), *args]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    outcomes = json.loads(results.read_text())["outcomes"]
+    return {(o["suite"], o["case"], o["field"], o["against"]): (o["status"], o["category"]) for o in outcomes}
+
+
+def test_parallel_and_cached_runs_decide_as_a_serial_uncached_one(tmp_path):
+    serial = run_suites(tmp_path, "serial", "--harness-no-cache")
+    assert not (tmp_path / "cache").exists()  # --harness-no-cache writes nothing
+    cold = run_suites(tmp_path, "cold", "-n", "2")  # computes and stores the engine's answers
+    warm = run_suites(tmp_path, "warm", "-n", "2")  # reads them back
+    assert any((tmp_path / "cache" / "genharness").rglob("*.pt"))
+    assert len(serial) > 50 and serial == cold == warm
+
+
+def test_a_cache_entry_is_used_only_for_exactly_its_question(tmp_path):
+    cache = AnswerCache(tmp_path)
+    calls = []
+
+    def compute(value):
+        calls.append(value)
+        return value
+
+    assert cache.get({"q": 1}, lambda: compute(10)) == 10
+    assert cache.get({"q": 1}, lambda: compute(11)) == 10  # read back
+    assert cache.get({"q": 2}, lambda: compute(12)) == 12  # another question
+    (entry,) = [p for p in tmp_path.rglob("*.pt") if cache.path('{"q":1}') == p]
+    entry.write_bytes(b"not a torch file")
+    assert cache.get({"q": 1}, lambda: compute(13)) == 13  # unreadable: recomputed, rewritten
+    assert calls == [10, 12, 13] and (cache.hits, cache.misses) == (1, 3)
+
+
+def test_an_entry_holding_another_question_is_never_trusted(tmp_path):
+    import torch
+
+    cache = AnswerCache(tmp_path)
+    path = cache.path('{"q":1}')
+    path.parent.mkdir(parents=True)
+    torch.save({"key": '{"q":999}', "value": "stale"}, path)  # a file at q=1's place, for another key
+    assert cache.get({"q": 1}, lambda: "fresh") == "fresh" and cache.get({"q": 1}, lambda: "again") == "fresh"
+
+
+def test_a_disabled_cache_computes_every_time_and_writes_nothing(tmp_path):
+    cache = AnswerCache(tmp_path / "c", enabled=False)
+    assert [cache.get({"q": 1}, lambda i=i: i) for i in range(3)] == [0, 1, 2]
+    assert not (tmp_path / "c").exists()
