@@ -1,67 +1,139 @@
-"""Power and false-alarm rate of the latency suite, measured by rerunning it.
+"""Detection and false alarms of the latency suite, as the full default run decides them.
 
-    python benchmarks/latency_power.py --runs 20 --fault slower-forward-15    # detection rate
-    python benchmarks/latency_power.py --runs 20 --busy                      # false alarms under load
+    python benchmarks/latency_power.py --runs 20                                  # clean, quiet machine
+    python benchmarks/latency_power.py --runs 20 --busy                           # clean, the other core busy
+    python benchmarks/latency_power.py --runs 20 --fault waiting-forward-15       # a slowdown that only waits
+    python benchmarks/latency_power.py --runs 20 --fault slower-forward-15        # a slowdown that computes
+    python benchmarks/latency_power.py --runs 3 --fault forward-allocates-30pct-more
+    python benchmarks/latency_power.py --runs 20 --sigma                          # between-run SD per field
 
-Each run is `pytest suites/test_latency.py` against this env's own committed records (the
-baseline), in a fresh process; `--fault NAME` injects a fault of the catalogue (the latency ones make
-every forward cost more); `--busy` keeps one CPU-bound process
-spinning on the other core for the whole measurement. A run "flags" when any latency field is a
-regression. Prints one line per run (the regressed fields, every field's ratio) and the total.
-Takes ~30 s per run on 2 cores.
+Each run is the timing phase of a default `harness check`, in a fresh process, against this env's
+committed records: `pytest suites --harness-phase timing --harness-strict` collects every suite, so
+the per-test alpha is the whole run's (alpha / m, m = every golden test), and runs only the timing
+tests - exactly what `harness check` does after its parallel phase. A run "flags" when any latency
+or memory field is a regression; a field is "judged" when it was not skipped as not judged (busy).
+`--busy` keeps one CPU-bound process spinning on the other core for the whole measurement.
+`--sigma` prints, per field, the SD across runs of the run's paired median log ratio (what
+`latency_run_sd` must cover). Prints one line per run and the totals; `--json` keeps everything.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 
-def one_run(fault: str | None, out: Path) -> tuple[list[str], dict[str, float]]:
+def one_run(fault: str | None, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    env.pop("CI", None)  # compare against the records, write nothing new
-    cmd = [sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
-           "--harness-results", str(out), *(["--inject-fault", fault] if fault else [])]
-    subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    outcomes = [o for o in json.loads(out.read_text())["outcomes"] if o["kind"] == "latency"]
-    flagged = sorted(f"{o['case']}/{o['field']}" for o in outcomes if o["status"] == "regression")
-    ratios = {f"{o['case'].split('.')[0]}/{o['field']}": round(float(o["diff"]["ratio"]), 3) for o in outcomes if "ratio" in o.get("diff", {})}
-    return flagged, ratios
+    env.pop("CI", None)
+    cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q", "--harness-phase", "timing",
+           "--harness-strict", "--harness-results", str(out), *(["--inject-fault", fault] if fault else [])]
+    start = time.monotonic()
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    if not out.exists():
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    results = json.loads(out.read_text())
+    fields = [o for o in results["outcomes"] if o["kind"] in ("latency", "memory")]
+    return {"seconds": round(time.monotonic() - start, 1), "alpha": results["meta"]["alpha_per_test"],
+            "golden_tests": results["meta"]["golden_tests"],
+            "flagged": sorted(f"{o['case']}/{o['field']}" for o in fields if o["status"] == "regression"),
+            "judged": sum(1 for o in fields if o["kind"] == "latency" and o["category"] not in ("not-judged",
+                                                                                                "not-comparable")),
+            "latency_fields": sum(1 for o in fields if o["kind"] == "latency"),
+            "not_judged": sorted({o["detail"] for o in fields if o["category"] == "not-judged"})[:3],
+            "ratios": {f"{o['case']}/{o['field']}": round(o["diff"]["ratio"], 4) for o in fields
+                       if "ratio" in o.get("diff", {})}}
+
+
+def log_ratios(records: Path) -> dict[str, float]:
+    """Per latency field of this env's records: the paired median log ratio of this machine's entry."""
+    from harness.checking.compare_stats import latency_entries
+    from harness.checking.stats import paired_log_ratios
+    from harness.schema import Record
+    from harness.store.env import env_key, fingerprint, hardware_class
+
+    fp = fingerprint(threads=1)
+    out = {}
+    for path in sorted((records / env_key(fp) / "latency").glob("*.json")):
+        record = Record.from_json(json.loads(path.read_text()), path)
+        for name, f in record.fields.items():
+            if f.kind == "latency":
+                entry = latency_entries(f, record.env).get(hardware_class(fp))
+                if entry and "cpu" in entry:
+                    out[f"{record.case}/{name}"] = paired_log_ratios(entry["samples"], entry["calibration"])[0]
+    return out
+
+
+def sigma(runs: int) -> dict[str, float]:
+    """Between-run SD of each field's paired median log ratio: `runs` regenerations into scratch stores."""
+    per_field: dict[str, list[float]] = {}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("CI", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(runs):
+            store = Path(tmp) / f"run{i}"
+            subprocess.run([sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
+                            "--golden-dir", str(store), "--harness-results", str(Path(tmp) / f"r{i}.json")],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+            for name, value in log_ratios(store).items():
+                per_field.setdefault(name, []).append(value)
+            print(f"run {i + 1}: {len(per_field)} fields", flush=True)
+    return {name: statistics.stdev(v) for name, v in per_field.items() if len(v) > 1}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--fault", help="a fault of the catalogue to inject (e.g. slower-forward-15)")
+    ap.add_argument("--fault", help="a fault of the catalogue to inject (e.g. waiting-forward-15)")
     ap.add_argument("--busy", action="store_true", help="keep a CPU-bound process spinning meanwhile")
+    ap.add_argument("--sigma", action="store_true", help="measure the between-run SD per field instead")
     ap.add_argument("--json", type=Path, help="write every run's fields and ratios here")
     args = ap.parse_args(argv)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
-    runs = []
     try:
+        if args.sigma:
+            sds = sigma(args.runs)
+            for name, sd in sorted(sds.items(), key=lambda kv: -kv[1]):
+                print(f"{sd:.4f}  {name}")
+            print(f"max {max(sds.values()):.4f}, median {statistics.median(sds.values()):.4f} (log scale; "
+                  f"x{math.exp(max(sds.values())):.3f})")
+            if args.json:
+                args.json.write_text(json.dumps(sds, indent=1))
+            return 0
+        runs = []
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.runs):
-                flagged, ratios = one_run(args.fault, Path(tmp) / f"run{i}.json")
-                runs.append({"flagged": flagged, "ratios": ratios})
-                print(f"run {i + 1}: {'FLAGGED ' + ','.join(flagged) if flagged else 'clean'} {ratios}", flush=True)
+                run = one_run(args.fault, Path(tmp) / f"run{i}.json")
+                runs.append(run)
+                print(f"run {i + 1}: {'FLAGGED ' + ', '.join(run['flagged']) if run['flagged'] else 'clean'}; "
+                      f"judged {run['judged']}/{run['latency_fields']}; {run['seconds']} s; load "
+                      f"{os.getloadavg()[0]:.2f}" + (f"; not judged: {run['not_judged'][0]}" if run["not_judged"] else ""),
+                      flush=True)
     finally:
         if busy is not None:
             busy.kill()
             busy.wait()
     hits = sum(1 for r in runs if r["flagged"])
-    print(f"fault {args.fault or 'none'}{' (other core busy)' if args.busy else ''}: "
-          f"{hits}/{len(runs)} runs flagged a regression")
+    judged = sum(r["judged"] for r in runs)
+    fields = sum(r["latency_fields"] for r in runs)
+    print(f"fault {args.fault or 'none'}{' (other core busy)' if args.busy else ''}: {hits}/{len(runs)} runs flagged "
+          f"a regression; {judged}/{fields} latency fields judged; per-test alpha {runs[0]['alpha']:.3g} "
+          f"({runs[0]['golden_tests']} golden tests)")
     if args.json:
         args.json.write_text(json.dumps({"fault": args.fault, "busy": args.busy, "runs": runs}, indent=1))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

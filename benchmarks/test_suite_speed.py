@@ -42,7 +42,7 @@ def enabled(benchmark):
 def test_transformers_speculative_speedup_per_path(enabled):
     torch.set_num_threads(1)
     zoo, lines, info = Zoo(), [], {}
-    cal = hf_latency.calibration(zoo)
+    cal = hf_latency.generic_calibration(zoo)
     for case in (c for c in cases.latency() if c.name.endswith(".generate")):
         ids = zoo.prompt_ids(case.model, "short-0")
         plain = hf_latency.generate_path(zoo, case.model, "plain", ids, case.new_tokens, case.draft_tokens)

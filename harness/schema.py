@@ -34,7 +34,7 @@ SCHEMA_VERSION = 1
 RESULTS_VERSION = 1
 
 # Field kinds: the kind decides how a field is compared (harness/checking/compare.py, docs/design.md).
-KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "capability")
+KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "memory", "capability")
 STATISTICAL_KINDS = ("rate", "distribution", "latency")
 
 
@@ -71,6 +71,9 @@ class Category(str, Enum):
     SLOWDOWN = "slowdown"
     SPEEDUP = "speedup"
     NOT_COMPARABLE = "not-comparable"  # e.g. latency across hardware classes
+    NOT_JUDGED = "not-judged"  # latency measured on a machine too busy to judge (never a pass)
+    MEMORY_GROWTH = "memory-growth"
+    MEMORY_SAVING = "memory-saving"
     # features
     FEATURE_ADDED = "feature-added"
     FEATURE_REMOVED = "feature-removed"
@@ -280,7 +283,10 @@ def malformed(kind: str, value: Any, extras: Any) -> str:
         "rate": isinstance(value, dict) and (all(isinstance(value.get(k), int) for k in ("k", "n"))
                                              or isinstance(value.get("p"), (int, float))),
         "distribution": (isinstance(value, dict) and all(_numbers(v) for v in value.values())) or _numbers(value),
-        "latency": isinstance(value, dict) and _numbers(value.get("samples")),
+        "latency": isinstance(value, dict) and (_numbers(value.get("samples")) or (
+            isinstance(value.get("by_hardware"), dict)
+            and all(isinstance(e, dict) and _numbers(e.get("samples")) for e in value["by_hardware"].values()))),
+        "memory": isinstance(value, dict) and all(isinstance(value.get(k), int) for k in ("peak_bytes", "allocated_bytes")),
         "capability": isinstance(value, (bool, dict, list)),
     }[kind]
     return "" if ok else f"a {kind} value cannot be {type(value).__name__} {str(value)[:60]!r}"

@@ -11,7 +11,7 @@ import torch
 from harness.checking.compare import TOLERANCES, Policy, compare_field, first_divergence
 from harness.schema import KINDS, STATISTICAL_KINDS, Category, Field, Outcome, Status
 from harness.settings.config import Thresholds
-from harness.store.env import fingerprint
+from harness.store.env import fingerprint, hardware_class
 
 FP32 = fingerprint(dtype="fp32", threads=2)
 FP32_1T = {**FP32, "threads": 1}
@@ -29,7 +29,8 @@ def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f")
 
 def test_every_kind_has_a_comparator():
     for kind in KINDS:
-        value = {"rate": {"k": 1, "n": 2}, "latency": {"samples": [1.0, 1.1]}, "distribution": [3, 4]}.get(kind, [1])
+        value = {"rate": {"k": 1, "n": 2}, "latency": lat(1.0), "distribution": [3, 4],
+                 "memory": {"peak_bytes": 1, "allocated_bytes": 2}}.get(kind, [1])
         result = compare_field("x", Field(kind, value), Field(kind, value), SAME)
         assert result.status is Status.PASS, (kind, result)
     assert set(STATISTICAL_KINDS) <= set(KINDS)
@@ -282,28 +283,71 @@ def test_distribution_dict_counts_and_two_sample_without_expected():
 # latency
 
 
-def lat(samples, calibration=1.0):
-    return {"samples": list(samples), "calibration": calibration}
+def lat(ratio: float, noise: float = 0.01, n: int = 25, seed: int = 0, cpu_share: float = 1.0,
+        waiting: float = 1.0, load: float = 0.3, level: float = 1.0) -> dict:
+    """A latency value: n wall samples `ratio` x their paired calibrations (per-pair log-normal noise),
+    the calibration at `level` s-scale with the CPU at 1/`waiting` of its wall time, the subject's CPU
+    time `cpu_share` of its wall time."""
+    rng = np.random.default_rng(seed)
+    cal = level * 1e-3 * rng.lognormal(0, 0.02, n)
+    samples = ratio * cal * rng.lognormal(0, noise, n)
+    return {"samples": list(samples), "calibration": list(cal), "cpu": list(samples * cpu_share),
+            "cpu_calibration": list(cal / waiting), "load_per_core": load}
 
 
-BASE = lat(np.random.default_rng(1).lognormal(0, 0.03, 30))
+BASE = lat(1.0, seed=1)
 
 
-def test_latency_both_sides_of_the_tolerance():
-    rng = np.random.default_rng(2)
-    assert cmp("latency", lat(1.05 * rng.lognormal(0, 0.03, 30)), BASE).status is Status.PASS
-    slow = cmp("latency", lat(1.6 * rng.lognormal(0, 0.03, 30)), BASE)
-    assert (slow.status, slow.category) == (Status.REGRESSION, "slowdown") and slow.diff["ratio"] > 1.5
-    fast = cmp("latency", lat(0.5 * rng.lognormal(0, 0.03, 30)), BASE)
-    assert (fast.status, fast.category) == (Status.CHANGED, "speedup")
-    # 1.6x but only 3 very noisy samples: not significant, not a regression
-    assert cmp("latency", lat(1.6 * rng.lognormal(0, 0.5, 3)), lat(rng.lognormal(0, 0.5, 3))).status is Status.PASS
+@pytest.mark.parametrize(("ratio", "status", "category"), [
+    (1.0, Status.PASS, ""),
+    (1.04, Status.PASS, ""),  # within the 5 % tolerance
+    (1.6, Status.REGRESSION, "slowdown"),
+    (0.5, Status.CHANGED, "speedup"),
+], ids=["same", "within-tolerance", "slower", "faster"])
+def test_latency_both_sides_of_the_tolerance(ratio, status, category):
+    got = cmp("latency", lat(ratio, seed=2), BASE)
+    assert (got.status, got.category) == (status, category), got.detail
+    assert got.diff["ratio"] == pytest.approx(ratio, rel=0.03) and 0 < got.diff["detectable_slowdown"] < 0.5
 
 
-def test_latency_is_normalised_by_calibration():
-    rng = np.random.default_rng(3)
-    busy_machine = lat(2.0 * rng.lognormal(0, 0.03, 30), calibration=[2.0, 2.01, 1.99])
-    assert cmp("latency", busy_machine, BASE).status is Status.PASS
+def test_latency_is_judged_on_the_wall_clock_and_names_a_slowdown_that_waits():
+    waits = cmp("latency", lat(1.6, seed=3, cpu_share=1 / 1.6), BASE)  # wall grew, CPU time did not
+    assert waits.status is Status.REGRESSION and "the process waits" in waits.detail
+    computes = cmp("latency", lat(1.6, seed=3), BASE)
+    assert computes.status is Status.REGRESSION and "waits" not in computes.detail
+
+
+def test_latency_is_normalised_by_its_paired_calibration():
+    slower_machine = lat(1.0, seed=4, level=2.0)  # everything twice as slow: the pairs cancel it
+    assert cmp("latency", slower_machine, BASE).status is Status.PASS
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"waiting": 1.6}, "took 1.60x its CPU time"),
+    ({"load": 3.0}, "load 3.00 per core"),
+], ids=["descheduled", "loaded"])
+def test_a_busy_machine_is_not_judged_never_a_pass_or_a_regression(changes, says):
+    for new, old in ((lat(3.0, seed=5, **changes), BASE), (lat(1.0, seed=5), lat(1.0, seed=6, **changes))):
+        got = cmp("latency", new, old)
+        assert (got.status, got.category) == (Status.SKIPPED, "not-judged") and says in got.detail
+
+
+def test_latency_underpowered_is_reachable():
+    noisy = cmp("latency", lat(1.0, noise=0.8, n=5, seed=7), lat(1.0, noise=0.8, n=5, seed=8))
+    assert (noisy.status, noisy.category) == (Status.PASS, "underpowered") and noisy.diff["detectable_slowdown"] > 0.5
+
+
+def test_latency_reaches_any_alpha():
+    """No latency field can pass by construction: a large enough slowdown gets any p-value."""
+    tiny = Policy(alpha=1e-9, observed_env=FP32, baseline_env=FP32)
+    assert cmp("latency", lat(3.0, seed=9), BASE, tiny).status is Status.REGRESSION
+
+
+def test_latency_records_keep_one_measurement_per_hardware_class():
+    record = {"by_hardware": {hardware_class(OTHER_CPU): lat(5.0), hardware_class(FP32): BASE}}
+    assert cmp("latency", lat(1.0, seed=10), record).status is Status.PASS
+    elsewhere = cmp("latency", lat(1.0, seed=10), {"by_hardware": {hardware_class(OTHER_CPU): BASE}})
+    assert (elsewhere.status, elsewhere.category) == (Status.SKIPPED, "not-comparable")
 
 
 def test_latency_only_compared_on_the_same_hardware_class():
@@ -312,6 +356,20 @@ def test_latency_only_compared_on_the_same_hardware_class():
         assert (result.status, result.category) == (Status.SKIPPED, "not-comparable")
         assert "same hardware class" in result.detail
     assert cmp("latency", BASE, BASE, Policy()).status is Status.SKIPPED
+    old_method = {"samples": BASE["samples"], "calibration": 1e-3}  # a CPU-time record of an older harness
+    assert cmp("latency", BASE, old_method).category == "not-comparable"
+
+
+@pytest.mark.parametrize(("new", "status", "category"), [
+    ({"peak_bytes": 1000, "allocated_bytes": 5000}, Status.PASS, ""),
+    ({"peak_bytes": 1050, "allocated_bytes": 5000}, Status.PASS, "within-noise"),
+    ({"peak_bytes": 1300, "allocated_bytes": 5000}, Status.REGRESSION, "memory-growth"),
+    ({"peak_bytes": 1000, "allocated_bytes": 6500}, Status.REGRESSION, "memory-growth"),
+    ({"peak_bytes": 700, "allocated_bytes": 5000}, Status.CHANGED, "memory-saving"),
+], ids=["same", "within", "peak", "allocated", "saving"])
+def test_memory(new, status, category):
+    got = cmp("memory", new, {"peak_bytes": 1000, "allocated_bytes": 5000})
+    assert (got.status, got.category) == (status, category), got.detail
 
 
 # ----------------------------------------------------------------------------------------------

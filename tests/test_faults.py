@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -116,13 +117,14 @@ def test_unknown_fault_lists_the_known_ones():
         faults.get("nope")
 
 
-def test_slow_forward_slows_generating_models_only():
-    """The latency fault: a generating model's call costs 1 + fraction of its own CPU time; a
-    model that does not generate (a base model, the calibration workload's side) is untouched."""
+@pytest.mark.parametrize("waits", [False, True], ids=["computes", "waits"])
+def test_slow_forward_slows_generating_models_only(waits):
+    """The latency faults: a generating model's call costs 1 + fraction of its own time - spinning
+    (CPU time grows) or sleeping (only the wall clock grows); a model that does not generate (a
+    base model, the calibration workload's side) is untouched."""
     from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 
-    from harness.designs.latency import timer
-    from harness.subjects.timing import busy_wait
+    from harness.subjects.timing import busy_wait, cpu
 
     class Base(PreTrainedModel):
         config_class = PretrainedConfig
@@ -137,19 +139,36 @@ def test_slow_forward_slows_generating_models_only():
     class Generating(Base, GenerationMixin):
         pass
 
-    def cost(module: torch.nn.Module) -> float:
-        start = timer()
+    def cost(module: torch.nn.Module) -> tuple[float, float]:
+        wall, start = time.perf_counter(), cpu()
         module(torch.ones(1))
-        return timer() - start
+        return time.perf_counter() - wall, cpu() - start
 
-    undo = patches.SlowForward(0.5).apply("demo")
+    undo = patches.SlowForward(0.5, waits=waits).apply("demo")
     try:
-        slowed, plain = cost(Generating()), cost(Base())
+        (slowed, slowed_cpu), (_, plain_cpu) = cost(Generating()), cost(Base())
     finally:
         undo()
-    assert slowed >= 0.02 * 1.5
-    assert plain < 0.02 * 1.4
-    assert cost(Generating()) < 0.02 * 1.4  # undone
+    # CPU time where the work is a spin (a busy test machine stretches wall times, not CPU times)
+    assert slowed >= 0.02 * 1.5 and (slowed_cpu < 0.02 * 1.4) is waits
+    assert plain_cpu < 0.02 * 1.4
+    assert cost(Generating())[1] < 0.02 * 1.4  # undone
+
+
+def test_extra_allocation_grows_a_generating_model_s_memory_and_is_undone():
+    from harness.subjects.hf import Zoo
+    from harness.subjects.timing import peak_memory
+
+    zoo = Zoo()
+    model, ids = zoo.load("llama-target").model, zoo.prompt_ids("llama-target", "short-0")
+    before = peak_memory(lambda: model(ids))
+    undo = patches.ExtraAllocation(0.3).apply("demo")
+    try:
+        grown = peak_memory(lambda: model(ids))
+    finally:
+        undo()
+    assert grown["allocated_bytes"] > 1.25 * before["allocated_bytes"] and grown["peak_bytes"] > before["peak_bytes"]
+    assert peak_memory(lambda: model(ids)) == before
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
-| latency      | {"samples": [...], "calibration": x}    | samples / median(calibration); one-sided Mann-Whitney shift beyond (1 + tolerance) at alpha; only on the same hardware class and dtype |
+| latency      | {"samples", "calibration", "cpu", "cpu_calibration"}: wall s paired with a matched calibration (a record: {"by_hardware": {class: ...}}) | paired median log ratio vs the record's on the same hardware class; z test with between-run variance beyond (1 + tolerance) at alpha; a busy machine is not judged |
+| memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
 | capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
@@ -32,7 +33,7 @@ import numpy as np
 from deepdiff import DeepDiff
 
 from harness.checking import stats
-from harness.checking.compare_stats import compare_distribution, compare_latency, compare_rate
+from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
@@ -288,6 +289,7 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "rate": compare_rate,
     "distribution": compare_distribution,
     "latency": compare_latency,
+    "memory": compare_memory,
     "capability": compare_capability,
 }
 

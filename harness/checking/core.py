@@ -54,6 +54,7 @@ class Rules:
     strict: bool = False  # a field without a baseline fails (CI)
     regen: bool = False  # rewriting this env's own records: a difference is the regeneration
     baseline_key: str = ""  # the env whose records are the baseline (for messages)
+    latency_strict: bool = False  # a latency field not judged (the machine was busy) fails
 
 
 LOW_PRECISION = ("bf16", "fp16")
@@ -194,6 +195,8 @@ class CaseCheck:
             return replace(o, status=Status.CHANGED, category=Category.REGENERATED,
                            detail=f"record rewritten (--force-regen); was {o.status.value}: {o.detail}",
                            diff={**o.diff, "was_status": o.status.value, "was_category": o.category.value})
+        if self.rules.latency_strict and o.kind == "latency" and o.category is Category.NOT_JUDGED:
+            return replace(o, status=Status.REGRESSION, detail=f"{o.detail} (--latency-strict: a field not judged fails)")
         if self.rules.strict and o.status is Status.NEW:
             return replace(o, status=Status.REGRESSION, category=Category.MISSING_RECORD,
                            detail=f"no golden record in {self.rules.baseline_key or 'the baseline'} "

@@ -1,9 +1,10 @@
 """What `harness regen` would do to the current env's records, and doing it.
 
 `diff_records(old, new, complete)` lists, per record file, the fields a regeneration adds,
-removes and changes; `apply_regen` writes them; `print_regen_changes` shows them for review.
+removes and changes; `apply_regen` writes them (harness/cli/regen.py shows them for review).
 
-A field counts as changed only when its kind's own rule says so (`compare.compare_field` with the
+A latency field keeps one measurement per hardware class (`latency_field`). A field counts as
+changed only when its kind's own rule says so (`compare.compare_field` with the
 two records' envs: status pass = unchanged, e.g. last-digit float noise in a tensor or a different
 thread count); the record's env fingerprint alone is never a change. An unchanged field keeps its
 old value, so a regen's diff in review shows real changes only.
@@ -17,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.checking.humane import shorten
 from harness.schema import Field, Record, RecordError, Status
 from harness.store.records import GoldenStore
 
@@ -70,6 +70,20 @@ def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> b
     return compare_field(name, after, before, policy).status is Status.PASS
 
 
+def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field, bool]:
+    """(the latency field to record, unchanged?). A record keeps one measurement per hardware class
+    (``{"by_hardware": {class: ...}}``): this machine's is added or replaced only when its kind's rule
+    says it changed (timing noise is not a change), never by one taken on a busy machine, and the
+    other classes' are kept."""
+    from harness.checking.compare_stats import busy, latency_entries
+
+    hw, entry = next(iter(latency_entries(after, policy.observed_env).items()))
+    old = latency_entries(before, policy.baseline_env) if before is not None else {}
+    if before is not None and (field_unchanged(name, before, after, policy) or (hw in old and busy(entry, policy.thresholds))):
+        return before, True
+    return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
+
+
 def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
                  complete: bool = True, policy: Policy | None = None) -> list[RecordChange]:
     """Per (suite, case, field): what the new records add, remove and change.
@@ -99,9 +113,16 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             if not complete:
                 after = replace(after, fields={**before.fields, **after.fields})
             same = replace(policy, observed_env=after.env, baseline_env=before.env)
-            kept = {f for f in after.fields if f in before.fields
-                    and field_unchanged(f, before.fields[f], after.fields[f], same)}
-            after = replace(after, fields={f: before.fields[f] if f in kept else v for f, v in after.fields.items()})
+            fields, kept = dict(after.fields), set()
+            for f, v in after.fields.items():
+                if v.kind == "latency":
+                    fields[f], unchanged = latency_field(f, before.fields.get(f), v, same)
+                else:
+                    unchanged = f in before.fields and field_unchanged(f, before.fields[f], v, same)
+                    fields[f] = before.fields[f] if unchanged else v
+                if unchanged:
+                    kept.add(f)
+            after = replace(after, fields=fields)
             added = tuple(f for f in after.fields if f not in before.fields)
             removed = tuple(f for f in before.fields if f not in after.fields)
             changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
@@ -109,21 +130,6 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             if added or removed or changed:
                 changes.append(RecordChange(name, "changed", added, removed, changed, after))
     return changes
-
-
-def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
-    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
-    print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
-          f"{unchanged} unchanged")
-    for c in changes:
-        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
-        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
-        for f in c.added:
-            print(f"      + {f} (added)")
-        for f in c.removed:
-            print(f"      - {f} (removed)")
-        for f, summary in c.changed:
-            print(f"      ~ {f} (changed): {shorten(summary, 160)}")
 
 
 def apply_regen(store: GoldenStore, key: str, changes: list[RecordChange]) -> None:

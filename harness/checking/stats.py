@@ -419,6 +419,53 @@ def latency_shift_test(observed: Any, baseline: Any, tolerance: float) -> ShiftT
     return ShiftTest(ratio=ratio, p_slower=np.asarray(slower), p_faster=np.asarray(faster))
 
 
+@dataclass(frozen=True)
+class Slowdown:
+    """A latency field's decision quantities (`slowdown_test`); ratios are new / old."""
+
+    ratio: float  # exp(d): the slowdown point estimate (1.10 = 10 % slower)
+    low: float  # the (1 - alpha) lower confidence bound of the ratio
+    high: float  # ... upper bound
+    p_slower: float  # H0: ratio <= 1 + tolerance
+    p_faster: float  # H0: ratio >= 1 / (1 + tolerance)
+    sd: float  # sd of d (log scale): within both runs and between runs
+    detectable: float  # the slowdown detected with probability DESIGN_POWER at alpha (0.2 = 20 %)
+
+
+def paired_log_ratios(samples: Sequence[float], calibration: Sequence[float]) -> tuple[float, float]:
+    """(median of l_i = log(s_i / c_i), its standard error): 1.2533 * 1.4826 * MAD / sqrt(n), the
+    median's large-sample SE under a normal shape, from a robust scale."""
+    s, c = np.asarray(samples, dtype=float), np.asarray(calibration, dtype=float)
+    if s.shape != c.shape or s.size < 3 or not (s > 0).all() or not (c > 0).all():
+        raise ValueError(f"need >= 3 positive paired samples, got {s.size} and {c.size}")
+    lr = np.log(s / c)
+    med = float(np.median(lr))
+    mad = float(np.median(np.abs(lr - med)))
+    return med, 1.2533 * 1.4826 * mad / math.sqrt(lr.size)
+
+
+def slowdown_test(new: tuple[float, float], old: tuple[float, float], tolerance: float, run_sd: float,
+                  alpha: float) -> Slowdown:
+    """Is the new run slower than the old by more than a factor (1 + tolerance)?
+
+    Each run is summarised by (median log ratio to its calibration, its SE). Two runs of the same
+    code differ by more than their samples say - a process's memory layout, its clock, what else
+    ran - so the difference d = l_new - l_old has variance se_new^2 + se_old^2 + 2 run_sd^2, where
+    run_sd is the between-run SD of one run's l (measured by benchmarks/latency_power.py, kept in
+    [tool.harness.thresholds] latency_run_sd). One-sided z tests of d > log(1 + tolerance) (slower)
+    and d < -log(1 + tolerance) (faster), each a false alarm with probability <= alpha at the
+    tolerance boundary, lower inside it. The smallest slowdown detected with probability
+    DESIGN_POWER: (1 + tolerance) * exp((z_alpha + z_power) * sd) - 1."""
+    d = new[0] - old[0]
+    sd = math.sqrt(new[1] ** 2 + old[1] ** 2 + 2 * run_sd ** 2)
+    margin = math.log1p(tolerance)
+    z_alpha = float(sps.norm.isf(alpha))
+    detectable = math.exp(margin + (z_alpha + float(sps.norm.isf(1 - DESIGN_POWER))) * sd) - 1
+    return Slowdown(ratio=math.exp(d), low=math.exp(d - z_alpha * sd), high=math.exp(d + z_alpha * sd),
+                    p_slower=float(sps.norm.sf((d - margin) / sd)), p_faster=float(sps.norm.cdf((d + margin) / sd)),
+                    sd=sd, detectable=detectable)
+
+
 # ----------------------------------------------------------------------------------------------
 # sample designs
 

@@ -25,7 +25,8 @@ from harness.cli.project import (
 )
 from harness.report.terminal import timestamped_dir
 
-FLAGS = ("baseline", "strict", "fault", "dtype", "device", "attn", "threads", "model", "assistant", "deep", "seed_salt")
+FLAGS = ("baseline", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model", "assistant", "deep", "seed_salt",
+         "no_cache")
 
 
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:

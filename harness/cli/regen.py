@@ -27,7 +27,7 @@ from harness.cli.project import (
 from harness.schema import Record, RecordError
 from harness.store.records import GoldenStore
 
-FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep")
+FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep", "no_cache")
 
 
 def confirm(question: str) -> bool:

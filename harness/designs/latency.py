@@ -1,31 +1,35 @@
-"""Noise-aware timing: a subject's samples interleaved with an in-run calibration workload.
+"""Latency as users feel it: wall-clock samples of a subject, interleaved with a matched calibration.
 
-A latency field (kind ``latency``, compared by `compare_stats.compare_latency`) holds
-``{"samples": [s, ...], "calibration": [s, ...]}``: the subject's wall times and, taken in the
-same process and interleaved with them one for one, the times of a fixed reference workload (the
-reference engine's forward on the same model: torch only, so it does not change when transformers
-does). The comparer divides the samples by median(calibration), so a machine that is slower as a
-whole (another job on the other core, a lower clock) moves both and cancels; what is left is the
-subject's cost in units of the calibration workload.
+A latency field (kind ``latency``, decided by harness/checking/compare_stats.py `compare_latency`)
+holds, per sample pair i, the subject's wall seconds s_i and a calibration's c_i taken right
+before or after it (the order alternates), plus both calls' CPU seconds and the machine's load:
 
-The timer is the process's CPU time (`time.process_time`, see `timer`). Each sample is the best of `inner` back-to-back calls
-(the minimum is the least-disturbed estimate of a short call's cost; a descheduling spike hits
-one call, not all of them).
+    {"samples": [s_i], "calibration": [c_i], "cpu": [...], "cpu_calibration": [...],
+     "load_per_core": x, "calibration_of": "..."}
 
-The latency suite's fields (suites/test_latency.py; the table is harness/cases.py `latency`), each kind
-`latency`, compared on the same hardware class only, a slowdown beyond `latency_tolerance` at the
-run's per-test alpha (harness/checking/compare_stats.py):
+The calibration is the reference engine (torch only, so it does not change when transformers does)
+doing the same work on the same model - the same prompt's forward for a prefill, single-token
+steps over a prefilled cache for decode, a greedy decode of as many tokens for generate() - so a
+machine that is slower as a whole, or for a while (another job, a lower clock, a fuller cache),
+moves both sides of every pair and cancels in l_i = log(s_i / c_i); what stays is the subject's
+cost relative to the same computation done plainly. The wall clock is judged (a release that
+waits - a synchronisation, a sleep, fewer threads - is slower for its callers); the CPU time rides
+along, so a report can say "the wall time grew but the CPU time did not: the process waits". Each
+sample is the fastest of `inner` back-to-back calls (a descheduling spike hits one call, not all).
 
-  <model>.prefill   prefill_{short,long}_{dynamic,static}: one forward over the prompt into a fresh
-                    cache (extras: rss_delta_bytes of prefill + 16 decode steps per cache)
+Memory: the bytes torch allocated during one call (`timing.peak_memory`: the peak of live
+allocations and the total), kind ``memory``, deterministic for a torch build.
+
+The fields (table: harness/cases.py `latency`):
+  <model>.prefill   prefill_{short,long}_{dynamic,static}: one forward over the prompt into a fresh cache;
+                    memory_prefill_long_{dynamic,static}
   <model>.decode    decode_{dynamic,static}: per-token time of steady-state greedy decode (after 4
-                    warm-up steps; each sample = 8 steps / 8)
-  <model>.generate  generate_<path>: one greedy generate() call per path of the case (llama-target:
-                    plain, assisted, prompt_lookup, ensemble w=0.3, 24 tokens; glm4moe-mtp: plain, mtp,
-                    8 tokens; a user model: its paths but MTP, 24 tokens, 6 samples). Extras per
-                    speculative path: acceptance (per token), tokens_per_forward, draft_tokens,
-                    cost_ratio, speedup (median plain / median path, this run) and
-                    theoretical_speedup (Leviathan et al.)
+                    warm-up steps; each sample = 8 steps / 8); memory_decode_{dynamic,static}
+  <model>.generate  generate_<path>: one greedy generate() call per path (llama-target: plain, assisted,
+                    prompt_lookup, ensemble w=0.3, 24 tokens; glm4moe-mtp: plain, mtp, 8 tokens; a user
+                    model: its paths but MTP); memory_generate_<path>. Extras per speculative path:
+                    acceptance, tokens_per_forward, draft_tokens, cost_ratio, speedup (median plain /
+                    median path, this run) and theoretical_speedup (Leviathan et al.)
 A deep run takes DEEP_FACTOR x the samples.
 """
 
@@ -38,8 +42,7 @@ from typing import Any
 
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
-from harness.subjects import hf, hf_latency
-from harness.subjects.timing import timer
+from harness.subjects import hf, hf_latency, timing
 
 DEEP_FACTOR = 3  # a deep run takes this many times the samples
 
@@ -51,13 +54,18 @@ def scaled(n: int, deep: bool = False) -> int:
 
 @dataclass
 class Timing:
-    """One latency field's value: the subject's samples and the interleaved calibration (seconds)."""
+    """One latency field's value: the subject's samples and the interleaved calibration's, on both clocks."""
 
     samples: list[float] = field(default_factory=list)
     calibration: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    cpu_calibration: list[float] = field(default_factory=list)
+    calibration_of: str = ""
 
     def value(self) -> dict[str, Any]:
-        return {"samples": self.samples, "calibration": self.calibration}
+        return {"samples": self.samples, "calibration": self.calibration, "cpu": self.cpu,
+                "cpu_calibration": self.cpu_calibration, "load_per_core": round(timing.load_per_core(), 3),
+                "calibration_of": self.calibration_of}
 
     def ratio(self) -> float:
         """median(samples) / median(calibration): the subject's cost in calibration units."""
@@ -72,39 +80,46 @@ def median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def best_of(fn: Callable[[], Any], inner: int, setup: Callable[[], Any] | None = None) -> float:
-    """The least time of `inner` calls of fn(arg) (arg = setup(), untimed, per call)."""
-    best = float("inf")
+def best_of(fn: Callable[..., Any], inner: int, setup: Callable[[], Any] | None = None,
+            device: str = "cpu") -> tuple[float, float]:
+    """(wall, CPU) seconds of the fastest (on the wall clock) of `inner` calls of fn(setup()) (setup
+    untimed, per call) or fn()."""
+    best = (float("inf"), 0.0)
     for _ in range(inner):
         arg = setup() if setup is not None else None
-        start = timer()
+        start, cpu = timing.wall(device), timing.cpu()
         fn(arg) if setup is not None else fn()
-        best = min(best, timer() - start)
+        took = (timing.wall(device) - start, timing.cpu() - cpu)
+        best = min(best, took)
     return best
 
 
-def interleaved(subject: Callable[..., Any], calibration: Callable[[], Any], n: int, *, inner: int = 1,
-                cal_inner: int = 1, warmup: int = 2, setup: Callable[[], Any] | None = None) -> Timing:
-    """`n` samples of `subject` (each the best of `inner` calls; with `setup`, subject(setup())
-    and setup untimed) alternating with `n` of `calibration` (best of `cal_inner`), after `warmup`
-    untimed rounds of both. The garbage collector is off while timing (as pytest-benchmark does
-    by default: a collection would land on whichever call triggers it)."""
+def interleaved(subject: Callable[..., Any], calibration: hf_latency.Calibration, n: int, *, inner: int = 1,
+                cal_inner: int = 1, warmup: int = 2, setup: Callable[[], Any] | None = None,
+                device: str = "cpu") -> Timing:
+    """`n` samples of `subject` (each the best of `inner` calls; with `setup`, subject(setup()) and
+    setup untimed) paired with `n` of the calibration (best of `cal_inner`), the pair's order
+    alternating, after `warmup` untimed rounds of both. The garbage collector is off while timing
+    (as pytest-benchmark does by default: a collection would land on whichever call triggers it)."""
     for _ in range(warmup):
-        calibration()
+        calibration.run()
         subject(setup()) if setup is not None else subject()
-    out = Timing()
+    out = Timing(calibration_of=calibration.describes)
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         for i in range(n):
-            # alternate which goes first, so neither always runs right after the other
-            if i % 2:
-                out.samples.append(best_of(subject, inner, setup))
-                out.calibration.append(best_of(calibration, cal_inner))
+            if i % 2:  # alternate which goes first, so neither always runs right after the other
+                s = best_of(subject, inner, setup, device)
+                c = best_of(calibration.run, cal_inner, None, device)
             else:
-                out.calibration.append(best_of(calibration, cal_inner))
-                out.samples.append(best_of(subject, inner, setup))
+                c = best_of(calibration.run, cal_inner, None, device)
+                s = best_of(subject, inner, setup, device)
+            out.samples.append(s[0])
+            out.cpu.append(s[1])
+            out.calibration.append(c[0])
+            out.cpu_calibration.append(c[1])
     finally:
         if enabled:
             gc.enable()
@@ -115,41 +130,50 @@ def interleaved(subject: Callable[..., Any], calibration: Callable[[], Any], n: 
 # the suite's observations
 
 
-def _timed(obs: Observation, name: str, timing: Timing, **extras: Any) -> None:
-    obs.add(name, timing.value(), kind="latency", ratio_to_calibration=timing.ratio(), **extras)
+def _timed(obs: Observation, name: str, t: Timing, **extras: Any) -> None:
+    obs.add(name, t.value(), kind="latency", ratio_to_calibration=t.ratio(), **extras)
+
+
+def _memory(obs: Observation, name: str, fn: Callable[[], Any], device: str) -> None:
+    obs.add(name, timing.peak_memory(fn, device), kind="memory")
 
 
 def prefill(zoo: Any, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     model = zoo.load(case.model).model
-    cal = hf_latency.calibration(zoo)
     for prompt in ("short", "long"):
         ids = zoo.prompt_ids(case.model, f"{prompt}-0")
+        cal = hf_latency.prefill_calibration(zoo, case.model, ids)
         for kind in ("dynamic", "static"):
-            timing = interleaved(hf_latency.prefill(model, ids, kind), cal, scaled(25, run.deep), inner=3, cal_inner=3)
-            extras = {"rss_delta_bytes": hf_latency.rss_delta(model, ids, kind)} if prompt == "long" else {}
-            _timed(obs, f"prefill_{prompt}_{kind}", timing, tokens=int(ids.shape[1]), **extras)
+            call = hf_latency.prefill(model, ids, kind)
+            t = interleaved(call, cal, scaled(25, run.deep), inner=3, cal_inner=3, device=zoo.device)
+            _timed(obs, f"prefill_{prompt}_{kind}", t, tokens=int(ids.shape[1]))
+            if prompt == "long":
+                _memory(obs, f"memory_prefill_{prompt}_{kind}", call, zoo.device)
     return obs
 
 
 def decode(zoo: Any, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     model = zoo.load(case.model).model
-    cal = hf_latency.calibration(zoo)
     ids = zoo.prompt_ids(case.model, "short-0")
+    cal = hf_latency.decode_calibration(zoo, case.model, ids)
     for kind in ("dynamic", "static"):
-        timing = interleaved(hf_latency.decode_steps(model), cal, scaled(20, run.deep), inner=2,
-                             cal_inner=3, setup=hf_latency.decode_setup(model, ids, kind))
-        timing.samples = [s / hf_latency.DECODE_STEPS for s in timing.samples]
-        _timed(obs, f"decode_{kind}", timing, steps_per_sample=hf_latency.DECODE_STEPS)
+        setup, steps = hf_latency.decode_setup(model, ids, kind), hf_latency.decode_steps(model)
+        t = interleaved(steps, cal, scaled(20, run.deep), inner=2, cal_inner=2, setup=setup, device=zoo.device)
+        t.samples = [s / hf_latency.DECODE_STEPS for s in t.samples]
+        t.calibration = [c / hf_latency.DECODE_STEPS for c in t.calibration]
+        _timed(obs, f"decode_{kind}", t, steps_per_sample=hf_latency.DECODE_STEPS)
+        state = setup()
+        _memory(obs, f"memory_decode_{kind}", lambda s=state, run_steps=steps: run_steps(s), zoo.device)
     return obs
 
 
 def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
-    cal = hf_latency.calibration(zoo)
     ids = zoo.prompt_ids(case.model, "short-0")
-    n = scaled(15 if case.model == "llama-target" else 6, run.deep)
+    cal = hf_latency.generate_calibration(zoo, case.model, ids, case.new_tokens)
+    n = scaled(15 if case.model == "llama-target" else 8, run.deep)
     plain: Timing | None = None
     for path in case.param("paths"):
         feature = hf.PATH_FEATURE.get(path)
@@ -166,15 +190,16 @@ def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
         if got.error is not None:
             obs.add(f"generate_{path}_error", got.error)
             continue
-        timing = interleaved(call, cal, n, cal_inner=5, warmup=1)
+        t = interleaved(call, cal, n, cal_inner=2, warmup=1, device=zoo.device)
         extras: dict[str, Any] = {"new_tokens": len(got.tokens), "target_forwards": got.target_forwards}
         if path == "plain":
-            plain = timing
+            plain = t
         elif plain is not None:
             c = hf_latency.cost_ratio(zoo, case.model, path, case.assistant)
             extras.update(hf_latency.speculative_stats(got, case.draft_tokens, c, median(plain.samples),
-                                                       median(timing.samples)))
-        _timed(obs, f"generate_{path}", timing, **extras)
+                                                       median(t.samples)))
+        _timed(obs, f"generate_{path}", t, **extras)
+        _memory(obs, f"memory_generate_{path}", call, zoo.device)
     return obs
 
 

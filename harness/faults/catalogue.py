@@ -10,7 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.faults.patches import Catch, Fault, FaultError, SetItems, SlowForward, Undo, Wrap, edit
+from harness.faults.patches import (
+    Catch,
+    ExtraAllocation,
+    Fault,
+    FaultError,
+    SetItems,
+    SlowForward,
+    Undo,
+    Wrap,
+    edit,
+)
 
 # ----------------------------------------------------------------------------------------------
 # wrappers (the faults that change arguments or results rather than one line)
@@ -210,14 +220,26 @@ FAULTS: tuple[Fault, ...] = (
                  "    sorted_indices_to_remove[..., 1:] |= sorted_indices_to_remove[..., :-1].clone()")),)),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
-          "every forward of a generating model is 15 % slower (CPU busy wait after it returns)",
+          "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",
           Catch("latency", "llama-target.*", "*"),
           (SlowForward(0.15),),
-          notes="caught by any of llama-target's timings (prefill, steady-state decode, generate() per path): "
-                "a 15 % slowdown is the smallest the default latency mode catches reliably, and no single "
-                "field catches it every time (prefill alone: 1 of 4 runs). Measured 10/10 runs caught, 4-10 "
-                "fields each, decode_dynamic / decode_static / generate_assisted / generate_ensemble every time; "
-                "their clean controls 0/10 regressions"),
+          notes="a release that computes more per forward (an extra copy, a slower kernel choice); "
+                "benchmarks/latency_power.py measures its detection in full runs"),
+    Fault("waiting-forward-15", "latency",
+          "every forward of a generating model takes 15 % longer, waiting (a sleep after it returns: a "
+          "synchronisation, a lock, I/O) - the CPU time does not grow",
+          Catch("latency", "llama-target.*", "*"),
+          (SlowForward(0.15, waits=True),),
+          notes="modelled on host-device synchronisations in the generation loop (transformers #43089: 3.25 GPU "
+                "syncs per generated token); a wait is invisible to a CPU-time clock"),
+    Fault("forward-allocates-30pct-more", "latency",
+          "every forward of a generating model allocates 30 % more (a buffer per op, kept until it returns: "
+          "a debugging copy or an upcast left in)",
+          Catch("latency", "llama-target.*", "memory_*"),
+          (ExtraAllocation(0.30),),
+          notes="modelled on transformers #34796 (4.45.0 copied the entire logits at generate()'s first step "
+                "instead of the last position's) and PR #33902 (logits.float() doubling peak inference memory); "
+                "deterministic: one call shows it"),
 )
 
 

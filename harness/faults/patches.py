@@ -21,6 +21,7 @@ import importlib
 import inspect
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -151,40 +152,84 @@ class SetItems:
 _ABSENT = object()
 
 
+def _wrap_generating_models(around: Callable[[Callable[[], Any]], Any]) -> Undo:
+    """Route every call of a generating model (a `PreTrainedModel` that is a `GenerationMixin`)
+    through around(call); other modules (the inner base model, the reference engine) run as they are."""
+    import torch
+    from transformers import GenerationMixin, PreTrainedModel
+
+    call = torch.nn.Module.__call__
+    before = vars(PreTrainedModel).get("__call__", _ABSENT)
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(self, GenerationMixin):
+            return call(self, *args, **kwargs)
+        return around(lambda: call(self, *args, **kwargs))
+
+    PreTrainedModel.__call__ = __call__  # type: ignore[method-assign]
+
+    def undo() -> None:
+        if before is _ABSENT:
+            del PreTrainedModel.__call__
+        else:
+            PreTrainedModel.__call__ = before  # type: ignore[method-assign]
+    return undo
+
+
 @dataclass(frozen=True)
 class SlowForward:
-    """Every call of a generating model (a `PreTrainedModel` that is a `GenerationMixin`) costs
-    (1 + fraction) times its own CPU time: `PreTrainedModel.__call__` busy-waits after it. Other
-    modules (the inner base model, the reference engine's calibration) run as they are."""
+    """Every call of a generating model costs (1 + fraction) times its own time: after it returns,
+    the process busy-waits `fraction` of the call's CPU time (`waits=False`: a slowdown that
+    computes) or sleeps `fraction` of its wall time (`waits=True`: one that only waits - a
+    synchronisation, a lock, I/O - invisible to a CPU clock)."""
+
+    fraction: float
+    waits: bool = False
+
+    def apply(self, fault: str) -> Undo:
+        from harness.subjects import timing
+
+        fraction, waits = self.fraction, self.waits
+
+        def around(call: Callable[[], Any]) -> Any:
+            clock = time.perf_counter if waits else timing.timer
+            start = clock()
+            out = call()
+            (timing.sleep_for if waits else timing.busy_wait)(fraction * (clock() - start))
+            return out
+        return _wrap_generating_models(around)
+
+
+@dataclass(frozen=True)
+class ExtraAllocation:
+    """Every call of a generating model allocates `fraction` more: after each torch op inside it, a
+    buffer of `fraction` of the op's output bytes, kept until the call returns (as a debugging copy
+    or an upcast a release forgot to drop would)."""
 
     fraction: float
 
     def apply(self, fault: str) -> Undo:
         import torch
-        from transformers import GenerationMixin, PreTrainedModel
+        from torch.utils._python_dispatch import TorchDispatchMode
 
-        from harness.subjects.timing import busy_wait, timer
-
-        call = torch.nn.Module.__call__
         fraction = self.fraction
-        before = vars(PreTrainedModel).get("__call__", _ABSENT)
 
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not isinstance(self, GenerationMixin):
-                return call(self, *args, **kwargs)
-            start = timer()
-            out = call(self, *args, **kwargs)
-            busy_wait(fraction * (timer() - start))
-            return out
+        class Keep(TorchDispatchMode):
+            def __init__(self) -> None:
+                super().__init__()
+                self.kept: list[torch.Tensor] = []
 
-        PreTrainedModel.__call__ = __call__  # type: ignore[method-assign]
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for tensor in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(tensor, torch.Tensor) and tensor.nbytes:
+                        self.kept.append(torch.empty(int(fraction * tensor.nbytes), dtype=torch.uint8))
+                return out
 
-        def undo() -> None:
-            if before is _ABSENT:
-                del PreTrainedModel.__call__
-            else:
-                PreTrainedModel.__call__ = before  # type: ignore[method-assign]
-        return undo
+        def around(call: Callable[[], Any]) -> Any:
+            with Keep():
+                return call()
+        return _wrap_generating_models(around)
 
 
 @dataclass(frozen=True)

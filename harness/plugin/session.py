@@ -105,7 +105,8 @@ class HarnessSession:
     def rules(self) -> Rules:
         return Rules(alpha=stats.per_test_alpha(self.settings.config.alpha, self.golden_tests),
                      thresholds=self.settings.config.thresholds, env=self.run_env.fingerprint, strict=self.strict,
-                     regen=self.force_regen and self.baseline_key == self.run_env.key, baseline_key=self.baseline_key)
+                     regen=self.force_regen and self.baseline_key == self.run_env.key, baseline_key=self.baseline_key,
+                     latency_strict=self.settings.latency_strict)
 
     # collection ----------------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:

@@ -77,7 +77,13 @@ class Thresholds:
     tie_eps_bf16: float = 0.75
     tie_eps_fp64: float = 1e-9
     tensor_cross_env_ulps: float = 32.0
-    latency_tolerance: float = 0.10
+    latency_tolerance: float = 0.05
+    latency_run_sd: float = 0.02
+    latency_busy_wall_cpu: float = 1.15
+    latency_busy_spread: float = 0.25
+    latency_busy_load: float = 1.25
+    latency_max_detectable: float = 0.5
+    memory_tolerance: float = 0.10
     tv_max: float = 0.05
 
     def tie_eps(self, dtype: str) -> float:

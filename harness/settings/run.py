@@ -97,6 +97,9 @@ OPTIONS: tuple[Option, ...] = (
            "per-test alpha stays that of the whole collection", (("metavar", "GLOB"), ("action", "append"))),
     Option("seed_salt", "--harness-seed-salt", "--seed-salt",
            "draw every statistical case from fresh seeds (an integer; false-alarm measurements)", _INT),
+    Option("latency_strict", "--harness-latency-strict", "--latency-strict",
+           "a latency field not judged because the machine was busy fails the run (default: skipped, with the reason)",
+           _FLAG),
     Option("phase", "--harness-phase", None,
            "run one phase of the suites: 'parallel' (every test but the timing ones) or 'timing' (only the "
            "tests marked timing, so nothing else runs while they measure); default all", (("choices", PHASES),)),
@@ -128,6 +131,7 @@ class RunSettings:
     fault: str | None = None
     cases: tuple[str, ...] = ()
     seed_salt: int = 0
+    latency_strict: bool = False  # a latency field not judged (busy machine) fails
     phase: str = "all"  # "parallel": every test but the timing ones; "timing": only those
     no_cache: bool = False  # compute the reference engine's answers afresh (else: its on-disk cache)
     user_models: tuple[UserModel, ...] = field(default=(), compare=False)  # resolved by `validate`

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -73,16 +74,65 @@ def generate_path(zoo: Zoo, model_name: str, path: str, ids: torch.Tensor, new_t
     return run
 
 
-def calibration(zoo: Zoo) -> Callable[[], Any]:
-    """The fixed reference workload: the reference engine's (torch only) forward of the
-    calibration model over the short prompt, no cache."""
+@dataclass(frozen=True)
+class Calibration:
+    """A fixed reference workload timed beside a subject: `run()` and what it is."""
+
+    run: Callable[[], Any]
+    describes: str
+
+
+def generic_calibration(zoo: Zoo) -> Calibration:
+    """The fallback workload (a model the engine does not implement): the reference engine's
+    forward of the calibration model over its short prompt, no cache."""
     ref = zoo.reference(CALIBRATION_MODEL)
     ids = zoo.prompt_ids(CALIBRATION_MODEL, "short-0")[0].cpu()
     positions = torch.arange(ids.shape[0])
+    return Calibration(lambda: ref.forward(ids, positions, None),
+                       f"reference engine: {CALIBRATION_MODEL} forward over short-0 (generic)")
 
-    def run():
-        return ref.forward(ids, positions, None)
-    return run
+
+def prefill_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
+    """The same prompt's forward through the model's reference-engine twin (fresh, no cache)."""
+    ref = zoo.reference(name)
+    if ref is None:
+        return generic_calibration(zoo)
+    flat = ids[0].cpu()
+    positions = torch.arange(flat.shape[0])
+    return Calibration(lambda: ref.forward(flat, positions, None),
+                       f"reference engine: {name} forward over the same {flat.shape[0]} tokens")
+
+
+def decode_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
+    """DECODE_STEPS single-token steps of the model's reference-engine twin over a prefilled cache
+    (rewound after each sample, so every sample does the same work)."""
+    ref = zoo.reference(name)
+    if ref is None:
+        return generic_calibration(zoo)
+    flat = ids[0].cpu()
+    caches = ref.new_caches(slack=DECODE_STEPS + 1)
+    last = int(ref.forward(flat, torch.arange(flat.shape[0]), caches).logits[-1].argmax())
+
+    def run() -> None:
+        token = last
+        for i in range(DECODE_STEPS):
+            token = int(ref.forward(torch.tensor([token]), torch.tensor([flat.shape[0] + i]), caches).logits[-1].argmax())
+        for cache in caches:
+            cache.rewind(DECODE_STEPS)
+    return Calibration(run, f"reference engine: {name}, {DECODE_STEPS} single-token steps over a prefilled cache")
+
+
+def generate_calibration(zoo: Zoo, name: str, ids: torch.Tensor, new_tokens: int) -> Calibration:
+    """A greedy decode of `new_tokens` tokens by the model's reference-engine twin (plain)."""
+    ref = zoo.reference(name)
+    if ref is None:
+        return generic_calibration(zoo)
+    from harness.engine.decode import decode
+
+    prompt = ids[0].tolist()
+    return Calibration(lambda: decode(ref, prompt, new_tokens, drafter=None, k=1, mode="greedy", w=None,
+                                      static_max_len=None, eos_token_id=None),
+                       f"reference engine: {name} greedy decode of {new_tokens} tokens")
 
 
 def rss_delta(model, ids: torch.Tensor, kind: str, steps: int = 16) -> int:

@@ -1,25 +1,87 @@
-"""Clocks and costs the timed subjects use: the timer, a CPU spin that stands in for a slower
-forward, the process's resident memory, and Leviathan et al.'s theoretical speculative speedup.
+"""Clocks and costs the timed subjects use.
+
+- `wall()`: what a caller waits for - `time.perf_counter`, after the device's queued work is done
+  (`torch.cuda.synchronize` on a GPU, `torch.mps.synchronize` on Apple silicon); the judged clock;
+- `cpu()`: this process's CPU time, recorded beside the wall time as a diagnostic (wall grew but
+  CPU did not: the process waits - a sleep, a lock, I/O, fewer threads);
+- `busy_wait` / `sleep_for`: a slowdown that computes and one that only waits (the latency faults);
+- `peak_memory(fn)`: bytes torch allocated during a call - the peak of live allocations and the
+  total - from the profiler's allocation events (deterministic for one torch build, unlike RSS);
+  on a GPU the CUDA allocator's max allocated;
+- `rss_bytes`; Leviathan et al.'s theoretical speculative speedup.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
-# CPU time of this process (what pytest-benchmark times with under
-# `--benchmark-timer time.process_time`): on a shared machine wall time also measures how long the
-# scheduler kept the process off a core - a 10 ms decode loop is descheduled far more often than a
-# 1 ms calibration call, so wall-time ratios drift by 50 % with the machine's load. The suites run
-# torch on one intra-op thread, so the process's CPU time is the work done.
-timer = time.process_time
+cpu = time.process_time
+
+
+def synchronize(device: str = "cpu") -> None:
+    """Wait for the device's queued work (no-op on the CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    elif device == "mps":
+        import torch
+
+        torch.mps.synchronize()
+
+
+def wall(device: str = "cpu") -> float:
+    """Seconds on the wall clock once the device's queued work is done."""
+    synchronize(device)
+    return time.perf_counter()
+
+
+timer = cpu  # the clock `busy_wait` spins on
 
 
 def busy_wait(seconds: float) -> None:
-    """Spend `seconds` of CPU time (the harness's timer) spinning: a slowdown, not a sleep."""
+    """Spend `seconds` of CPU time spinning: a slowdown that computes."""
     until = timer() + seconds
     while timer() < until:
         pass
+
+
+def sleep_for(seconds: float) -> None:
+    """Wait `seconds` without computing (a slowdown that waits: a synchronisation, a lock, I/O)."""
+    until = time.perf_counter() + seconds
+    while (left := until - time.perf_counter()) > 0:
+        time.sleep(left)
+
+
+def peak_memory(fn: Callable[[], Any], device: str = "cpu") -> dict[str, int]:
+    """{"peak_bytes": the largest total of live torch allocations during `fn()`, "allocated_bytes":
+    everything it allocated}. CPU: from the profiler's allocation events, in order; CUDA: the
+    allocator's max allocated over the call (and the bytes allocated, from its stats)."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        before = torch.cuda.memory_stats().get("allocated_bytes.all.allocated", 0)
+        fn()
+        torch.cuda.synchronize()
+        return {"peak_bytes": int(torch.cuda.max_memory_allocated() - base),
+                "allocated_bytes": int(torch.cuda.memory_stats().get("allocated_bytes.all.allocated", 0) - before)}
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    live = peak = total = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+        total += max(nbytes, 0)
+    return {"peak_bytes": peak, "allocated_bytes": total}
 
 
 def theoretical_speedup(a: float, g: float, c: float) -> float:
@@ -37,3 +99,11 @@ def rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def load_per_core() -> float:
+    """The 1-minute load average per core (0 where unavailable): how busy the machine was."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return 0.0
