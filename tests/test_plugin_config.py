@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.config import ConfigError, HarnessConfig, Thresholds, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,11 +26,12 @@ def test_repo_pyproject_loads():
 
 
 def test_defaults_without_pyproject(tmp_path):
+    """A project of your own needs no models_dir: the zoo is the one that ships with the harness."""
     config = load_config(tmp_path)
     assert config == HarnessConfig(
         rootdir=tmp_path.resolve(),
         golden_dir=tmp_path.resolve() / "golden/records",
-        models_dir=tmp_path.resolve() / "golden/models",
+        models_dir=MODELS_DIR,
         reports_dir=tmp_path.resolve() / "reports",
     )
     assert config.thresholds == Thresholds() and config.alpha == 0.01 and config.baseline == ""

@@ -152,7 +152,7 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     expected = {
         "layers": ("regression", "real-change"), "tokens": ("regression", "real-change"),
         "logits": ("regression", "real-change"), "accepted": ("regression", "rate-down"),
-        "emitted": ("regression", "expected-changed"), "latency": ("regression", "slowdown"),
+        "emitted": ("regression", "exact-distribution-changed"), "latency": ("regression", "slowdown"),
         "features": ("changed", "feature-added"),
     }
     assert statuses(results(pytester)) == expected

@@ -237,7 +237,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
 
     # x1.5 on the final norm scales every logit by 1.5: greedy argmax (tokens, text, cache
     # layout, keys) cannot move, the logit fields, the sampled stream and the exact sampling
-    # distributions must (expected-changed: the model's own distribution changed, not the sampler)
+    # distributions must (exact-distribution-changed: the model's own distribution changed, not the sampler)
     perturb(ckpt, "model.norm.weight", 1.5)
     run, perturbed = rerun("perturbed")
     assert run.ret == 1
@@ -249,7 +249,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
                          ("prod.plain.dynamic.story.sample0", "distribution"),
                          ("prod.plain.top_k.story-70.k2", "joint"), ("prod.plain.combined.story-70.k2", "joint")}
     assert {o["category"] for o in perturbed if o["status"] == "regression" and o["field"] in ("joint", "distribution")} \
-        == {"expected-changed"}
+        == {"exact-distribution-changed"}
 
 
 # ----------------------------------------------------------------------------------------------

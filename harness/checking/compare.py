@@ -16,6 +16,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
 | latency      | {"samples": [...], "calibration": x}    | samples / median(calibration); one-sided Mann-Whitney shift beyond (1 + tolerance) at alpha; only on the same hardware class and dtype |
 | capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
+| checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
 so the whole run keeps its family-wise false-alarm rate (see stats.py).
@@ -35,6 +36,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
 # ----------------------------------------------------------------------------------------------
@@ -281,6 +283,23 @@ def compare_capability(name: str, observed: Field, baseline: Field, policy: Poli
 # ----------------------------------------------------------------------------------------------
 # dispatch
 
+# ----------------------------------------------------------------------------------------------
+# checkpoint
+
+
+def compare_checkpoint(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+    """Your model's fingerprint against the baseline's: equal -> pass; otherwise `changed`
+    (checkpoint-changed), naming each file that differs. Never a regression by itself - the
+    differences it causes are judged field by field, and the findings group them under it."""
+    if not (isinstance(baseline.value, dict) and isinstance(observed.value, dict)):
+        raise TypeError("a checkpoint value is {file: sha256}")
+    changes = fingerprint_changes(baseline.value, observed.value)
+    if not changes:
+        return verdict(name, "checkpoint", Status.PASS, "identical")
+    return verdict(name, "checkpoint", Status.CHANGED, "the checkpoint changed (" + "; ".join(changes) + ")",
+                   "checkpoint-changed", {"old": baseline.value, "new": observed.value})
+
+
 COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "exact": compare_exact,
     "tokens": compare_tokens,
@@ -289,6 +308,7 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "distribution": compare_distribution,
     "latency": compare_latency,
     "capability": compare_capability,
+    "checkpoint": compare_checkpoint,
 }
 
 
