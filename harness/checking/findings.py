@@ -123,8 +123,9 @@ class Finding:
         if not self.under:
             return f"the checkpoint of {models} changed {detail}; nothing else differs on its {cases}"
         k = len(self.under)
-        return (f"the checkpoint of {models} changed {detail}; the {k} finding{'s' if k != 1 else ''} under it "
-                f"{'are' if k != 1 else 'is'} on its {cases}: they may follow from your change, not the library's")
+        these = f"the {k} findings under it are" if k != 1 else "the finding under it is"
+        return (f"the checkpoint of {models} changed {detail}; {these} on its {cases}: "
+                f"{'they' if k != 1 else 'it'} may follow from your change, not the library's")
 
     def anchor(self, index: int) -> str:
         return f"f{index}"
