@@ -90,3 +90,14 @@ def test_invalid_toml_names_the_file(tmp_path):
     write(tmp_path, "[tool.harness\n")
     with pytest.raises(ConfigError, match="pyproject.toml: not valid TOML"):
         load_config(tmp_path)
+
+
+def test_threads_are_pinned_to_one_wherever_the_run_starts(tmp_path):
+    """A project of your own (no addopts) and this checkout make the same env: 1 thread unless
+    --threads says otherwise, and `harness check` passes it to pytest explicitly."""
+    from harness.settings.run import RunSettings
+
+    own, here = (RunSettings.make(load_config(root), {}, ci=False) for root in (tmp_path, REPO))
+    assert own.threads == here.threads == 1
+    assert "--harness-threads" in own.to_pytest_args() and "1" in own.to_pytest_args()
+    assert "--harness-threads" not in (REPO / "pyproject.toml").read_text()  # not an addopts of this checkout only

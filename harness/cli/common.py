@@ -93,7 +93,7 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         print()
         for line in writes_lines(meta):
             print(line)
-    print(f"\nreport:  {index}\nsummary: {summary}\njunit:   {junit}")
+    print(f"\nreport: {index}\nsummary: {summary}\njunit:  {junit}")
     broken = unreadable_records(results)
     if broken:
         files = sorted({str(o.diff.get("file") or o.detail) for o in broken})

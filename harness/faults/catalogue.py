@@ -250,8 +250,8 @@ def get(name: str) -> Fault:
         import difflib
 
         near = difflib.get_close_matches(name, list(BY_NAME), n=1)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        raise FaultError(f"--inject-fault {name}: no such fault{hint} The catalogue's {len(BY_NAME)} faults "
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise FaultError(f"--inject-fault {name}: no such fault{hint}. The catalogue's {len(BY_NAME)} faults "
                          f"(`harness faults --list` describes each): {', '.join(BY_NAME)}") from None
 
 
