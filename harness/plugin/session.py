@@ -112,7 +112,7 @@ class HarnessSession:
         if s.regen:
             return "regen: this env's records are rewritten", ""
         if s.strict:
-            return "not written", "a strict run only reads (CI is strict)"
+            return "not written", "a strict run only reads; CI runs are strict"
         if s.deep:
             return "not written", "a deep run never writes records"
         if self.baseline_key != self.run_env.key and not s.record:
