@@ -34,7 +34,7 @@ SCHEMA_VERSION = 1
 RESULTS_VERSION = 1
 
 # Field kinds: the kind decides how a field is compared (harness/checking/compare.py, docs/design.md).
-KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "memory", "capability")
+KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "memory", "capability", "checkpoint")
 STATISTICAL_KINDS = ("rate", "distribution", "latency")
 
 
@@ -65,7 +65,7 @@ class Category(str, Enum):
     UNDERPOWERED = "underpowered"  # fits, but the sample cannot rule out the smallest effect that matters
     DISTRIBUTION_MISMATCH = "distribution-mismatch"
     DISTRIBUTION_SHIFT = "distribution-shift"
-    EXPECTED_CHANGED = "expected-changed"  # the exact (computed) distribution itself changed
+    EXACT_DISTRIBUTION_CHANGED = "exact-distribution-changed"  # the exact (computed) distribution itself changed
     RATE_UP = "rate-up"
     RATE_DOWN = "rate-down"
     SLOWDOWN = "slowdown"
@@ -85,6 +85,8 @@ class Category(str, Enum):
     FIXED = "fixed"  # raised before, generates now (changed, not a regression)
     BROKEN = "broken"  # generated before, raises now
     ERROR_CHANGED = "error-changed"  # another exception than before
+    # your checkpoint
+    CHECKPOINT_CHANGED = "checkpoint-changed"  # a file of your model differs from the baseline's (sha256)
     # records
     REAL_CHANGE = "real-change"
     KIND_CHANGED = "kind-changed"
@@ -288,6 +290,7 @@ def malformed(kind: str, value: Any, extras: Any) -> str:
             and all(isinstance(e, dict) and _numbers(e.get("samples")) for e in value["by_hardware"].values()))),
         "memory": isinstance(value, dict) and all(isinstance(value.get(k), int) for k in ("peak_bytes", "allocated_bytes")),
         "capability": isinstance(value, (bool, dict, list)),
+        "checkpoint": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
     }[kind]
     return "" if ok else f"a {kind} value cannot be {type(value).__name__} {str(value)[:60]!r}"
 

@@ -135,6 +135,47 @@ def chart_outcomes() -> list[Outcome]:
     return bias + latency
 
 
+SAMPLING_CASE = "my-model.prompt_lookup.top_k.short-0-70.k2"  # a long id, and a misfit that squeezes the table
+CHECKPOINT_OLD = {"config.json": "a" * 64, "model.safetensors": "1" * 64}
+CHECKPOINT_NEW = {"config.json": "a" * 64, "model.safetensors": "2" * 64, "generation_config.json": "3" * 64}
+
+
+def sampling_outcomes() -> list[Outcome]:
+    """Two sampling rows: one whose fit passes while the case's `joint` regressed against its record
+    (the table must not say pass for it), one that misfits with long cells."""
+    out = []
+    for case, fit_status, record_status in ((SAMPLING_CASE, Status.PASS, Status.REGRESSION),
+                                            ("tiny-llama.ensemble.w0.3.min_p.long-1-80.k2", Status.REGRESSION,
+                                             Status.PASS)):
+        misfit = [{"cell": f"{12 + i} {40 + i} other-tokens", "observed": 90 + i, "expected": 31.5, "residual": 10.4}
+                  for i in range(3)]
+        out += [
+            Outcome("sampling", case, "joint", "distribution", record_status, "vs its record", "distribution-shift"
+                    if record_status is Status.REGRESSION else "", {"n": 200, "p_value": 1e-6}),
+            Outcome("sampling", case, "joint_vs_exact", "distribution", fit_status, "fit", "", {
+                "n": 20000, "p_value": 0.4 if fit_status is Status.PASS else 1e-7, "misfit": misfit}, "reference"),
+            Outcome("sampling", case, "joint_bias_vs_target", "exact", Status.PASS, "bias", "bias",
+                    {"tv_to_target": 0.06, "tv_to_target_ci": [0.0, 0.2], "bias_exact": 0.0}),
+        ]
+    return out
+
+
+def checkpoint_outcomes() -> list[Outcome]:
+    """A user model whose checkpoint changed, and a difference on its case that follows from it."""
+    case = "my-model.plain.dynamic.short-0.greedy"
+    return [
+        Outcome("outputs", case, "checkpoint", "checkpoint", Status.CHANGED,
+                "the checkpoint changed (generation_config.json added (sha256 333333333333); model.safetensors sha256 "
+                "111111111111 -> 222222222222)", "checkpoint-changed", {"old": CHECKPOINT_OLD, "new": CHECKPOINT_NEW}),
+        Outcome("outputs", case, "first_logits", "tensor", Status.REGRESSION, "max abs err 0.8", "real-change",
+                {"max_abs_err": 0.8, "max_rel_err": 0.1, "rtol": 1.3e-6, "atol": 1e-5}),
+    ]
+
+
+WRITES = [{"path": "tf5.14.0-torch2.6.0-cuda-sm90-bf16/greedy/tiny-llama.plain.dynamic.p9.json",
+           "fields": {"tokens": "new", "text": "new"}, "replaced_unreadable": ""}]
+
+
 def hostile_outcome() -> Outcome:
     return Outcome(
         # the category is a closed vocabulary (schema.Category): only free text can be hostile
@@ -152,6 +193,8 @@ def sample_results() -> Results:
              "threads": 4, "hostile": HOSTILE},
         baseline_env={"transformers": "5.13.0", "torch": "2.6.0", "device": "cpu", "dtype": "float32",
                       "threads": 4, "only_in_baseline": "x"},
-        outcomes=token_outcomes() + other_outcomes() + chart_outcomes() + [hostile_outcome()],
-        meta={"command": "harness check suites/", "duration_s": 83.2, "alpha": 0.01, HOSTILE: HOSTILE},
+        outcomes=token_outcomes() + other_outcomes() + chart_outcomes() + sampling_outcomes() + checkpoint_outcomes()
+        + [hostile_outcome()],
+        meta={"command": "harness check suites/", "duration_s": 83.2, "alpha": 0.01, HOSTILE: HOSTILE,
+              "writes": WRITES, "write_rule": "fields without a record are written", "golden_dir": "golden/records"},
     )

@@ -619,22 +619,31 @@ def test_regen_keeps_float_noise_but_writes_a_new_extra():
 
 
 def test_check_baseline_and_strict_reach_the_run(project, capfd):
-    """--baseline compares with another env's records (one of the two cases recorded there);
-    --strict turns the unrecorded case from 'new' into a regression and writes nothing."""
+    """--baseline compares with another env's records (one of the two cases recorded there) and
+    writes nothing of this env unless asked (--record); --strict turns the unrecorded case from
+    'new' into a regression and writes nothing either."""
     project.record("one", key=OTHER_KEY, env=other_env(project.fp))
     assert project.run("check", "--baseline", OTHER_KEY) == 0
     out = capfd.readouterr().out
     assert f"--baseline {OTHER_KEY}" in out and "--harness-strict" not in out
+    assert f"records written: none (the baseline is another environment's ({OTHER_KEY}); pass --record" in out
+    assert project.store.record_paths(project.key) == []  # no silent write of this env's records
     (run_dir,) = project.run_dirs(project.key)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["meta"]["baseline_key"] == OTHER_KEY and results["baseline_env"]["transformers"] == "5.13.0"
+    assert results["meta"]["writes"] == [] and results["meta"]["write_rule"].startswith("not written - the baseline")
     status = {(o["case"], o["field"]): o["status"] for o in results["outcomes"]}
     assert status == {("one", "value"): "pass", ("one", "features"): "pass",
                       ("two", "value"): "new", ("two", "features"): "new"}
     shutil.rmtree(project.root / "reports")
+    assert project.run("check", "--baseline", OTHER_KEY, "--record") == 0  # asked: this env's records are written
+    out = capfd.readouterr().out
+    assert "records written: wrote 4 field(s) in 2 record(s)" in out
     written = {p: p.read_bytes() for p in project.store.record_paths(project.key)}
+    assert {p.stem for p in written} == {"one", "two"}
+    shutil.rmtree(project.root / "reports")
     shutil.rmtree(project.store.root / project.key)  # what a strict run would write, it must not
-    assert project.run("check", "--baseline", OTHER_KEY, "--strict") == 1
+    assert project.run("check", "--baseline", OTHER_KEY, "--strict", "--record") == 1
     out = capfd.readouterr().out
     assert "--harness-strict" in out and "verdict: REGRESSION" in out
     (run_dir,) = project.run_dirs(project.key)
@@ -642,7 +651,6 @@ def test_check_baseline_and_strict_reach_the_run(project, capfd):
               for o in json.loads((run_dir / "results.json").read_text())["outcomes"]}
     assert status[("one", "value")] == "pass"
     assert status[("two", "value")] == "regression" and status[("two", "features")] == "regression"
-    assert {p.stem for p in written} == {"one", "two"}  # the non-strict run recorded this env
     assert project.store.record_paths(project.key) == []
 
 

@@ -30,7 +30,8 @@ def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f")
 def test_every_kind_has_a_comparator():
     for kind in KINDS:
         value = {"rate": {"k": 1, "n": 2}, "latency": lat(1.0), "distribution": [3, 4],
-                 "memory": {"peak_bytes": 1, "allocated_bytes": 2}}.get(kind, [1])
+                 "memory": {"peak_bytes": 1, "allocated_bytes": 2},
+                 "checkpoint": {"model.safetensors": "ab" * 32}}.get(kind, [1])
         result = compare_field("x", Field(kind, value), Field(kind, value), SAME)
         assert result.status is Status.PASS, (kind, result)
     assert set(STATISTICAL_KINDS) <= set(KINDS)
@@ -398,7 +399,7 @@ def test_distribution_expected_change_is_a_regression_until_regenerated():
     moved = [0.45, 0.35, 0.15, 0.05, 0.0]  # the counts follow the new distribution: they fit it
     result = compare_field("d", Field("distribution", [1810, 1390, 610, 190, 0], {"expected": moved}),
                            Field("distribution", counts, {"expected": EXPECTED}), SAME)
-    assert (result.status, result.category) == (Status.REGRESSION, "expected-changed")
+    assert (result.status, result.category) == (Status.REGRESSION, "exact-distribution-changed")
     assert result.diff["expected_tv_vs_baseline"] == pytest.approx(0.05)
     rounding = [0.5 + 1e-8, 0.3 - 1e-8, 0.15, 0.05, 0.0]
     assert compare_field("d", Field("distribution", counts, {"expected": rounding}),

@@ -113,7 +113,7 @@ def test_an_edit_that_does_not_match_the_installed_source_names_the_fault_and_th
 
 
 def test_unknown_fault_lists_the_known_ones():
-    with pytest.raises(FaultError, match=r"--inject-fault nope: no such fault; known: ensemble-weight-one-minus"):
+    with pytest.raises(FaultError, match=r"--inject-fault nope: no such fault\. The catalogue's 23 faults .*: ensemble-weight-one-minus, "):
         faults.get("nope")
 
 
@@ -179,7 +179,7 @@ def test_harness_check_refuses_an_unknown_fault(capsys):
     from harness.cli import main
 
     assert main(["check", "--inject-fault", "nope"]) == 2
-    assert "no such fault; known:" in capsys.readouterr().err
+    assert "no such fault. The catalogue's" in capsys.readouterr().err
 
 
 def test_harness_faults_refuses_an_unknown_name(capsys):

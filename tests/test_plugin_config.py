@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.config import ConfigError, HarnessConfig, Thresholds, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,11 +26,12 @@ def test_repo_pyproject_loads():
 
 
 def test_defaults_without_pyproject(tmp_path):
+    """A project of your own needs no models_dir: the zoo is the one that ships with the harness."""
     config = load_config(tmp_path)
     assert config == HarnessConfig(
         rootdir=tmp_path.resolve(),
         golden_dir=tmp_path.resolve() / "golden/records",
-        models_dir=tmp_path.resolve() / "golden/models",
+        models_dir=MODELS_DIR,
         reports_dir=tmp_path.resolve() / "reports",
     )
     assert config.thresholds == Thresholds() and config.alpha == 0.01 and config.baseline == ""
@@ -88,3 +90,14 @@ def test_invalid_toml_names_the_file(tmp_path):
     write(tmp_path, "[tool.harness\n")
     with pytest.raises(ConfigError, match="pyproject.toml: not valid TOML"):
         load_config(tmp_path)
+
+
+def test_threads_are_pinned_to_one_wherever_the_run_starts(tmp_path):
+    """A project of your own (no addopts) and this checkout make the same env: 1 thread unless
+    --threads says otherwise, and `harness check` passes it to pytest explicitly."""
+    from harness.settings.run import RunSettings
+
+    own, here = (RunSettings.make(load_config(root), {}, ci=False) for root in (tmp_path, REPO))
+    assert own.threads == here.threads == 1
+    assert "--harness-threads" in own.to_pytest_args() and "1" in own.to_pytest_args()
+    assert "--harness-threads" not in (REPO / "pyproject.toml").read_text()  # not an addopts of this checkout only

@@ -135,8 +135,10 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     record = json.loads(record_path(pytester).read_text())
     assert sorted(record["fields"]) == sorted(FIELD_OF.values())
     assert record["case"] == "tiny/plain-0" and record["suite"] == "kinds" and record["env"]["dtype"] == "fp32"
-    run.stdout.fnmatch_lines(["*harness golden records*", "*0 pass, 0 changed, 0 regression, 7 new, 0 missing, 0 skipped*",
-                              "wrote 7 field(s) in 1 record(s):", "*kinds/tiny_plain-0.json: accepted (new)*"])
+    run.stdout.fnmatch_lines(["*harness golden records*",
+                              "fields: 0 pass, 0 changed, 0 regression, 7 new, 0 missing, 0 skipped*",
+                              "records written: wrote 7 field(s) in 1 record(s) under *",
+                              "*kinds/tiny_plain-0.json: 7 new (accepted, emitted, features, latency, layers, logits, +1 more)"])
     written = record_path(pytester).read_bytes()
 
     # 2. same observations: every field passes, the store is untouched
@@ -152,7 +154,7 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     expected = {
         "layers": ("regression", "real-change"), "tokens": ("regression", "real-change"),
         "logits": ("regression", "real-change"), "accepted": ("regression", "rate-down"),
-        "emitted": ("regression", "expected-changed"), "latency": ("regression", "slowdown"),
+        "emitted": ("regression", "exact-distribution-changed"), "latency": ("regression", "slowdown"),
         "features": ("changed", "feature-added"),
     }
     assert statuses(results(pytester)) == expected
@@ -173,8 +175,8 @@ def test_full_workflow_for_every_field_kind(pytester: pytest.Pytester):
     assert data["meta"]["force_regen"] is True
     assert data["meta"]["writes"] == [{"path": f"{FP32_KEY}/kinds/tiny_plain-0.json", "replaced_unreadable": "",
                                        "fields": {f: "changed" for f in FIELD_OF.values()}}]
-    run.stdout.fnmatch_lines(["force-regen rewrote 7 field(s) in 1 record(s):",
-                              "*tiny_plain-0.json: accepted (changed), emitted (changed), features (changed)*"])
+    run.stdout.fnmatch_lines(["records written: rewrote 7 field(s) in 1 record(s) under *",
+                              "*tiny_plain-0.json: 7 changed (accepted, emitted, features, *"])
     record = json.loads(record_path(pytester).read_text())
     assert record["fields"]["layers"]["value"] == ["full", "chunked"]
 
@@ -247,7 +249,7 @@ def test_unreadable_record_fails_naming_the_file_and_is_never_overwritten(pytest
     # --force-regen replaces it, and says so
     run = run_inline(pytester, "--force-regen")
     run.assert_outcomes(passed=7)
-    run.stdout.fnmatch_lines(["*tiny_plain-0.json:*[[]replaced unreadable record[]]*"])
+    run.stdout.fnmatch_lines(["*tiny_plain-0.json:*(replaced an unreadable record)"])
     assert sorted(json.loads(path.read_text())["fields"]) == sorted(FIELD_OF.values())
     run_inline(pytester).assert_outcomes(passed=7)
 
@@ -283,7 +285,10 @@ def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
     assert statuses(data) == {"near_tie": ("pass", "tie-flip"), "clear": ("pass", ""),
                               "near_tie_text": ("pass", "tie-flip"), "clear_text": ("pass", "")}
     store = GoldenStore(pytester.path / "golden" / "records")
-    assert store.env_keys() == sorted([FP32_KEY, BF16_KEY])  # the bf16 run wrote only its own records
+    assert store.env_keys() == [FP32_KEY]  # against another env's baseline nothing is written unasked
+    run.stdout.fnmatch_lines([f"records written: none (the baseline is another environment's ({FP32_KEY}); *"])
+    run_inline(pytester, "--harness-dtype", "bf16", "--baseline", FP32_KEY, "--harness-record").assert_outcomes(passed=1)
+    assert store.env_keys() == sorted([FP32_KEY, BF16_KEY])  # asked: the bf16 run wrote only its own records
     assert store.read(BF16_KEY, "cross", "test_greedy").fields["near_tie"].value == [1, 2, 8, 4]
     assert store.read(FP32_KEY, "cross", "test_greedy").fields["near_tie"].value == [1, 2, 3, 4]
 

@@ -16,7 +16,7 @@ from harness.report import ResultsFileError, load_results, render, render_html
 from harness.report.charts import nice_domain, noise_band, relative_latency
 from harness.report.diffview import diff_view
 from harness.report.fmt import flatten, fmt_value, split_common
-from harness.schema import RESULTS_VERSION, Outcome, Results, Status
+from harness.schema import KINDS, RESULTS_VERSION, Outcome, Results, Status
 from report_sample import (
     ACCEPTED_PER_STEP,
     BIAS_POINTS,
@@ -178,7 +178,7 @@ def test_every_kind_and_status_is_rendered(page, results: Results) -> None:
     shown = [(rows[f"o{i}"].one("td", cls="c-kind").text, rows[f"o{i}"].attrs["data-status"])
              for i in range(len(results.outcomes))]
     assert shown == [(o.kind, o.status.value) for o in results.outcomes]
-    assert {k for k, _ in shown} == {"exact", "tokens", "tensor", "rate", "distribution", "latency", "capability"}
+    assert {k for k, _ in shown} == set(KINDS)
     assert {s for _, s in shown} == {s.value for s in Status}
 
 

@@ -73,6 +73,16 @@ PROBE = """<script>
     pointsVisible: all("[data-point]").filter(visible).length,
     pointsInside: all("[data-point]").filter(inside).length,
     horizontalOverflow: document.documentElement.scrollWidth > window.innerWidth,
+    // a chart label clipped at the chart's edge (e.g. the latency chart's longest row label)
+    textsClipped: all("svg text").filter(function (t) { return !inside(t); }).map(function (t) { return t.textContent; }),
+    // a sampling-table header or number broken over lines ("20" / "0", "STATU" / "S")
+    samplingWrapped: all("table.sampling th, table.sampling td.num").filter(function (c) {
+      var range = document.createRange(), tops = {};
+      range.selectNodeContents(c);
+      Array.prototype.forEach.call(range.getClientRects(), function (r) { tops[Math.round(r.top)] = 1; });
+      return Object.keys(tops).length > 1;
+    }).map(function (c) { return c.textContent; }),
+    samplingRows: all("table.sampling tbody tr").length,
   };
   var box = document.getElementById("hide-pass");
   box.checked = true;
@@ -175,6 +185,14 @@ def test_layout(probe: dict[str, Any]) -> None:
     assert probe["diffParts"] and all(probe["diffParts"])  # non-passing diffs are expanded
     assert probe["points"] == probe["pointsVisible"] == probe["pointsInside"] > 0  # plotted inside the charts
     assert probe["horizontalOverflow"] is False
+
+
+def test_no_chart_label_is_clipped_and_the_sampling_table_keeps_numbers_and_headers_whole(probe: dict[str, Any]) -> None:
+    """Issue 28's layout items: the latency chart's longest row label (44 characters, the hostile
+    string) ends inside its chart; the sampling table, squeezed by long misfit cells and case ids,
+    keeps every header and number on one line."""
+    assert probe["textsClipped"] == []
+    assert probe["samplingRows"] == 2 and probe["samplingWrapped"] == []
 
 
 def test_hide_passing_filter_works_without_script(probe: dict[str, Any], results: Results) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,8 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from harness import cases as tables
+from harness.checking.findings import group_findings
 from harness.cli import main
 from harness.fixtures.zoo import MODELS_DIR
+from harness.report import load_results
 from harness.report.page import model_of
 from harness.settings.config import ConfigError, parse_config, tomllib
 from harness.settings.models import ModelError, UserModel, from_flags, resolve
@@ -192,6 +195,23 @@ def test_init_writes_a_starter_block_that_loads_and_refuses_a_second_time(tmp_pa
     assert "already has [tool.harness]" in capfd.readouterr().err
 
 
+def test_init_writes_paths_relative_to_the_project_a_gitignore_and_refuses_a_missing_model(tmp_path, monkeypatch,
+                                                                                          capfd, checkpoints):
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--model", "./nope"]) == 2
+    assert "--model ./nope" in capfd.readouterr().err and not (tmp_path / "pyproject.toml").exists()
+    shutil.copytree(checkpoints["target"], tmp_path / "models" / "mine")
+    (tmp_path / ".gitignore").write_text("*.log")
+    assert main(["init", "--model", "./models/../models/mine"]) == 0
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert 'path = "models/mine"' in text and str(tmp_path) not in text and "\nmodels_dir" not in text
+    assert (tmp_path / ".gitignore").read_text().splitlines() == ["*.log", "reports/", ".pytest_cache/", "__pycache__/",
+                                                                  ".hypothesis/", ".benchmarks/"]
+    config = parse_config(tmp_path, tomllib.loads(text)["tool"]["harness"])
+    assert config.user_models[0].path == tmp_path / "models" / "mine" and config.models_dir == MODELS_DIR
+    assert "git-ignored reports/" in capfd.readouterr().out
+
+
 # ----------------------------------------------------------------------------------------------
 # end to end: harness check on a checkpoint the zoo lacks
 
@@ -237,10 +257,16 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
 
     # x1.5 on the final norm scales every logit by 1.5: greedy argmax (tokens, text, cache
     # layout, keys) cannot move, the logit fields, the sampled stream and the exact sampling
-    # distributions must (expected-changed: the model's own distribution changed, not the sampler)
+    # distributions must (exact-distribution-changed: the model's own distribution changed, not the sampler)
     perturb(ckpt, "model.norm.weight", 1.5)
     run, perturbed = rerun("perturbed")
     assert run.ret == 1
+    # every case says its checkpoint changed, and the report's first finding groups the rest under it
+    assert {(o["status"], o["category"]) for o in perturbed if o["field"] == "checkpoint"} == {
+        ("changed", "checkpoint-changed")}
+    first = group_findings(load_results(tmp_path / "perturbed.json").outcomes)[0]
+    assert first.sentence().startswith("the checkpoint of prod changed (model.safetensors sha256 ")
+    assert {o.field for f in first.under for o in f.outcomes} >= {"first_logits", "joint", "distribution"}
     regressed = {(o["case"], o["field"]) for o in perturbed if o["status"] == "regression"}
     assert regressed == {("prod", "logits"), ("prod.plain.dynamic.story.greedy", "first_logits"),
                          ("prod.plain.static.story.greedy", "first_logits"),
@@ -249,7 +275,29 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
                          ("prod.plain.dynamic.story.sample0", "distribution"),
                          ("prod.plain.top_k.story-70.k2", "joint"), ("prod.plain.combined.story-70.k2", "joint")}
     assert {o["category"] for o in perturbed if o["status"] == "regression" and o["field"] in ("joint", "distribution")} \
-        == {"expected-changed"}
+        == {"exact-distribution-changed"}
+
+
+def test_a_one_off_model_run_works_where_there_is_no_project(tmp_path, monkeypatch, capfd, checkpoints):
+    """`harness check --model PATH` in a directory with no [tool.harness]: it says where its records
+    go, then writes them there (./golden/records, or --records DIR)."""
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["check", "--model", str(checkpoints["target"]), "--", "-k", "backends or caches"]) == 0
+    out = capfd.readouterr().out
+    assert "a one-off run of --model: records go to golden/records/ (choose with --records DIR" in out
+    assert out.index("records go to") < out.index("harness: running")
+    written = sorted(p.parent.name for p in (work / "golden" / "records").rglob("*.json"))
+    assert written == ["backends", "caches"] and "records written: wrote" in out
+    from argparse import Namespace
+
+    from harness.cli.project import one_off_store, open_project
+
+    project = open_project(Namespace(root=None, harness_model="m", harness_golden_dir=str(work / "mine"),
+                                     reports_dir=None))
+    one_off_store(project)
+    assert project.one_off and (work / "mine").is_dir() and "records go to mine/" in capfd.readouterr().out
 
 
 # ----------------------------------------------------------------------------------------------

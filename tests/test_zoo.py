@@ -10,6 +10,7 @@ import torch
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter, MtpDrafter
 from harness.fixtures import build, load, prompts
+from harness.fixtures.checkpoint import fingerprint
 from harness.fixtures.zoo import BUILD_COMMAND, SPECS, spec
 
 NAMES = [s.name for s in SPECS]
@@ -71,6 +72,27 @@ def test_corrupt_fixture_names_file_and_fix(tmp_path):
         fh.write(" ")
     with pytest.raises(load.FixtureError, match=r"config\.json is corrupt .*python -m harness.fixtures build"):
         load.check_files("llama-target", directory)
+
+
+def test_a_file_added_to_a_fixture_is_caught(tmp_path):
+    """The manifest holds each model's checkpoint fingerprint (every file): a generation_config.json
+    dropped into a zoo directory changes what loads, so it fails the check like a corrupt file."""
+    directory = tmp_path / "llama-target"
+    shutil.copytree(load.MODELS_DIR / "llama-target", directory)
+    (directory / "generation_config.json").write_text('{"do_sample": true}')
+    with pytest.raises(load.FixtureError, match=r"generation_config\.json is not in the manifest .*harness.fixtures build"):
+        load.check_files("llama-target", directory)
+    (directory / "generation_config.json").unlink()
+    (directory / "README.md").write_text("a model card is not what loads")
+    assert load.check_files("llama-target", directory) == directory
+
+
+def test_the_manifest_lists_each_models_fingerprint():
+    """manifest.json is produced by the code (`python -m harness.fixtures manifest` re-hashes without
+    retraining): its files are exactly each directory's fingerprint."""
+    entries = load.manifest(load.MODELS_DIR)["models"]
+    for name, entry in entries.items():
+        assert entry["files"] == fingerprint(load.MODELS_DIR / name), name
 
 
 def _decode_rate(target, drafter, k: int) -> tuple[int, int]:

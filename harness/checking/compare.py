@@ -17,6 +17,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | latency      | {"samples", "calibration", "cpu", "cpu_calibration"}: wall s paired with a matched calibration (a record: {"by_hardware": {class: ...}}) | paired median log ratio vs the record's on the same hardware class; z test with between-run variance beyond (1 + tolerance) at alpha; a busy machine is not judged |
 | memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
 | capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
+| checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
 so the whole run keeps its family-wise false-alarm rate (see stats.py).
@@ -36,6 +37,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
 # ----------------------------------------------------------------------------------------------
@@ -282,6 +284,23 @@ def compare_capability(name: str, observed: Field, baseline: Field, policy: Poli
 # ----------------------------------------------------------------------------------------------
 # dispatch
 
+# ----------------------------------------------------------------------------------------------
+# checkpoint
+
+
+def compare_checkpoint(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+    """Your model's fingerprint against the baseline's: equal -> pass; otherwise `changed`
+    (checkpoint-changed), naming each file that differs. Never a regression by itself - the
+    differences it causes are judged field by field, and the findings group them under it."""
+    if not (isinstance(baseline.value, dict) and isinstance(observed.value, dict)):
+        raise TypeError("a checkpoint value is {file: sha256}")
+    changes = fingerprint_changes(baseline.value, observed.value)
+    if not changes:
+        return verdict(name, "checkpoint", Status.PASS, "identical")
+    return verdict(name, "checkpoint", Status.CHANGED, "the checkpoint changed (" + "; ".join(changes) + ")",
+                   "checkpoint-changed", {"old": baseline.value, "new": observed.value})
+
+
 COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "exact": compare_exact,
     "tokens": compare_tokens,
@@ -291,6 +310,7 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "latency": compare_latency,
     "memory": compare_memory,
     "capability": compare_capability,
+    "checkpoint": compare_checkpoint,
 }
 
 

@@ -123,7 +123,7 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
     The expected probabilities are exact math, so they must also agree with the baseline's:
     ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
     ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
-    that the exact distribution itself changed: a regression ("expected-changed") until regenerated.
+    that the exact distribution itself changed: a regression ("exact-distribution-changed": what the path must emit moved - the model or its processors -, not the sampler) until regenerated.
     Without expected probabilities: two-sample test of the counts against the baseline's
     (`stats.g_test_two_sample`)."""
     alpha = policy.alpha
@@ -148,9 +148,9 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
             why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
             return verdict(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
         if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
-            detail = (f"exact distribution changed: TV(old expected, new expected) = "
+            detail = (f"the exact distribution changed: TV(old exact, new exact) = "
                       f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
-            return verdict(name, "distribution", Status.REGRESSION, detail, "expected-changed", diff, test.p_value)
+            return verdict(name, "distribution", Status.REGRESSION, detail, "exact-distribution-changed", diff, test.p_value)
         tv_max = policy.thresholds.tv_max
         if "detectable_tv" in observed.extras:  # the field states its own design (N, power, detectable TV)
             return verdict(name, "distribution", Status.PASS,

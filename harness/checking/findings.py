@@ -11,6 +11,12 @@ and env keys it may quote (`cause`). Passes are not findings. A case whose `erro
 a finding (broken, error-changed, fixed) no longer observes its other fields: those `missing`
 outcomes are folded into that finding as `follows` instead of being findings of their own.
 Order: regressions first, then changed / missing, then the rest (new, skipped); larger first.
+
+A changed checkpoint of yours comes before everything (category `checkpoint-changed`: its
+fingerprint differs from the baseline's, harness/fixtures/checkpoint.py): the differences
+(regressions, changes, missing fields) of the cases it was observed in are grouped `under` it, so a
+reader tells a change of the model from a change of the library. New and skipped fields are not
+differences and stay where they are.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from dataclasses import dataclass, field
 
 from harness.schema import Category, Outcome, Status
 
+CHECKPOINT = Category.CHECKPOINT_CHANGED
+DIFFERENCES = (Status.REGRESSION, Status.CHANGED, Status.MISSING)  # what a changed checkpoint can explain
 STATUS_RANK = {Status.REGRESSION: 0, Status.CHANGED: 1, Status.MISSING: 1, Status.NEW: 2, Status.SKIPPED: 2}
 ERROR_FIELD = "error"  # the outputs suite's exception-as-data field
 ERROR_CATEGORIES = (Category.BROKEN, Category.ERROR_CHANGED, Category.FIXED)
@@ -54,11 +62,13 @@ def cause(outcome: Outcome) -> tuple[str, str, str, str, str]:
 @dataclass
 class Finding:
     """One cause and the outcomes that show it; `follows` are the outcomes it explains (the fields
-    a case no longer observes because it raises)."""
+    a case no longer observes because it raises); `under` are the findings on the cases of a
+    changed checkpoint (only a checkpoint finding has them)."""
 
     key: tuple[str, str, str, str, str]
     outcomes: list[Outcome] = field(default_factory=list)
     follows: list[Outcome] = field(default_factory=list)
+    under: list[Finding] = field(default_factory=list)
 
     @property
     def status(self) -> Status:
@@ -82,8 +92,16 @@ class Finding:
         """The first outcome's own detail (real numbers, not masks)."""
         return self.outcomes[0].detail
 
+    @property
+    def models(self) -> list[str]:
+        """The models of the affected cases (a case id starts with its model's name, which has no dots)."""
+        return list(dict.fromkeys(o.case.split(".", 1)[0] for o in self.outcomes))
+
     def sentence(self, width: int = 160) -> str:
-        """One line: '<status> (<category>) in <field> of N case(s): <detail>'."""
+        """One line: '<status> (<category>) in <field> of N case(s): <detail>'; a changed checkpoint:
+        'the checkpoint of M changed (<file> sha256 old -> new): ...'."""
+        if self.category == CHECKPOINT.value:
+            return self._checkpoint_sentence(width)
         what = self.status.value + (f" ({self.category})" if self.category else "")
         n = len(self.cases)
         detail = " ".join(self.example.split())
@@ -95,14 +113,48 @@ class Finding:
             ", ...)" if len(fields) > 4 else ")")
         return f"{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}"
 
+    def _checkpoint_sentence(self, width: int) -> str:
+        detail = " ".join(self.example.split()).removeprefix("the checkpoint changed ")
+        if len(detail) > width:
+            detail = detail[: width - 4] + "...)"
+        models = ", ".join(self.models)
+        n = len(self.cases)
+        cases = f"{n} case{'s' if n != 1 else ''}"
+        if not self.under:
+            return f"the checkpoint of {models} changed {detail}; nothing else differs on its {cases}"
+        k = len(self.under)
+        these = f"the {k} findings under it are" if k != 1 else "the finding under it is"
+        return (f"the checkpoint of {models} changed {detail}; {these} on its {cases}: "
+                f"{'they' if k != 1 else 'it'} may follow from your change, not the library's")
+
     def anchor(self, index: int) -> str:
         return f"f{index}"
 
 
 def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
-    """Every non-pass outcome in exactly one finding (as a member or as one that `follows`), ordered
-    regressions first, then changed / missing, then the rest; within a rank, most cases first."""
+    """Every non-pass outcome in exactly one finding (as a member, as one that `follows`, or in a
+    finding `under` a changed checkpoint): changed checkpoints first, each with the differences of
+    its cases under it, then regressions, changed / missing, the rest; within a rank, most cases first."""
     listed = [o for o in outcomes if o.status is not Status.PASS]
+    checkpoints = _group([o for o in listed if o.category == CHECKPOINT])
+    case_of = {(o.suite, o.case): f for f in checkpoints for o in f.outcomes}
+    rest: list[Outcome] = []
+    explained: dict[int, list[Outcome]] = {}
+    for o in listed:
+        if o.category == CHECKPOINT:
+            continue
+        owner = case_of.get((o.suite, o.case)) if o.status in DIFFERENCES else None
+        if owner is None:
+            rest.append(o)
+        else:
+            explained.setdefault(id(owner), []).append(o)
+    for f in checkpoints:
+        f.under = _group(explained.get(id(f), []))
+    return checkpoints + _group(rest)
+
+
+def _group(listed: list[Outcome]) -> list[Finding]:
+    """Non-pass outcomes grouped by cause (a crashing case's missing fields follow its error)."""
     error_cases = {(o.suite, o.case): cause(o) for o in listed
                    if o.field == ERROR_FIELD and o.category in ERROR_CATEGORIES}
     findings: dict[tuple[str, str, str, str, str], Finding] = {}
@@ -119,10 +171,29 @@ def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
     return sorted(findings.values(), key=lambda f: (STATUS_RANK.get(f.status, 3), -len(f.cases), f.key))
 
 
+def numbered(findings: list[Finding]) -> list[tuple[str, Finding]]:
+    """Every finding with its number in reading order: '1', '2', ...; those under a changed
+    checkpoint '1.1', '1.2', ..."""
+    out: list[tuple[str, Finding]] = []
+    for i, f in enumerate(findings, 1):
+        out.append((str(i), f))
+        out += [(f"{i}.{j}", g) for j, g in enumerate(f.under, 1)]
+    return out
+
+
+def every_finding(findings: list[Finding]) -> list[Finding]:
+    """The findings and those under them, in reading order."""
+    return [f for _, f in numbered(findings)]
+
+
 def headline(findings: list[Finding]) -> str:
-    """'N distinct findings (R regressions, C changes, ...)' for the top of a report."""
+    """'N distinct findings (R regression, C changed, ...)' for the top of a report - those under a
+    changed checkpoint counted too; 'no findings: every field passed' when there are none."""
+    every = every_finding(findings)
+    if not every:
+        return "no findings: every field passed"
     per: dict[str, int] = {}
-    for f in findings:
+    for f in every:
         per[f.status.value] = per.get(f.status.value, 0) + 1
     parts = ", ".join(f"{n} {s}" for s, n in per.items())
-    return f"{len(findings)} distinct finding{'s' if len(findings) != 1 else ''}" + (f" ({parts})" if parts else "")
+    return f"{len(every)} distinct finding{'s' if len(every) != 1 else ''} ({parts})"

@@ -3,8 +3,12 @@
 `change_lines(old, new)` walks two JSON values and returns one line per changed leaf, e.g.
 ``n: 12 -> 13``, ``static.distinct[0].attn_mask: {"dtype": "bool", ...} -> None``,
 ``lm_head.weight: added ""``, ``embed_out.weight: removed``; two strings that differ show the text
-around their first divergence when either is longer than a line (`text_around`). The structured diff (deepdiff's) stays in
-`Outcome.diff` for the report's tables; these lines are the one-line `detail`.
+around their first divergence when either is longer than a line (`text_around`). Two recorded
+signatures (harness/subjects/hf_api.py: `[[name, kind, default], ...]`) are told apart by parameter
+(`signature_lines`): ``parameter `tokens_to_remove` renamed from `max_length```, ``parameter `cache`
+added (keyword-only, default None)``, ``parameter `x` removed``, ``parameter `n` default 1 -> 2``.
+The structured diff (deepdiff's) stays in `Outcome.diff` for the report's tables; these lines are
+the one-line `detail`.
 """
 
 from __future__ import annotations
@@ -46,7 +50,60 @@ def text_around(old: str, new: str, context: int = CONTEXT, width: int = VALUE_W
     return f"{side(old)} -> {side(new)} (from char {i})"
 
 
+PARAMETER_KINDS = {"POSITIONAL_ONLY": "positional-only", "POSITIONAL_OR_KEYWORD": "positional or keyword",
+                   "VAR_POSITIONAL": "*args", "KEYWORD_ONLY": "keyword-only", "VAR_KEYWORD": "**kwargs"}
+REQUIRED = "<required>"  # harness/subjects/hf_api.py NO_DEFAULT
+
+
+def is_signature(value: Any) -> bool:
+    """A recorded signature: a list of [name, kind, default] with inspect's kind names."""
+    return isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and p[1] in PARAMETER_KINDS for p in value)
+
+
+def _parameter(kind: str, default: Any) -> str:
+    what = PARAMETER_KINDS[kind]
+    if kind in ("VAR_POSITIONAL", "VAR_KEYWORD"):
+        return what
+    return f"{what}, required" if default == REQUIRED else f"{what}, default {show(default)}"
+
+
+def signature_lines(old: list[list[Any]], new: list[list[Any]]) -> list[str]:
+    """One line per parameter that changed between two signatures: renamed (removed and added at
+    the same position with the same kind), added, removed, re-defaulted, of another kind, or moved."""
+    before = {p[0]: (i, p[1], p[2]) for i, p in enumerate(old)}
+    after = {p[0]: (i, p[1], p[2]) for i, p in enumerate(new)}
+    removed = [n for n in before if n not in after]
+    added = [n for n in after if n not in before]
+    out: list[str] = []
+    for name in list(removed):
+        twin = next((a for a in added if after[a][:2] == before[name][:2]), None)
+        if twin is None:
+            continue
+        removed.remove(name)
+        added.remove(twin)
+        redefault = f", default {show(before[name][2])} -> {show(after[twin][2])}" if before[name][2] != after[twin][2] else ""
+        out.append(f"parameter `{twin}` renamed from `{name}`{redefault}")
+    out += [f"parameter `{n}` added ({_parameter(after[n][1], after[n][2])})" for n in added]
+    out += [f"parameter `{n}` removed (was {_parameter(before[n][1], before[n][2])})" for n in removed]
+    common = [n for n in before if n in after]
+    for name in common:
+        (_, kind_a, default_a), (_, kind_b, default_b) = before[name], after[name]
+        if kind_a != kind_b:
+            out.append(f"parameter `{name}` {PARAMETER_KINDS[kind_a]} -> {PARAMETER_KINDS[kind_b]}")
+        if default_a != default_b:
+            out.append(f"parameter `{name}` default {show(default_a)} -> {show(default_b)}")
+    order_a, order_b = common, sorted(common, key=lambda n: after[n][0])
+    if order_a != order_b:
+        out.append(f"parameters reordered: {', '.join(order_a)} -> {', '.join(order_b)}")
+    return out
+
+
 def _walk(old: Any, new: Any, path: list[Any], out: list[str]) -> None:
+    if is_signature(old) and is_signature(new) and old != new:
+        prefix = f"{_path(path)}: " if path else ""
+        out.extend(prefix + line for line in signature_lines(old, new))
+        return
     if isinstance(old, dict) and isinstance(new, dict):
         for key in list(old) + [k for k in new if k not in old]:
             if key not in new:

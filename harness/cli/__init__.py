@@ -37,7 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_parser()
     for command in COMMANDS:
         command.add_parser(sub, common)
+    parser.set_defaults(subcommands=sub.choices)
     return parser
+
+
+def unknown_arguments(args: argparse.Namespace, unknown: Sequence[str]) -> None:
+    """A flag the subcommand does not have: its own usage and error (exit 2), with the nearest flag
+    it does have - never the top-level usage, which does not show the subcommand's flags."""
+    import difflib
+
+    command = args.subcommands[args.command]
+    flags = [s for action in command._actions for s in action.option_strings]
+    near = next((difflib.get_close_matches(u.split("=", 1)[0], flags, n=1) for u in unknown if u.startswith("-")), [])
+    command.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" (did you mean {near[0]}?)" if near else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            unknown_arguments(args, unknown)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2, message already printed)
         return int(exc.code or 0)
     if extra and not getattr(args, "passthrough", False):

@@ -15,6 +15,7 @@ from harness.cli.project import (
     check_fixtures,
     check_workers,
     current_env_key,
+    one_off_store,
     open_project,
     preflight_records,
     pytest_problem,
@@ -25,12 +26,13 @@ from harness.cli.project import (
 )
 from harness.report.terminal import timestamped_dir
 
-FLAGS = ("baseline", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model", "assistant", "deep", "seed_salt",
-         "no_cache")
+FLAGS = ("baseline", "record", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model",
+         "assistant", "deep", "seed_salt", "no_cache")
 
 
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
+    one_off_store(project)
     require_store(project, args)
     check_workers(args.workers)
     check_fixtures(project.config)

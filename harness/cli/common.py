@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.checking.claims import ClaimsReport
+from harness.checking.claims import ClaimsReport, markdown_lines
 from harness.checking.humane import printable
 from harness.cli.project import pytest_problem
-from harness.report.terminal import print_summary, write_outputs
+from harness.report.terminal import markdown_summary, print_summary, write_outputs
+from harness.report.writes import writes_lines
 from harness.schema import Outcome, Results
 from harness.settings.run import BY_FIELD, OPTIONS
 
@@ -38,7 +39,8 @@ def common_parser() -> argparse.ArgumentParser:
     common.add_argument("--root", metavar="DIR", help="project root (default: nearest pyproject.toml with "
                                                         "[tool.harness] upward from the current directory)")
     golden = BY_FIELD["golden_dir"]
-    common.add_argument(golden.cli, **golden.parser_kwargs())
+    common.add_argument(golden.cli, "--records", **{**golden.parser_kwargs(),
+                                                    "help": golden.help + "; --records DIR is the same"})
     common.add_argument("--reports-dir", metavar="DIR", help="where reports go (default: [tool.harness] reports_dir)")
     return common
 
@@ -83,9 +85,15 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         results.meta["error"] = problem
         results_json = True  # the plugin's results.json does not know the run broke
     index, junit = write_outputs(results, out_dir, results_json, claims)
+    summary = out_dir / "summary.md"  # the report's gist for a pull request (with the claims, if any)
+    summary.write_text(markdown_summary(results, [markdown_lines(claims)] if claims else []), encoding="utf-8")
     meta = results.meta
     print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
-    print(f"\nreport: {index}\njunit:  {junit}")
+    if isinstance(meta, dict) and "writes" in meta:  # a run (not a comparison of records)
+        print()
+        for line in writes_lines(meta):
+            print(line)
+    print(f"\nreport: {index}\nsummary: {summary}\njunit:  {junit}")
     broken = unreadable_records(results)
     if broken:
         files = sorted({str(o.diff.get("file") or o.detail) for o in broken})

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.checking.claims import evaluate, load_claims, markdown_lines, terminal_lines
+from harness.checking.claims import evaluate, load_claims, terminal_lines
 from harness.checking.envs import compare_envs
 from harness.cli.common import finish
 from harness.cli.project import open_project, validate_env_key
-from harness.report.terminal import markdown_summary, timestamped_dir
+from harness.report.terminal import timestamped_dir
 
 
 def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -31,9 +31,6 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     code = finish(results, out, claims=checked)
     if checked:
         print("\n" + "\n".join(terminal_lines(checked)))
-    lines = [markdown_lines(checked)] if checked else []
-    (out / "summary.md").write_text(markdown_summary(results, lines), encoding="utf-8")
-    print(f"summary: {out / 'summary.md'}")
     return code
 
 

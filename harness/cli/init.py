@@ -1,43 +1,61 @@
-"""`harness init`: a commented starter `[tool.harness]` block (with your model) in ./pyproject.toml
-and its golden_dir; a pyproject.toml that has one already is left alone."""
+"""`harness init`: a commented starter `[tool.harness]` block (with your model) in ./pyproject.toml,
+its golden_dir, and a `.gitignore` for what a run leaves behind; a pyproject.toml that has the block
+already is left alone.
+
+Every path it writes is relative to the project (a path you give as absolute stays absolute), so
+the project works from any checkout - a CI runner's included. The fixture zoo and the suites come
+from the installed harness (no `models_dir` line: harness/settings/config.py defaults it to the
+zoo that ships with the package). A `--model` that is not a save_pretrained directory with
+safetensors weights is refused before anything is written.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.cli.common import EXIT_OK
 from harness.cli.project import UsageError
-from harness.fixtures.zoo import MODELS_DIR
-from harness.settings.models import NAME
+from harness.settings.models import NAME, ModelError, check_checkpoint
 
 try:
     import tomllib
 except ImportError:  # pragma: no cover - python 3.10
     import tomli as tomllib
 
+# what a run leaves in the project that is not for version control (records are: commit them)
+GITIGNORE = ("reports/", ".pytest_cache/", "__pycache__/", ".hypothesis/", ".benchmarks/")
 
-def starter_block(name: str, model: str | None, assistant: str | None, models_dir: Path) -> str:
+
+def project_path(directory: Path, given: str) -> str:
+    """A path as the project's config should hold it: relative to `directory` when given relative
+    (normalised: `./m` -> `m`, `models/../m` -> `m`), as given when absolute."""
+    if Path(given).is_absolute():
+        return given
+    return Path(os.path.relpath(Path(os.path.abspath(directory / given)), directory)).as_posix()
+
+
+def starter_block(name: str, model: str | None, assistant: str | None) -> str:
     """The commented `[tool.harness]` block `harness init` writes (TOML; strings JSON-quoted)."""
     def q(value: str) -> str:
         return json.dumps(value)
 
-    path = q(str(Path(model).resolve())) if model else q("/path/to/your/model")
-    helper = f"assistant = {q(str(Path(assistant).resolve()))}" if assistant else \
-        '# assistant = "/path/to/a/smaller/model"'
+    path = q(model) if model else q("path/to/your/model")
+    helper = f"assistant = {q(assistant)}" if assistant else '# assistant = "path/to/a/smaller/model"'
     return f"""
 [tool.harness]
 # written by `harness init`: every key is described in genharness's README, "Configuration"
 golden_dir = "golden/records"  # your golden records, <env-key>/<suite>/<case>.json: commit them
-models_dir = {q(str(models_dir))}  # the harness's fixture zoo (hash-checked)
-reports_dir = "reports"        # HTML reports (git-ignore it)
+reports_dir = "reports"        # HTML reports (git-ignored)
+# models_dir = "..."           # the fixture zoo (default: the one installed with genharness, hash-checked)
 # baseline = ""                # env key to compare against ("" = this environment's own records)
 
 [tool.harness.models.{name}]
-path = {path}  # a save_pretrained directory (safetensors only; never unpickled)
+path = {path}  # relative to this file; a save_pretrained directory (safetensors only; never unpickled)
 {helper}  # same tokenizer; enables the assisted / ensemble cases
 # dtype = "bf16"               # the dtype you serve in (default: the run's, --dtype, fp32)
 # prompts = "prompts.jsonl"    # your prompts, one {{"id": "...", "text": "..."}} a line (default: two built-in)
@@ -45,13 +63,33 @@ path = {path}  # a save_pretrained directory (safetensors only; never unpickled)
 """
 
 
-def init_project(directory: Path, name: str, model: str | None, assistant: str | None) -> tuple[Path, Path]:
-    """Append the starter block to directory/pyproject.toml (created if absent) and create its
-    golden_dir; a pyproject.toml that has [tool.harness] already is left alone (UsageError)."""
+def write_gitignore(directory: Path) -> list[str]:
+    """Add the GITIGNORE lines that ./.gitignore lacks (created if absent); returns those added."""
+    path = directory / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    have = {line.strip() for line in text.splitlines()}
+    added = [line for line in GITIGNORE if line not in have and line.rstrip("/") not in have]
+    if added:
+        lead = "" if not text or text.endswith("\n") else "\n"
+        header = "" if text else "# written by `harness init`: what a harness run leaves that is not for git\n"
+        path.write_text(text + lead + header + "\n".join(added) + "\n", encoding="utf-8")
+    return added
+
+
+def init_project(directory: Path, name: str, model: str | None, assistant: str | None) -> tuple[Path, Path, list[str]]:
+    """Append the starter block to directory/pyproject.toml (created if absent), create its
+    golden_dir and complete .gitignore; a pyproject.toml that has [tool.harness] already, or a
+    model / assistant that is not a checkpoint, is refused (UsageError) before anything is written."""
     if not NAME.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' and '_' (it prefixes case ids and record files)")
     if assistant and not model:
         raise UsageError("--assistant needs --model PATH (the model it drafts for)")
+    for flag, given in (("--model", model), ("--assistant", assistant)):
+        if given:
+            try:
+                check_checkpoint(directory / given, f"{flag} {given}")
+            except ModelError as exc:
+                raise UsageError(str(exc)) from None
     pyproject = directory / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
     try:
@@ -61,25 +99,34 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
     if has:
         raise UsageError(f"{pyproject} already has [tool.harness]; edit it (README, 'Configuration') "
                          "instead of running init again")
-    block = starter_block(name, model, assistant, MODELS_DIR)
+    block = starter_block(name, project_path(directory, model) if model else None,
+                          project_path(directory, assistant) if assistant else None)
     pyproject.write_text(text + ("\n" if text and not text.endswith("\n") else "") + block.lstrip("\n" if not text else ""),
                          encoding="utf-8")
     golden = directory / "golden" / "records"
     golden.mkdir(parents=True, exist_ok=True)
-    return pyproject, golden
+    return pyproject, golden, write_gitignore(directory)
 
 
 def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    pyproject, golden = init_project(Path.cwd(), args.name, args.model, args.assistant)
-    print(f"harness: wrote [tool.harness] to {pyproject} and created {golden}")
-    print("next: set path = ... to your checkpoint (if you did not pass --model), then run `harness check`")
+    here = Path.cwd()
+    pyproject, golden, ignored = init_project(here, args.name, args.model, args.assistant)
+    print(f"harness: wrote [tool.harness] to {pyproject.name}, created {golden.relative_to(here)}/"
+          + (f", and git-ignored {', '.join(ignored)} in .gitignore" if ignored else ""))
+    if args.model:
+        print("next: `harness check` records your model's behaviour in this environment (commit golden/records/);"
+              " rerun it after an upgrade to see what changed")
+    else:
+        print("next: set path = ... to your checkpoint, then run `harness check`")
     return EXIT_OK
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", help="write a commented starter [tool.harness] block for the current directory",
-                       description="Write a starter [tool.harness] block into ./pyproject.toml (created if absent) "
-                                   "and create its golden_dir; refuses a pyproject.toml that has one already.")
+                       description="Write a starter [tool.harness] block into ./pyproject.toml (created if absent), "
+                                   "create its golden_dir and a .gitignore for reports and caches; paths are written "
+                                   "relative to the project. Refuses a pyproject.toml that has one already, and a "
+                                   "--model that is not a save_pretrained directory.")
     p.add_argument("--model", metavar="PATH", help="your checkpoint (default: a placeholder path to edit)")
     p.add_argument("--assistant", metavar="PATH", help="its assistant (optional)")
     p.add_argument("--name", default="my-model", help="the model's name in case ids (default my-model)")

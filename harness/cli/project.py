@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.checking.humane import relative_to
 from harness.schema import RecordError, Results
-from harness.settings.config import HarnessConfig, load_config
+from harness.settings.config import HarnessConfig, load_config, parse_config
 from harness.settings.run import RunSettings, SettingsError
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json
 
@@ -63,17 +64,38 @@ def find_root(explicit: str | None) -> Path:
 class Project:
     root: Path
     config: HarnessConfig
-    store: GoldenStore  # --golden-dir, else [tool.harness] golden_dir
+    store: GoldenStore  # --golden-dir / --records, else [tool.harness] golden_dir
     reports_dir: Path
+    one_off: bool = False  # `--model PATH` where no project is: the current directory, the defaults
 
 
 def open_project(args: argparse.Namespace) -> Project:
-    root = find_root(args.root)
-    config = load_config(root)
+    """The project upward from the current directory (or --root). Where there is none, a one-off
+    `--model PATH` run still works: in the current directory with the defaults (records in
+    ./golden/records unless --records DIR, reports in ./reports) - `one_off_store` says so."""
+    try:
+        root = find_root(args.root)
+        config = load_config(root)
+        one_off = False
+    except UsageError:
+        if args.root or not getattr(args, "harness_model", None):
+            raise
+        root, one_off = Path.cwd().resolve(), True
+        config = parse_config(root, {})
     golden = getattr(args, "harness_golden_dir", None)
     reports = getattr(args, "reports_dir", None)
     return Project(root, config, GoldenStore(Path(golden).resolve() if golden else config.golden_dir),
-                   Path(reports).resolve() if reports else config.reports_dir)
+                   Path(reports).resolve() if reports else config.reports_dir, one_off)
+
+
+def one_off_store(project: Project) -> None:
+    """A one-off run says where its records go before anything is written, and creates the store."""
+    if not project.one_off:
+        return
+    where = relative_to(project.root, project.store.root)
+    print(f"harness: no pyproject.toml with [tool.harness] in {project.root} or above - a one-off run of --model: "
+          f"records go to {where}/ (choose with --records DIR; `harness init --model PATH` makes a project)", flush=True)
+    project.store.root.mkdir(parents=True, exist_ok=True)
 
 
 def run_settings(project: Project, args: argparse.Namespace) -> RunSettings:
@@ -148,11 +170,15 @@ def check_workers(value: str | None) -> None:
         raise UsageError("-n needs pytest-xdist; install it (pip install pytest-xdist) or drop -n")
 
 
-HARNESS_SUITES = Path(__file__).resolve().parents[2] / "suites"  # the harness checkout's own
+_PACKAGE = Path(__file__).resolve().parents[1]
+# the suites this harness ships: the installed package `harness.suites` (pyproject.toml maps it to
+# suites/), else the checkout's suites/ (a clone, `pip install -e .`)
+HARNESS_SUITES = next((p for p in (_PACKAGE / "suites", _PACKAGE.parent / "suites") if p.is_dir()), _PACKAGE / "suites")
 
 
 def suites_dir(project: Project, args: argparse.Namespace) -> Path:
-    """--suites, else <root>/suites, else (a project of your own, `harness init`) the harness's suites."""
+    """--suites, else <root>/suites, else (a project of your own, `harness init`) the suites that
+    ship with the harness (`HARNESS_SUITES`)."""
     path = Path(args.suites).resolve() if args.suites else project.root / "suites"
     if not args.suites and not path.exists() and HARNESS_SUITES.is_dir():
         path = HARNESS_SUITES
@@ -161,9 +187,14 @@ def suites_dir(project: Project, args: argparse.Namespace) -> Path:
     return path
 
 
+# what `harness check` / `regen` add to pytest: no cache folder and no pytest-benchmark storage
+# (`.benchmarks/`) in your project, and the golden summary printed once, by the command itself
+QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_terminal_summary=false")
+
+
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
                    workers: str | None = None) -> list[str]:
-    command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), "-p", "no:cacheprovider",
+    command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), *QUIET_PYTEST,
                "--rootdir", str(project.root), *run.to_pytest_args()]
     if workers is not None:
         command += ["-n", workers]

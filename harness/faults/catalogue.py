@@ -265,11 +265,16 @@ BY_NAME: dict[str, Fault] = {f.name: f for f in FAULTS}
 
 
 def get(name: str) -> Fault:
-    """The fault called `name`; an unknown name lists the known ones."""
+    """The fault called `name`; an unknown name lists every known one (and the nearest)."""
     try:
         return BY_NAME[name]
     except KeyError:
-        raise FaultError(f"--inject-fault {name}: no such fault; known: {', '.join(BY_NAME)}") from None
+        import difflib
+
+        near = difflib.get_close_matches(name, list(BY_NAME), n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise FaultError(f"--inject-fault {name}: no such fault{hint}. The catalogue's {len(BY_NAME)} faults "
+                         f"(`harness faults --list` describes each): {', '.join(BY_NAME)}") from None
 
 
 def inject(name: str) -> Undo:

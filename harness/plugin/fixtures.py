@@ -1,8 +1,9 @@
 """The fixtures a suite asks for:
 
 - `golden`: the checks of one test (a `Golden`: its case's `CaseCheck` against the baseline record,
-  and the record written when the test ends); a user model with its own dtype records its cases in
-  that dtype;
+  and the record written when the test ends); a case of a user model records the model's checkpoint
+  fingerprint (and its assistant's, when the case uses it) as the field `checkpoint`, and a user model
+  with its own dtype records its cases in that dtype;
 - `zoo`: the installed transformers' view of the run's checkpoints - the fixture zoo and your own
   models - each loaded once per process (harness/subjects/hf.py `Zoo`), with the reference
   engine's answers read from its on-disk cache (harness/store/cache.py; `--harness-no-cache`: afresh);
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import pytest
 
+from harness.fixtures.checkpoint import fingerprint
 from harness.plugin.golden import Golden
 from harness.plugin.selection import case_id, case_of, suite_name
 from harness.plugin.session import GOLDEN_KEY, RunEnv, run_settings, session_of
 from harness.settings.config import HarnessConfig
+from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
 
@@ -26,12 +29,23 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     """Golden-record checks for the current test's (suite, case)."""
     item = request.node
     checks = Golden(session_of(request.config), suite_name(item), case_id(item), item.nodeid)
-    model = getattr(case_of(item), "model", None)
-    own = {m.name: m for m in run_settings(request.config).user_models}.get(model)
-    if own is not None and own.dtype:
-        checks.numerics(own.dtype)  # a user model loaded in its own dtype is recorded in that dtype
+    case = case_of(item)
+    own = {m.name: m for m in run_settings(request.config).user_models}.get(getattr(case, "model", None))
+    if own is not None:
+        if own.dtype:
+            checks.numerics(own.dtype)  # a user model loaded in its own dtype is recorded in that dtype
+        checks.checkpoint(user_checkpoint(own, getattr(case, "assistant", None) == own.assistant_name))
     item.stash[GOLDEN_KEY] = checks
     return checks
+
+
+def user_checkpoint(model: UserModel, with_assistant: bool) -> dict[str, str]:
+    """The fingerprint of a user model's files (its assistant's under "assistant/" when the case
+    drafts with it): harness/fixtures/checkpoint.py."""
+    prints = fingerprint(model.path)
+    if with_assistant and model.assistant is not None:
+        prints.update(fingerprint(model.assistant, prefix="assistant/"))
+    return prints
 
 
 @pytest.fixture(name="run_settings", scope="session")

@@ -23,6 +23,8 @@ from harness.schema import (
     Status,
 )
 
+CHECKPOINT_FIELD = "checkpoint"  # your model's fingerprint, in every record of its cases
+
 
 class Store(Protocol):
     root: Path
@@ -55,6 +57,7 @@ class Golden:
         self._check: CaseCheck | None = None
         self._finished = False
         self._dtype: str | None = None
+        self._checkpoint: dict[str, str] | None = None
 
     def numerics(self, dtype: str) -> None:
         """This case runs in another dtype than the run's (a user model's own `dtype`): its record's
@@ -62,6 +65,14 @@ class Golden:
         if self._check is not None:
             raise RuntimeError(f"golden.numerics() after the first check of test {self.nodeid}")
         self._dtype = dtype
+
+    def checkpoint(self, fingerprint: dict[str, str]) -> None:
+        """This case runs a checkpoint of yours: its fingerprint (harness/fixtures/checkpoint.py) is
+        observed as the field `checkpoint` before anything else, so a changed checkpoint is the
+        first thing its record comparison says. Before the first check only."""
+        if self._check is not None:
+            raise RuntimeError(f"golden.checkpoint() after the first check of test {self.nodeid}")
+        self._checkpoint = dict(fingerprint)
 
     @property
     def env(self) -> dict[str, Any]:
@@ -88,6 +99,8 @@ class Golden:
             rules = self.session.rules()
             self._check = CaseCheck(self.suite, self.case, replace(rules, env=self.env) if self._dtype else rules,
                                     record, unreadable)
+            if self._checkpoint is not None:
+                self._check.observe(CHECKPOINT_FIELD, Field("checkpoint", self._checkpoint))
         return self._check
 
     def check(self, name: str, value: Any, kind: str = "exact", *, show: dict[str, Any] | None = None,

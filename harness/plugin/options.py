@@ -12,6 +12,7 @@ import pytest
 from harness.settings.run import OPTIONS
 
 GROUP = "harness"
+TERMINAL_SUMMARY = "harness_terminal_summary"
 ALIASES = {"strict": ("--strict",)}  # pytest's own --strict also makes a run strict (read from ini/option)
 
 
@@ -19,6 +20,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup(GROUP, "golden records of the upgrade validation harness")
     for option in OPTIONS:
         _add(group, option.pytest, **option.parser_kwargs())
+    parser.addini(TERMINAL_SUMMARY, type="bool", default=True,
+                  help="print the golden-record summary at the end of a pytest run (`harness check` prints its "
+                       "own and sets this to false: the summary appears once)")
 
 
 def _add(group: Any, *names: str, **kwargs: Any) -> None:

@@ -29,7 +29,9 @@ from harness.checking import stats
 from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
+from harness.plugin.options import TERMINAL_SUMMARY
 from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name
+from harness.report.writes import writes_lines
 from harness.schema import Outcome, RecordError, Results, Status, count_statuses
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import RunSettings, SettingsError
@@ -100,7 +102,23 @@ class HarnessSession:
 
     @property
     def read_only(self) -> bool:
-        return self.settings.read_only
+        """No record is written: a strict or deep run (`RunSettings.read_only`), or a run against
+        another environment's baseline unless asked (--record, or a regen)."""
+        return self.settings.read_only or bool(self.write_rule()[1])
+
+    def write_rule(self) -> tuple[str, str]:
+        """(what this run does to this env's records, why nothing - "" when it may write)."""
+        s = self.settings
+        if s.regen:
+            return "regen: this env's records are rewritten", ""
+        if s.strict:
+            return "not written", "a strict run only reads; CI runs are strict"
+        if s.deep:
+            return "not written", "a deep run never writes records"
+        if self.baseline_key != self.run_env.key and not s.record:
+            return "not written", (f"the baseline is another environment's ({self.baseline_key}); "
+                                   "pass --record to also record this one")
+        return "fields without a record are written; existing fields are never rewritten (use regen)", ""
 
     def rules(self) -> Rules:
         return Rules(alpha=stats.per_test_alpha(self.settings.config.alpha, self.golden_tests),
@@ -235,6 +253,7 @@ class HarnessSession:
             "strict": self.strict,
             "golden_dir": relative_to(root, self.store.root),
             "writes": merged_writes(self.writes),
+            "write_rule": " - ".join(part for part in self.write_rule() if part),
             "broken_tests": sorted(set(self.broken)),  # ended in an exception: their observations are incomplete
         }
         if self.settings.user_models:
@@ -248,26 +267,22 @@ class HarnessSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or (not self.outcomes and not self.golden_tests):
             return
+        if not self.config.getini(TERMINAL_SUMMARY):
+            return  # `harness check` prints the summary itself
         categories: dict[str, int] = {}
         for outcome in self.outcomes:
             if outcome.category:
                 categories[outcome.category.value] = categories.get(outcome.category.value, 0) + 1
         tr = terminalreporter
         tr.write_sep("-", "harness golden records")
-        line = ", ".join(f"{n} {s}" for s, n in count_statuses(self.outcomes).items())
+        line = "fields: " + ", ".join(f"{n} {s}" for s, n in count_statuses(self.outcomes).items())
         if categories:
             line += " (" + ", ".join(f"{c}: {n}" for c, n in sorted(categories.items())) + ")"
         tr.write_line(line)
-        written = [w for w in merged_writes(self.writes) if w["fields"] or w["replaced_unreadable"]]
-        if written:
-            verb = "force-regen rewrote" if self.force_regen else "wrote"
-            tr.write_line(f"{verb} {sum(len(w['fields']) for w in written)} field(s) in {len(written)} record(s):")
-            for w in written[:50]:
-                fields = ", ".join(f"{name} ({change})" for name, change in sorted(w["fields"].items()))
-                extra = " [replaced unreadable record]" if w.get("replaced_unreadable") else ""
-                tr.write_line(f"  {w['path']}: {fields}{extra}")
-            if len(written) > 50:
-                tr.write_line(f"  ... and {len(written) - 50} more (see results.json meta.writes)")
+        meta = {"writes": merged_writes(self.writes), "write_rule": " - ".join(p for p in self.write_rule() if p),
+                "golden_dir": str(self.store.root), "force_regen": self.force_regen}
+        for text in writes_lines(meta, limit=50):
+            tr.write_line(text)
         tr.write_line(f"env {env_key(self._env())}, baseline {self.settings.baseline or 'own records'}, "
                       f"results: {self.settings.results}")
 

@@ -335,6 +335,11 @@ def latency_rows(outcomes: Iterable[Outcome]) -> list[LatencyRow]:
     return rows
 
 
+# the advance of one character of a row label (report.css: 12px monospace; DejaVu Sans Mono is
+# 0.602 em, 7.2 px) with room to spare, so the longest label is never clipped at the chart's edge
+LABEL_CHAR_PX = 7.6
+
+
 def _short(label: str, max_chars: int = 44) -> str:
     return label if len(label) <= max_chars else label[: max_chars - 1] + "\u2026"
 
@@ -351,7 +356,7 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
     (shaded) and this run (dot, coloured by status)."""
     if not rows:
         return None
-    label_px = 7.0 * max(len(_short(r.label)) for r in rows) + 16
+    label_px = LABEL_CHAR_PX * max(len(_short(r.label)) for r in rows) + 16
     row_h = 26
     width = int(label_px + 480)
     height = 14 + row_h * len(rows) + 46

@@ -15,11 +15,12 @@ from typing import Any
 
 import jinja2
 
-from harness.checking.findings import group_findings, headline
+from harness.checking.findings import Finding, group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
 from harness.report.sampling_table import sampling_rows
+from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
@@ -93,6 +94,8 @@ class FindingView:
     sentence: str
     cases: tuple[tuple[str, str], ...]  # (suite/case, anchor of its outcome)
     follows: int
+    number: str = ""  # '1', '2', ...; '1.1' for a finding under a changed checkpoint
+    under: tuple[FindingView, ...] = ()  # the findings on a changed checkpoint's cases
 
 
 @dataclass(frozen=True)
@@ -199,20 +202,24 @@ def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
 
 
 def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
-    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes."""
+    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes; a
+    changed checkpoint first, with the findings on its cases under it."""
     anchors = {id(o): f"o{i}" for i, o in enumerate(outcomes)}
-    views = []
-    for i, f in enumerate(group_findings(outcomes)):
+
+    def view(f: Finding, number: str) -> FindingView:
         first: dict[str, str] = {}
         for o in f.outcomes:
             first.setdefault(f"{o.suite}/{o.case}", anchors[id(o)])
-        views.append(FindingView(anchor=f.anchor(i), status=f.status.value, category=f.category,
-                                 category_class=category_class(f.category), sentence=f.sentence(240),
-                                 cases=tuple(first.items()), follows=len(f.follows)))
-    return views
+        return FindingView(anchor="f" + number.replace(".", "-"), status=f.status.value, category=f.category,
+                           category_class=category_class(f.category), sentence=f.sentence(240),
+                           cases=tuple(first.items()), follows=len(f.follows), number=number,
+                           under=tuple(view(g, f"{number}.{j}") for j, g in enumerate(f.under, 1)))
+
+    return [view(f, str(i)) for i, f in enumerate(group_findings(outcomes), 1)]
 
 
-SHOWN_ELSEWHERE = ("claims", "injected_fault")  # meta keys the page renders in a section of their own
+# meta keys the page renders in a section of their own
+SHOWN_ELSEWHERE = ("claims", "injected_fault", "writes", "write_rule")
 
 
 def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
@@ -247,6 +254,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "sampling": sampling_rows(results.outcomes),
         "latency": latency,
         "findings": findings,
+        "writes": writes_lines(results.meta, limit=500) if isinstance(results.meta, dict) and "writes" in results.meta else [],
         "findings_headline": headline(group_findings(results.outcomes)),
         "claims": claims,
         "injected_fault": results.meta.get("injected_fault") if isinstance(results.meta, dict) else None,

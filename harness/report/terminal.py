@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.checking.findings import group_findings, headline
+from harness.checking.findings import group_findings, headline, numbered
 from harness.checking.humane import printable, shorten
 from harness.report.junit import write_junit
 from harness.report.page import render
@@ -37,11 +37,12 @@ def write_outputs(results: Results, out_dir: Path, results_json: bool = True, cl
     return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> list[str]:
-    """Plain-text columns; cells are cut to `widths` when given."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int | None] | None = None) -> list[str]:
+    """Plain-text columns; a cell is cut to its column's width when one is given (None: never cut -
+    names such as case ids must stay whole, or two rows read the same)."""
     cells = [[str(h) for h in headers]]
     for row in rows:
-        cells.append([shorten(c, widths[i]) if widths else str(c) for i, c in enumerate(row)])
+        cells.append([shorten(c, widths[i]) if widths and widths[i] else printable(c) for i, c in enumerate(row)])
     size = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(size[i]) for i, c in enumerate(r)).rstrip() for r in cells]
     return [lines[0], "  ".join("-" * s for s in size), *lines[1:]]
@@ -55,7 +56,8 @@ def print_summary(results: Results, title: str) -> None:
     if fault:
         print(printable(f"INJECTED FAULT: {fault['name']} - {fault['breaks']}"))
     counts = results.counts()
-    for line in table(("status", "count"), ((s, n) for s, n in counts.items())):
+    print("fields compared, by status (pytest's 'passed' above counts tests):")
+    for line in table(("status", "fields"), ((s, n) for s, n in counts.items())):
         print("  " + line)
     users = results.meta.get("user_models") or []
     if users:  # the report groups by model when the run had models of yours
@@ -65,14 +67,16 @@ def print_summary(results: Results, title: str) -> None:
         views = model_views([outcome_view(i, o) for i, o in enumerate(results.outcomes)], users)
         for line in table(("model", "", "cases", "outcomes"),
                           ((v.name, v.origin, v.cases, ", ".join(f"{n} {s}" for s, n in v.counts)) for v in views),
-                          (40, 6, 6, 80)):
+                          (None, None, None, 80)):
             print("  " + line)
     findings = group_findings(results.outcomes)
-    print(f"\n{headline(findings)}:")
-    for i, finding in enumerate(findings[:MAX_FINDINGS], 1):
-        print(f"  {i}. {printable(finding.sentence())}")
-    if len(findings) > MAX_FINDINGS:
-        print(f"  ... and {len(findings) - MAX_FINDINGS} more (see the report)")
+    listed = numbered(findings)
+    print(f"\n{headline(findings)}" + (":" if listed else "."))
+    for number, finding in listed[:MAX_FINDINGS]:
+        indent = "  " if "." not in number else "     "
+        print(f"{indent}{number}. {printable(finding.sentence())}")
+    if len(listed) > MAX_FINDINGS:
+        print(f"  ... and {len(listed) - MAX_FINDINGS} more (see the report)")
     for status in (Status.REGRESSION, Status.CHANGED):
         listed = [o for o in results.outcomes if o.status is status]
         if not listed:
@@ -80,7 +84,7 @@ def print_summary(results: Results, title: str) -> None:
         print(f"\n{status.value} ({len(listed)}):")
         rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
         for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
-                          (24, 40, 24, 12, 20, 9, 100)):
+                          (None, None, None, None, None, None, 100)):
             print("  " + line)
         if len(listed) > MAX_LISTED:
             print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
@@ -99,10 +103,11 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
              "", f"## {headline(findings)}", ""]
-    for i, finding in enumerate(findings, 1):
+    for number, finding in numbered(findings):
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
-        lines.append(f"{i}. {md_cell(finding.sentence(200))}  \n   cases: {listed}")
+        indent = "   " * number.count(".")
+        lines.append(f"{indent}{number.rsplit('.', 1)[-1]}. {md_cell(finding.sentence(200))}  \n{indent}   cases: {listed}")
     for section in extra:
         lines += ["", *section]
     lines += ["", "## Per suite", "", "| suite | outcome | fields |", "|---|---|---|"]

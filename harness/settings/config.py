@@ -6,7 +6,7 @@ the wrong type raises `ConfigError` naming pyproject.toml and the key, never a s
 ```toml
 [tool.harness]
 golden_dir = "golden/records"    # where records live: <golden_dir>/<env-key>/<suite>/<case>.json
-models_dir = "golden/models"     # committed fixture checkpoints
+models_dir = "golden/models"     # fixture checkpoints (default: the zoo that ships with the harness)
 reports_dir = "reports"          # results.json and the HTML report
 alpha = 0.01                     # family-wise false-alarm rate of one whole run
 baseline = ""                    # env key to compare against ("" = the current env's own records)
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.models import ModelError, UserModel, parse_models_table
 
 if sys.version_info >= (3, 11):
@@ -110,7 +111,8 @@ class HarnessConfig:
     user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/settings/models.py)
 
 
-_PATH_KEYS = {"golden_dir": "golden/records", "models_dir": "golden/models", "reports_dir": "reports"}
+# path keys and their defaults under rootdir; models_dir defaults to the zoo the harness ships (MODELS_DIR)
+_PATH_KEYS = {"golden_dir": "golden/records", "models_dir": None, "reports_dir": "reports"}
 _KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs")
 
 
@@ -164,7 +166,8 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     if unknown:
         raise _fail(path, unknown[0], f"unknown key; known keys: {', '.join(_KNOWN)}")
 
-    paths = {key: rootdir / _string(path, key, table.get(key, default)) for key, default in _PATH_KEYS.items()}
+    paths = {key: rootdir / _string(path, key, table[key]) if key in table else
+             (rootdir / default if default else MODELS_DIR) for key, default in _PATH_KEYS.items()}
     alpha = _number(path, "alpha", table.get("alpha", 0.01))
     if not 0.0 < alpha < 1.0:
         raise _fail(path, "alpha", f"must be in (0, 1), got {table.get('alpha')!r}")

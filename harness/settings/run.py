@@ -73,6 +73,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline", "--baseline", "--baseline",
            "env key whose records to compare against (default: [tool.harness] baseline, else this env's own)",
            (("metavar", "KEY"),)),
+    Option("record", "--harness-record", "--record",
+           "also write this environment's records when the baseline is another environment's (default: such a "
+           "run writes nothing)", _FLAG),
     Option("golden_dir", "--golden-dir", "--golden-dir", "golden record store (default: [tool.harness] golden_dir)",
            (("metavar", "DIR"),)),
     Option("results", "--harness-results", None, "where results.json goes (default: <reports_dir>/results.json)",
@@ -121,6 +124,7 @@ class RunSettings:
     baseline: str = ""  # "" = this environment's own records
     strict: bool = False
     regen: bool = False
+    record: bool = False  # write this env's records even when comparing against another env's baseline
     deep: bool = False
     dtype: str = "fp32"
     device: str = "cpu"
