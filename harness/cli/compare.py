@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import evaluate, load_claims, markdown_lines, terminal_lines
 from harness.checking.envs import compare_envs
-from harness.cli.common import finish
-from harness.cli.project import open_project, validate_env_key
+from harness.cli.common import finish, output_dir
+from harness.cli.project import UsageError, open_project, validate_env_key
 from harness.report.terminal import markdown_summary, timestamped_dir
+from harness.store.files import write_text
 
 
 def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -27,12 +27,17 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if claims:
         results.meta["claims"] = claims  # kept in results.json, so `harness report` shows the table again
     checked = evaluate(claims, results.outcomes) if claims else None
-    out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
+    out = output_dir(args.out, "--out") if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
     code = finish(results, out, claims=checked)
     if checked:
         print("\n" + "\n".join(terminal_lines(checked)))
+    if results.verdict == "error":
+        return code  # the report could not be written: no summary either
     lines = [markdown_lines(checked)] if checked else []
-    (out / "summary.md").write_text(markdown_summary(results, lines), encoding="utf-8")
+    try:
+        write_text(out / "summary.md", markdown_summary(results, lines))
+    except OSError as exc:
+        raise UsageError(f"cannot write {out / 'summary.md'}: {exc.strerror or exc}") from None
     print(f"summary: {out / 'summary.md'}")
     return code
 

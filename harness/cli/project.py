@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cli import child
+from harness.cli.child import Guard
 from harness.schema import RecordError
 from harness.settings.config import HarnessConfig, load_config
 from harness.settings.run import RunSettings, SettingsError
@@ -170,12 +171,13 @@ def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace,
     return command + list(extra)
 
 
-def run_pytest(command: list[str], cwd: Path) -> int:
-    """Run pytest with the terminal attached (its output is the progress display)."""
+def run_pytest(command: list[str], cwd: Path, guard: Guard | None = None) -> int:
+    """Run pytest with the terminal's output attached (its output is the progress display), as a
+    child that dies with this process (harness/cli/child.py)."""
     print("harness: running " + " ".join(command[2:]), flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    return subprocess.run(command, cwd=cwd, check=False).returncode
+    return child.run(command, cwd, guard)
 
 
 def pytest_problem(rc: int) -> str | None:
