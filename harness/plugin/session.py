@@ -90,6 +90,15 @@ class HarnessSession:
             self._run_env = RunEnv(fp, env_key(fp), s.dtype, s.device, s.attn)
         return self._run_env
 
+    def store_problem(self) -> str:
+        """Why the store cannot be used ('' when it can): a golden_dir that does not exist is a typo
+        or a wrong checkout, never an empty store to start writing."""
+        if self.store.root.is_dir():
+            return ""
+        return (f"golden_dir {self.store.root} does not exist (--golden-dir, else [tool.harness] golden_dir in "
+                f"{self.settings.config.rootdir / 'pyproject.toml'}); fix the path, or create the directory to "
+                "start a new store")
+
     @property
     def baseline_key(self) -> str:
         return self.settings.baseline or self.run_env.key
@@ -117,11 +126,9 @@ class HarnessSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not self.is_worker and any(is_golden(item) for item in items) and not self.store.root.is_dir():
-            raise pytest.UsageError(  # a typo in golden_dir must not start a new, empty store
-                f"golden_dir {self.store.root} does not exist (--golden-dir, else [tool.harness] golden_dir in "
-                f"{self.settings.config.rootdir / 'pyproject.toml'}); fix the path, or create the directory to "
-                "start a new store")
+        problem = self.store_problem()
+        if problem and not self.is_worker and any(is_golden(item) for item in items):
+            raise pytest.UsageError(problem)  # (an xdist worker's golden tests fail with it: harness/plugin/fixtures.py)
         if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
             from harness.fixtures.load import FixtureError, check_models
 
