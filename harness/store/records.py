@@ -29,7 +29,11 @@ Safety:
   raise `RecordError` naming the file; nothing is overwritten unless the caller asks for it
   (``replace_unreadable=True``, what --force-regen does, and reports);
 - OS errors (read-only store, full disk, a lock that cannot be taken) propagate as `OSError`; the
-  plugin turns them into a test failure message, `harness regen` into one line and exit 2.
+  plugin turns them into a test failure message and a write error of the run (its verdict is then
+  ERROR, never PASS), `harness regen` into one line and exit 2;
+- every record is read through harness/store/reading.py (a regular file inside the store, at most
+  `MAX_RECORD_BYTES`, strict JSON nested at most `MAX_DEPTH`, clean text) and written as strict
+  JSON: a non-finite float as the text "NaN" / "Infinity" / "-Infinity", a lone surrogate as U+FFFD.
 """
 
 from __future__ import annotations
