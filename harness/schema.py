@@ -266,10 +266,20 @@ class RecordError(Exception):
         super().__init__(f"{path}: {reason}")
 
 
+# A record is strict JSON, which has no NaN or infinity: such a float is stored as this text, and a
+# numeric kind reads it back as the float (numpy's float() of it: np.asarray(value, dtype=float)).
+NON_FINITE = ("NaN", "Infinity", "-Infinity")
+
+
+def non_finite_text(x: float) -> str:
+    """How a record stores a non-finite float (one of `NON_FINITE`)."""
+    return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
+
+
 def _numbers(value: Any) -> bool:
     if isinstance(value, list):
         return all(_numbers(v) for v in value)
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or value is None
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or value is None or value in NON_FINITE
 
 
 def malformed(kind: str, value: Any, extras: Any) -> str:
@@ -394,6 +404,9 @@ def count_statuses(outcomes: list[Outcome]) -> dict[str, int]:
     return counts
 
 
+RUN_ERRORS = ("error", "collection_errors", "write_errors")  # meta keys that make a run's verdict 'error'
+
+
 @dataclass
 class Results:
     """One run (or one offline comparison): the outcomes plus both environments."""
@@ -408,14 +421,24 @@ class Results:
 
     @property
     def verdict(self) -> str:
-        """'error' if the run itself broke (meta["error"]: a collection error, a crash), else
-        'regression' if any outcome failed, else 'changed' if any needs a regen (a change, or a
-        baseline field no longer observed), else 'pass'."""
-        if self.meta.get("error"):
+        """The one verdict of a run, from the facts its results hold - the report, JUnit and the
+        exit code all read it (exit 2, 1, 1, 0, 0):
+
+        'error'       the run itself broke: meta["error"] (pytest stopped, a render failed),
+                      meta["collection_errors"] (a suite that did not import) or meta["write_errors"]
+                      (a record that could not be written) - it checked less than it claims;
+        'regression'  an outcome failed;
+        'failed'      a test failed other than by its golden verdict (meta["broken_tests"], meta["failed"]);
+        'changed'     an outcome needs a regen (a change, or a baseline field no longer observed);
+        'pass'        none of these."""
+        meta = self.meta if isinstance(self.meta, dict) else {}
+        if any(meta.get(key) for key in RUN_ERRORS):
             return "error"
         statuses = {o.status for o in self.outcomes}
         if Status.REGRESSION in statuses:
             return "regression"
+        if meta.get("broken_tests") or meta.get("failed"):
+            return "failed"
         if Status.CHANGED in statuses or Status.MISSING in statuses:
             return "changed"
         return "pass"

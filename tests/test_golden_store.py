@@ -113,8 +113,8 @@ def test_paths_and_env_keys(tmp_path):
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ('{"schema": 1, "suite": "s", "case": "c", "env": {}, "fields": {', "corrupt JSON"),
-        ("", "corrupt JSON"),
+        ('{"schema": 1, "suite": "s", "case": "c", "env": {}, "fields": {', "not valid JSON"),
+        ("", "not valid JSON"),
         ("[1, 2]", "must be a JSON object"),
         ('{"schema": 99, "suite": "s", "case": "c", "env": {}, "fields": {}}', "unknown schema version 99"),
         ('{"suite": "s", "case": "c", "env": {}, "fields": {}}', "unknown schema version None"),
@@ -270,8 +270,10 @@ def test_lock_lives_next_to_the_store_and_only_writers_take_it(tmp_path, monkeyp
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-tmp"))  # nothing may go there
     store = GoldenStore(tmp_path / "records")
     store.update(KEY, "s", "c", ENV, fields(x=1))
-    lock = tmp_path / "records" / f".{KEY}.lock"
-    assert lock.is_file() and store.env_keys() == [KEY]
+    lock = tmp_path / ".harness-locks" / f"records.{KEY}.lock"  # beside the committed tree, not in it
+    assert lock.is_file() and store.env_keys() == [KEY] and store.lock_path(KEY) == lock
+    assert not [p for p in store.root.rglob("*") if p.name.endswith(".lock")]
+    assert (lock.parent / ".gitignore").read_text().splitlines()[-1] == "*"  # git never sees the locks
     lock.unlink()
     # a run that writes nothing (existing fields, no regen) reads without any lock
     report = store.update(KEY, "s", "c", ENV, fields(x=1))
@@ -290,7 +292,7 @@ def test_a_lock_that_cannot_be_taken_names_the_lock_file(tmp_path):
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
         with pytest.raises(TimeoutError) as info, store.lock(KEY, timeout=0.2):
             pass
-    assert info.value.filename == str(store.lock_path(KEY)) and "held by another process" in str(info.value)
+    assert info.value.filename == str(store.lock_path(KEY)) and "held for over 0.2 s by" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,7 +314,7 @@ def test_replace_records_swaps_in_the_full_new_set(tmp_path):
     store.update("other-env", "s", "c0", ENV, fields(x=1))
     store.replace_records(KEY, _versioned(1, cases=[0, 5]), remove=[("s", "c1")])
     assert _env_state(store) == {"s/c0": 1, "s/c2": 0, "s/c3": 0, "s/c5": 1}
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, "other-env", f".{KEY}.lock", ".other-env.lock"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, "other-env"])
     assert not list(tmp_path.rglob("*.tmp"))
     assert store.env_keys() == sorted([KEY, "other-env"])
 
@@ -365,7 +367,7 @@ def test_killed_regen_leaves_the_old_or_the_new_set_whole(tmp_path, mode, expect
     # the next regen rolls back / cleans up what the killed one left, then applies its own set
     store.replace_records(KEY, [Record(suite="s", case="c9", env={"v": 2}, fields=fields(version=2))])
     assert _env_state(store) == {**(old_state if expect == 0 else new_state), "s/c9": 2}
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, f".{KEY}.lock"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [KEY]
 
 
 def test_interrupted_regen_keeps_the_old_set(tmp_path, monkeypatch):
@@ -386,4 +388,4 @@ def test_interrupted_regen_keeps_the_old_set(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         store.replace_records(KEY, _versioned(1))
     assert _env_state(store) == old_state
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([KEY, f".{KEY}.lock"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [KEY]

@@ -64,5 +64,5 @@ def test_unusable_inputs_are_usage_errors(tmp_path):
         merge(store, [str(tmp_path / "empty")])
     bad = cell(tmp_path / "bad", KEY_A)
     (bad / KEY_A / "outputs" / "c1.json").write_text("[1, 2")
-    with pytest.raises(UsageError, match="corrupt record .*c1.json"):
+    with pytest.raises(UsageError, match="refused record .*c1.json: not valid JSON"):
         merge(store, [str(bad)])

@@ -101,8 +101,14 @@ def run_inline(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(*QUIET, *args)
 
 
-def make_project(pytester: pytest.Pytester, cases: int = 1) -> None:
+def write_pyproject(pytester: pytest.Pytester) -> None:
+    """The project's settings and its (empty) store: a golden_dir that does not exist is refused."""
     (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    (pytester.path / "golden" / "records").mkdir(parents=True, exist_ok=True)
+
+
+def make_project(pytester: pytest.Pytester, cases: int = 1) -> None:
+    write_pyproject(pytester)
     (pytester.path / "test_kinds.py").write_text(KINDS_MODULE)
     (pytester.path / "cases.txt").write_text(str(cases))
     set_change(pytester, [])
@@ -205,6 +211,7 @@ def test_run_options_reach_the_fingerprint(pytester: pytest.Pytester):
 
     make_project(pytester)
     threads = torch.get_num_threads()
+    (pytester.path / "elsewhere").mkdir()
     try:
         run_inline(pytester, "--harness-threads", "1", "--harness-attn", "eager", "--golden-dir", "elsewhere")
     finally:
@@ -212,7 +219,7 @@ def test_run_options_reach_the_fingerprint(pytester: pytest.Pytester):
     env = results(pytester)["env"]
     assert (env["threads"], env["attn_implementation"]) == (1, "eager")
     assert GoldenStore(pytester.path / "elsewhere").env_keys() == [FP32_KEY]
-    assert not (pytester.path / "golden").exists()
+    assert not any((pytester.path / "golden" / "records").iterdir())
     run = run_inline(pytester, "--harness-dtype", "int3")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     run.stderr.fnmatch_lines(["*--harness-dtype 'int3': unknown dtype*"])
@@ -225,14 +232,14 @@ def test_strict_fails_on_missing_records_and_writes_nothing(pytester: pytest.Pyt
         run.assert_outcomes(failed=7)
         run.stdout.fnmatch_lines(["*no golden record in*(--strict: missing records fail)*"])
         assert {s for s, _ in statuses(results(pytester)).values()} == {"regression"}
-        assert not (pytester.path / "golden").exists()
+        assert not any((pytester.path / "golden").rglob("*.json"))
     run_inline(pytester).assert_outcomes(passed=7)  # without strict: written as new
     run_inline(pytester, "--strict").assert_outcomes(passed=7)  # strict with records: fine
 
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("{not json", "corrupt JSON"),
+    [("{not json", "not valid JSON"),
      ('{"schema": 7, "suite": "kinds", "case": "tiny/plain-0", "env": {}, "fields": {}}', "unknown schema version 7"),
      ('{"schema": 1, "suite": "kinds", "case": "tiny/plain-9", "env": {}, "fields": {}}', "record is for case")],
 )
@@ -274,7 +281,7 @@ def test_greedy(golden, harness_env):
 
 
 def test_baseline_from_another_env_key(pytester: pytest.Pytester, monkeypatch):
-    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    write_pyproject(pytester)
     (pytester.path / "test_cross.py").write_text(CROSS_MODULE)
     run_inline(pytester).assert_outcomes(passed=1)  # fp32 records
 
@@ -339,6 +346,7 @@ def test_checked_twice(golden):
 
 
 def test_reference_outcomes_need_no_record(pytester: pytest.Pytester):
+    (pytester.path / "golden" / "records").mkdir(parents=True)  # the default golden_dir, left empty
     (pytester.path / "test_ref.py").write_text(REFERENCE_MODULE)
     run = run_inline(pytester)
     run.assert_outcomes(passed=3, failed=1)
@@ -378,6 +386,7 @@ def test_holm_within_a_test(pytester: pytest.Pytester):
     each alone is below alpha, but Holm (0.03 * 2 > 0.05) rejects neither; p = 0.001 and 0.04:
     Holm rejects both."""
     (pytester.path / "pyproject.toml").write_text('[tool.harness]\nalpha = 0.05\n')
+    (pytester.path / "golden" / "records").mkdir(parents=True)
     (pytester.path / "test_holm.py").write_text(HOLM_MODULE)
     base = {"k": 200, "n": 400}
     (pytester.path / "counts.json").write_text(json.dumps({"first": base, "second": base}))
@@ -439,7 +448,7 @@ def test_ci_makes_a_field_without_baseline_fail(pytester: pytest.Pytester, monke
     make_project(pytester)
     monkeypatch.setenv("CI", "1")
     run_inline(pytester).assert_outcomes(failed=7)
-    assert not (pytester.path / "golden").exists()
+    assert not any((pytester.path / "golden").rglob("*.json"))
     run_inline(pytester, "--force-regen").assert_outcomes(passed=7)  # regenerating on purpose is not strict
 
 
@@ -452,7 +461,7 @@ def test_breaks_after_a_check(golden):
 
 
 def test_a_harness_error_fails_the_test_and_leaves_the_record_untouched(pytester: pytest.Pytester):
-    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    write_pyproject(pytester)
     (pytester.path / "test_broken.py").write_text("BROKEN_VALUE = 1\n" + BROKEN_MODULE)
     run_inline(pytester).assert_outcomes(passed=1)
     path = pytester.path / "golden" / "records" / FP32_KEY / "broken" / "test_breaks_after_a_check.json"
@@ -474,13 +483,14 @@ def test_a_record_that_cannot_be_written_fails_the_test_naming_it(pytester: pyte
     def disk_full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    write_pyproject(pytester)
     (pytester.path / "test_broken.py").write_text("BROKEN_VALUE = 1\n" + BROKEN_MODULE)
     monkeypatch.setattr(golden.GoldenStore, "update", disk_full)
     run = run_inline(pytester)
     run.assert_outcomes(failed=1)
     run.stdout.fnmatch_lines(["*cannot write golden record for broken/test_breaks_after_a_check: *No space left*"])
     assert [o["status"] for o in results(pytester)["outcomes"]] == ["new"]
+    assert "No space left" in results(pytester)["meta"]["write_errors"][0]  # the verdict is 'error', never pass
     assert not (pytester.path / "golden" / "records" / FP32_KEY).exists()
 
 
@@ -499,7 +509,7 @@ def test_uses_it_later():
 
 
 def test_a_golden_fixture_used_after_its_test_is_an_error(pytester: pytest.Pytester):
-    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    write_pyproject(pytester)
     (pytester.path / "test_leaked.py").write_text(LEAKED_MODULE)
     run = run_inline(pytester)
     run.assert_outcomes(passed=1, failed=1)
@@ -514,7 +524,7 @@ def test_a_deep_run_never_writes_records_and_leaves_the_environment_alone(pytest
     monkeypatch.delenv("HARNESS_DEEP", raising=False)
     make_project(pytester)
     run_inline(pytester, "--harness-deep").assert_outcomes(passed=7)
-    assert not (pytester.path / "golden").exists()  # an investigation run: the default set stays the baseline
+    assert not any((pytester.path / "golden").rglob("*.json"))  # an investigation run: the default set stays the baseline
     assert "HARNESS_DEEP" not in os.environ
     run_inline(pytester).assert_outcomes(passed=7)
     assert record_path(pytester).exists()

@@ -549,7 +549,7 @@ def test_load_results_corrupt_json(tmp_path: Path) -> None:
 def test_load_results_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     path.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(ResultsFileError, match="cannot be read"):
+    with pytest.raises(ResultsFileError, match="not valid UTF-8"):
         load_results(path)
 
 
@@ -573,7 +573,7 @@ def test_load_results_unknown_version(tmp_path: Path, version: object) -> None:
                 {"suite": "s", "case": "c", "field": "f", "kind": "exact", "status": "pass"},
                 {"suite": "s", "case": "c", "field": "f", "kind": "exact", "status": "bogus"},
             ]},
-            r"outcomes\[1\]: 'bogus' is not a valid Status",
+            r"outcomes\[1\]: unknown status 'bogus'",
         ),
     ],
 )

@@ -17,7 +17,7 @@ def test_an_exception_raised_inside_the_subject_is_an_observation():
 
 
 def test_a_torch_error_in_harness_code_is_the_harness_bug():
-    # the innermost Python frame decides: a bad tensor op written in a probe is the probe's bug
+    # the stack decides: a bad tensor op written in a probe (no library frame below it) is the probe's bug
     with pytest.raises(RuntimeError):
         observe(lambda: torch.zeros(2) @ torch.zeros(3))
 
@@ -51,3 +51,42 @@ def test_a_long_path_is_scrubbed_before_the_message_is_cut():
     err = error_of(ValueError(f"{'x' * 200} at {deep}/config.json: no such file"), scrub={deep: "<dir>"})
     assert err["message"] == f"{'x' * 200} at <dir>/config.json: no such file"
     assert len(error_of(ValueError("y" * 1000))["message"]) == 300
+
+
+def test_harness_code_the_library_calls_back_is_the_harness_bug():
+    """A logits processor of the harness's that raises inside generate(): below the library's
+    frames there is a harness frame, so the exception is the harness's, whatever raised it."""
+    from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+
+    class Broken(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            return torch.nn.functional.softmax(scores, dim=7)  # torch raising on the harness's arguments
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, vocab_size=32))
+    with pytest.raises(IndexError):
+        observe(lambda: model.generate(torch.tensor([[1, 2]]), max_new_tokens=2, do_sample=False,
+                                       logits_processor=LogitsProcessorList([Broken()])))
+
+
+def test_a_fault_of_the_catalogue_raises_as_the_library():
+    """harness/faults compiles an edited library function under '<fault ...>': its exception is
+    the library's (a modelled library bug), not a harness bug."""
+    from harness.subjects import FAULT_SOURCE, side_of_file
+
+    namespace: dict = {}
+    exec(compile("def edited():\n    raise ValueError('edited library code')\n", f"{FAULT_SOURCE}x: m.f>", "exec"),
+         namespace)
+    assert side_of_file(f"{FAULT_SOURCE}x: m.f>") == "library"
+    _, err = observe(lambda: namespace["edited"]())
+    assert err == {"type": "ValueError", "message": "edited library code"}
+
+
+def test_a_call_whose_callee_cannot_be_read_back_fails_closed():
+    """A binding error at a call the boundary cannot resolve safely is not recorded as data."""
+    def factory():
+        return lambda: None
+
+    with pytest.raises(TypeError):
+        observe(lambda: factory()(1))  # the callee is a call's result: not evaluated again

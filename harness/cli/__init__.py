@@ -21,11 +21,12 @@ from collections.abc import Sequence
 
 from harness.checking.claims import ClaimsError
 from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report
-from harness.cli.common import EXIT_USAGE, OWNED_OPTIONS, common_parser, error
+from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, OWNED_OPTIONS, common_parser, error
 from harness.cli.project import UsageError
 from harness.report import ResultsFileError
 from harness.schema import RecordError
 from harness.settings.config import ConfigError
+from harness.store.reading import InputError
 
 COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report)
 
@@ -75,12 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
     try:
         return args.func(args, extra)
-    except (UsageError, ConfigError, RecordError, ResultsFileError, ClaimsError) as exc:
+    except (UsageError, ConfigError, RecordError, ResultsFileError, ClaimsError, InputError) as exc:
         error(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:  # the file system said no (full disk, a path that is a file): one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        error(f"{exc.strerror or exc}{where}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         error("interrupted")
-        return EXIT_USAGE
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ env's own) in a pytest subprocess (its output is the progress display), then wri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from harness.cli.child import guarded
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, error, finish, running_parser
 from harness.cli.project import (
     UsageError,
@@ -45,11 +48,14 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     run_dir = timestamped_dir(project.reports_dir / key)
     run_dir.mkdir(parents=True)
     run = run.with_(golden_dir=project.store.root, results=run_dir / "results.json")
-    rc, results = run_phases(project, run, args, extra)
+    try:  # interrupted or killed: no half-written report folder is left (harness/cli/child.py)
+        with guarded([run_dir]) as guard:
+            rc, results = run_phases(project, run, args, extra, guard)
+    except BaseException:
+        remove_run_dir(run_dir)
+        raise
     if results is None:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if not any(run_dir.parent.iterdir()):
-            run_dir.parent.rmdir()
+        remove_run_dir(run_dir)
         problem = pytest_problem(rc)
         if problem:
             raise UsageError(problem)
@@ -59,6 +65,14 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print("harness: no test used the `golden` fixture; nothing to report")
         return EXIT_OK
     return finish(results, run_dir, rc, results_json=False)
+
+
+def remove_run_dir(run_dir: Path) -> None:
+    """A run that left no results leaves no report folder (nor an empty env folder above it)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        if not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

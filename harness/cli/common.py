@@ -4,33 +4,61 @@ run (render, summary, verdict -> exit code).
 Exit codes: 0 all pass (or only changes the policy allows: capability changes, new records),
 1 regression (or a failing test), 2 usage or input error (bad flag, unknown env key, corrupt record,
 missing fixture, bad ``[tool.harness]`` key, unreadable results.json, pytest usage/internal error,
-no tests collected). User errors are one line on stderr, never a traceback.
+no tests collected) or a run that broke (a suite that did not import, a record or report that
+could not be written), 130 interrupted (SIGINT). User errors are one line on stderr, never a
+traceback; a longer message is cut and names the file holding all of it (`one_line`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import ClaimsReport, markdown_lines
 from harness.checking.humane import printable
-from harness.cli.project import pytest_problem
+from harness.cli.project import UsageError, pytest_problem
 from harness.report.terminal import markdown_summary, print_summary, write_outputs
 from harness.report.writes import writes_lines
 from harness.schema import Outcome, Results
 from harness.settings.run import BY_FIELD, OPTIONS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it: 128 + 2
 
 # pytest options the CLI sets itself: as pytest args after -- they would contradict its flags
 OWNED_OPTIONS = {**{o.pytest: o.cli or "" for o in OPTIONS if o.cli},
                  "--force-regen": "harness regen", "--harness-results": "", "--rootdir": "--root"}
 
 
-def error(message: str) -> None:
-    print(f"harness: error: {printable(message)}", file=sys.stderr, flush=True)
+MAX_ERROR_CHARS = 400  # an error is one readable line; a longer text is saved to a file it names
+
+
+def full_text_file(text: str) -> str:
+    """Save a long message where the user can read it whole; its path, or why it could not be saved."""
+    try:
+        fd, name = tempfile.mkstemp(prefix="harness-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
+            handle.write(text + "\n")
+        return name
+    except OSError as exc:
+        return f"not saved: {exc.strerror or exc}"
+
+
+def one_line(message: Any, limit: int = MAX_ERROR_CHARS) -> str:
+    """`message` as one printable line of at most about `limit` characters; a longer (or
+    multi-line) message is cut and names the file that holds all of it."""
+    line = " ".join(printable(message).split())
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}... (full text: {full_text_file(str(message))})"
+
+
+def error(message: Any) -> None:
+    print(f"harness: error: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def common_parser() -> argparse.ArgumentParser:
@@ -71,29 +99,61 @@ def fault_name(name: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--inject-fault {name}: ")) from exc
 
 
+def output_dir(path: str, flag: str) -> Path:
+    """A directory a command writes into (created if absent); a path that is a file is a usage error."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{flag} {path}: a file, not a directory; pass a directory (it is created if absent)")
+    return out
+
+
 def unreadable_records(results: Results) -> list[Outcome]:
     return [o for o in results.outcomes if o.category == "unreadable-record"]
 
 
+def run_error(results: Results) -> str:
+    """One line for a run whose verdict is 'error': what broke it, and how many more."""
+    meta = results.meta
+    if meta.get("error"):
+        return str(meta["error"])
+    for key, what in (("collection_errors", "a suite did not import"), ("write_errors", "a record was not written")):
+        items = meta.get(key) or []
+        if items:
+            more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+            return f"{what}: {items[0]}{more}"
+    return "the run did not complete"
+
+
 def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True,
            claims: ClaimsReport | None = None) -> int:
-    """Render, print the summary and the paths, and return the exit code of the verdict. A pytest
-    run that broke (collection error, crash) makes the report say ERROR, never PASS. `claims`: the
-    release-notes table shown in the report (`harness compare --claims`)."""
+    """Render, print the summary and the paths, and return the exit code of the verdict - the
+    same `Results.verdict` the report and JUnit show. A pytest run that broke (collection error,
+    crash), failed a test the plugin did not see, or a report that cannot be written make it
+    'error' or 'failed', never 'pass'. `claims`: the release-notes table shown in the report
+    (`harness compare --claims`)."""
     problem = pytest_problem(pytest_rc)
     if problem:
         results.meta["error"] = problem
         results_json = True  # the plugin's results.json does not know the run broke
-    index, junit = write_outputs(results, out_dir, results_json, claims)
-    summary = out_dir / "summary.md"  # the report's gist for a pull request (with the claims, if any)
-    summary.write_text(markdown_summary(results, [markdown_lines(claims)] if claims else []), encoding="utf-8")
+    if pytest_rc == 1 and results.verdict in ("pass", "changed"):
+        results.meta["failed"] = "pytest reported failing tests that are not golden regressions; see its output"
+        results_json = True
+    try:
+        index, junit = write_outputs(results, out_dir, results_json, claims)
+        summary = out_dir / "summary.md"  # the report's gist for a pull request (with the claims, if any)
+        summary.write_text(markdown_summary(results, [markdown_lines(claims)] if claims else []), encoding="utf-8")
+    except OSError as exc:
+        index = junit = summary = None
+        results.meta["error"] = f"cannot write the report under {out_dir}: {exc.strerror or exc}" + (
+            f" ({exc.filename})" if exc.filename else "")
     meta = results.meta
     print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
     if isinstance(meta, dict) and "writes" in meta:  # a run (not a comparison of records)
         print()
         for line in writes_lines(meta):
             print(line)
-    print(f"\nreport: {index}\nsummary: {summary}\njunit:  {junit}")
+    if index is not None:
+        print(f"\nreport: {index}\nsummary: {summary}\njunit:  {junit}")
     broken = unreadable_records(results)
     if broken:
         files = sorted({str(o.diff.get("file") or o.detail) for o in broken})
@@ -101,15 +161,18 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
               + f": {broken[0].diff.get('reason') or broken[0].detail}; "
               "fix or delete it, or rewrite the current env's records with `harness regen`")
         return EXIT_USAGE
-    if problem:
-        error(problem)
+    verdict = results.verdict
+    if verdict == "error":
+        print("verdict: ERROR")
+        error(run_error(results))
         return EXIT_USAGE
-    if results.verdict == "regression":
+    if verdict == "regression":
         print("verdict: REGRESSION")
         return EXIT_REGRESSION
-    if pytest_rc == 1:
-        print("verdict: FAILED (pytest reported failing tests that are not golden regressions; see its output)")
+    if verdict == "failed":
+        print("verdict: FAILED (tests failed that are not golden regressions; see pytest's output"
+              + (f": {', '.join(meta['broken_tests'][:3])}" if meta.get("broken_tests") else "") + ")")
         return EXIT_REGRESSION
     print("verdict: changed within policy (allowed); accept the changes with `harness regen`"
-          if results.verdict == "changed" else "verdict: pass")
+          if verdict == "changed" else "verdict: pass")
     return EXIT_OK

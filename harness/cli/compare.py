@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import evaluate, load_claims, terminal_lines
 from harness.checking.envs import compare_envs
-from harness.cli.common import finish
+from harness.cli.common import finish, output_dir
 from harness.cli.project import open_project, validate_env_key
 from harness.report.terminal import timestamped_dir
 
@@ -27,7 +26,7 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if claims:
         results.meta["claims"] = claims  # kept in results.json, so `harness report` shows the table again
     checked = evaluate(claims, results.outcomes) if claims else None
-    out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
+    out = output_dir(args.out, "--out") if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
     code = finish(results, out, claims=checked)
     if checked:
         print("\n" + "\n".join(terminal_lines(checked)))

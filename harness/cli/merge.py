@@ -10,7 +10,10 @@ Every record is read and validated first; then, per env key:
   has with other records is refused unless ``--replace`` (then the store's set for that key is
   swapped for the imported one in one transaction, `GoldenStore.replace_records`).
 
-Nothing is written unless every input is readable and no conflict was found.
+Nothing is written unless every input is readable and no conflict was found. Every record is read
+through the input layer (harness/store/reading.py): regular files inside the input only (no FIFO,
+device or symlink out of it), at most `MAX_RECORD_BYTES`, strict JSON (no NaN / Infinity, no
+duplicate key), nested at most `MAX_DEPTH`; a violation is one line naming the file and the limit.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def read_inputs(dirs: Sequence[str]) -> dict[str, tuple[Path, RecordSet]]:
             try:
                 records = source.env_records(key)
             except RecordError as exc:
-                raise UsageError(f"corrupt record {exc}; nothing was merged") from exc
+                raise UsageError(f"refused record {exc}; nothing was merged") from exc
             here = source.root / key
             if key in found and as_json(found[key][1]) != as_json(records):
                 other = found[key][0]

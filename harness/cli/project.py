@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.checking.humane import relative_to
+from harness.cli import child
+from harness.cli.child import Guard
 from harness.schema import RecordError, Results
 from harness.settings.config import HarnessConfig, load_config, parse_config
 from harness.settings.run import RunSettings, SettingsError
@@ -213,7 +214,8 @@ def default_workers(value: str | None) -> str | None:
     return "auto"
 
 
-def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str]) -> tuple[int, Results | None]:
+def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
+               guard: Guard | None = None) -> tuple[int, Results | None]:
     """The suites, in two phases when they run on several workers: every test but the timing ones
     on the workers, then the timing ones (the latency suite) alone in one process, so no worker
     disturbs what they measure; both decide at the whole run's per-test alpha (the phase narrows
@@ -224,12 +226,13 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
 
     workers = default_workers(args.workers)
     if workers in (None, "0", "1"):
-        rc = run_pytest(pytest_command(project, run, args, extra, workers), project.root)
+        rc = run_pytest(pytest_command(project, run, args, extra, workers), project.root, guard)
         return rc, load_results(run.results) if run.results.exists() else None
     parts, codes, names = [], [], []
     for phase, n in (("parallel", workers), ("timing", None)):
         results = run.results.with_name(f"results-{phase}.json")
-        rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n), project.root)
+        rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n), project.root,
+                        guard)
         codes.append(rc)
         if results.exists():
             parts.append(load_results(results))
@@ -244,12 +247,13 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     return rc, combined
 
 
-def run_pytest(command: list[str], cwd: Path) -> int:
-    """Run pytest with the terminal attached (its output is the progress display)."""
+def run_pytest(command: list[str], cwd: Path, guard: Guard | None = None) -> int:
+    """Run pytest with the terminal's output attached (its output is the progress display), as a
+    child that dies with this process (harness/cli/child.py)."""
     print("harness: running " + " ".join(command[2:]), flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    return subprocess.run(command, cwd=cwd, check=False).returncode
+    return child.run(command, cwd, guard)
 
 
 def pytest_problem(rc: int) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.checking.humane import shorten
 from harness.checking.regen import RecordChange, apply_regen, diff_records
+from harness.cli.child import guarded
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, running_parser
 from harness.cli.project import (
     UsageError,
@@ -21,6 +22,7 @@ from harness.cli.project import (
     current_env_key,
     open_project,
     pytest_problem,
+    require_store,
     run_phases,
     run_settings,
 )
@@ -63,6 +65,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise UsageError("regen asks before writing records but stdin is not a terminal; "
                          "pass --yes to write without asking (CI), or --dry-run to only show the changes")
     project = open_project(args)
+    require_store(project, args)
     check_workers(args.workers)
     check_fixtures(project.config)
     run = run_settings(project, args)
@@ -70,15 +73,15 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
     target = project.store.root / key
     if not args.dry_run:  # a store that cannot be written fails now, not after the suites ran
         try:
-            with project.store.lock(key):
-                pass
+            project.store.check_writable(key)
         except OSError as exc:
             raise UsageError(regen_write_error(exc, target, "nothing was run")) from exc
-    with tempfile.TemporaryDirectory(prefix="harness-regen-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="harness-regen-") as tmp, guarded([Path(tmp)]) as guard:
         scratch = GoldenStore(Path(tmp) / "records")
+        scratch.root.mkdir()
         results_path = Path(tmp) / "results.json"
         run = run.with_(golden_dir=scratch.root, results=results_path, regen=True, baseline=key, strict=False)
-        rc, results = run_phases(project, run, args, extra)
+        rc, results = run_phases(project, run, args, extra, guard)
         problem = pytest_problem(rc)
         if problem:
             raise UsageError(problem + "; nothing was written")
@@ -96,7 +99,9 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         # complete: every test observed what it observes - failing tests whose failure is their golden
         # verdict (a library bug the version really has) are complete; one that broke is not
         broken = meta.get("broken_tests", []) if rc == 1 else []
-        complete = (rc == 0 or (rc == 1 and results_path.exists() and not broken)) and not extra and not run.one_off
+        run_errors = [*meta.get("collection_errors", []), *meta.get("write_errors", [])]
+        complete = ((rc == 0 or (rc == 1 and results_path.exists() and not broken)) and not run_errors
+                    and not extra and not run.one_off)
         from harness.checking.policy import Policy
 
         policy = Policy(alpha=project.config.alpha, thresholds=project.config.thresholds)
@@ -104,7 +109,8 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
         if not complete:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
-                   if broken else "no results were written" if rc else
+                   if broken else f"the run broke: {run_errors[0]}" if run_errors else
+                   "no results were written" if rc else
                    "--model runs one checkpoint's cases" if run.one_off else "pytest arguments select part of the suites")
             print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
         if not changes:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import check_claims, evaluate
-from harness.cli.common import EXIT_OK
+from harness.cli.common import EXIT_OK, output_dir
 from harness.report import load_results, render, write_junit
 from harness.report.terminal import print_summary
 
@@ -16,7 +16,7 @@ from harness.report.terminal import print_summary
 def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
     source = Path(args.results)
     results = load_results(source)
-    out = Path(args.out) if args.out else source.resolve().parent
+    out = output_dir(args.out, "--out") if args.out else source.resolve().parent
     claims = results.meta.get("claims")
     index = render(results, out, evaluate(check_claims(claims, f"{source}: meta.claims"), results.outcomes)
                    if claims else None)

@@ -30,7 +30,10 @@ one record:
                                           (harness/subjects/engine.py `held_problems`)
     static_vs_dynamic              ref    decode logits through StaticCache equal DynamicCache's
   rollback (prompt + a wrong 3-token draft, crop it, feed the correct token + 2 more)
-    rollback_supported             capability  crop worked for every layer type (extras: error)
+    rollback_supported             capability  crop worked for every layer type
+    rollback_error                 exact  the exception crop/rollback raised, or None: a crop that raises
+                                          where it ran before is `broken` (a regression, by the exact
+                                          comparer's error rule), one that stops raising is `fixed`
     rollback                       exact  per-layer seq_len / held after the crop
     rollback_vs_fresh              ref    logits after rollback equal a fresh run without the draft
     rollback_vs_engine             ref    ... and the reference engine's logits (families it has)
@@ -42,8 +45,8 @@ one record:
 A vocabulary above 4096 compares logits on 256 shared columns (hf_cache.py `narrowed`). A config
 whose layer kinds the reference dispatcher has no rule for skips the *_vs_reference fields with
 the reason, and still records every observed field. A version whose sliding layers cannot be
-cropped records rollback_supported = False with the error and stops with the reason (5.13 / 5.14:
-ValueError once the window is full); so does a crop that raises nothing but leaves a
+cropped records rollback_supported = False, the error in rollback_error, and stops with the reason
+(5.13 / 5.14: ValueError once the window is full); so does a crop that raises nothing but leaves a
 linear-attention layer's recurrent state (every version: the state holds the rejected draft).
 """
 
@@ -189,13 +192,14 @@ def rollback(zoo: Any, case: Case) -> Observation:
     fresh, feed, draft, before_draft = fresh_run(lm.model, ids, DRAFT, FOLLOW)
     result, err = observe(lambda: crop_run(lm.model, ids, draft, feed))
     classes = sorted(set(dynamic_layer_classes(lm.model)))
-    extras: dict[str, Any] = {"error": err} if err else {}
+    extras: dict[str, Any] = {}
     restored = result is not None
     if result is not None and any(before_draft):  # linear-attention states: did crop put them back?
         obs.add("states_restored_by_crop", restored_states(result[2], before_draft), kind="capability")
         extras["max_abs_diff_vs_fresh"] = float((result[0] - fresh).abs().max())
         restored = torch.allclose(result[0], fresh, rtol=RESTORED_RTOL, atol=RESTORED_ATOL)
     obs.add("rollback_supported", err is None and restored, kind="capability", **extras)
+    obs.add("rollback_error", err)  # the comparer's error rule: crop raising where it ran before is `broken`
     obs.merge(engine_rollback(zoo, case, ids, draft, feed, fresh))
     if err is not None or not restored:
         reason = (f"crop/rollback after a rejected {DRAFT}-token draft raised {err['type']}: {err['message']} "

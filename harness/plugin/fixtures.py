@@ -28,7 +28,10 @@ from harness.settings.run import RunSettings
 def golden(request: pytest.FixtureRequest) -> Golden:
     """Golden-record checks for the current test's (suite, case)."""
     item = request.node
-    checks = Golden(session_of(request.config), suite_name(item), case_id(item), item.nodeid)
+    session = session_of(request.config)
+    if session.store_problem():  # an xdist worker (the controller collects nothing to refuse)
+        pytest.fail(session.store_problem(), pytrace=False)
+    checks = Golden(session, suite_name(item), case_id(item), item.nodeid)
     case = case_of(item)
     own = {m.name: m for m in run_settings(request.config).user_models}.get(getattr(case, "model", None))
     if own is not None:

@@ -44,6 +44,7 @@ class Session(Protocol):
     baseline_key: str
     run_env: Any
     writes: list[dict[str, Any]]
+    write_errors: list[str]
     outcomes: list[Outcome]
 
     def rules(self) -> Rules: ...
@@ -58,6 +59,7 @@ class Golden:
         self._finished = False
         self._dtype: str | None = None
         self._checkpoint: dict[str, str] | None = None
+        self.write_failed = False  # its record could not be written (the run's verdict is then 'error')
 
     def numerics(self, dtype: str) -> None:
         """This case runs in another dtype than the run's (a user model's own `dtype`): its record's
@@ -176,7 +178,10 @@ class Golden:
                                     Category.UNREADABLE_RECORD, {"file": str(exc.path)}, "baseline"))
         except OSError as exc:
             written = None
-            problems.append(f"cannot write golden record for {self.suite}/{self.case}: {exc}")
+            self.write_failed = True
+            problem = f"cannot write golden record for {self.suite}/{self.case}: {exc}"
+            self.session.write_errors.append(problem[:500])
+            problems.append(problem)
         if written is not None:
             self.session.writes.append(written)
         self.session.outcomes.extend(outcomes)

@@ -16,6 +16,7 @@ the outcomes its tests produced, the records it wrote, and the hooks that tie th
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
 import time
@@ -68,7 +69,10 @@ class HarnessSession:
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
-        self.broken: list[str] = []  # tests that ended in an exception, not in their golden verdict
+        self.broken: list[str] = []  # tests that failed other than by their golden verdict
+        self.regressed: set[str] = set()  # tests failed by their golden verdict (a finding, not a break)
+        self.collection_errors: list[str] = []  # modules that did not import: their suites checked nothing
+        self.write_errors: list[str] = []  # records that could not be written
         self._run_env: RunEnv | None = None
         self._worker_envs: list[dict[str, Any]] = []
         if settings.baseline and not self.is_worker:
@@ -87,6 +91,15 @@ class HarnessSession:
                 raise pytest.UsageError(f"harness environment: {exc}") from exc
             self._run_env = RunEnv(fp, env_key(fp), s.dtype, s.device, s.attn)
         return self._run_env
+
+    def store_problem(self) -> str:
+        """Why the store cannot be used ('' when it can): a golden_dir that does not exist is a typo
+        or a wrong checkout, never an empty store to start writing."""
+        if self.store.root.is_dir():
+            return ""
+        return (f"golden_dir {self.store.root} does not exist (--golden-dir, else [tool.harness] golden_dir in "
+                f"{self.settings.config.rootdir / 'pyproject.toml'}); fix the path, or create the directory to "
+                "start a new store")
 
     @property
     def baseline_key(self) -> str:
@@ -132,6 +145,9 @@ class HarnessSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        problem = self.store_problem()
+        if problem and not self.is_worker and any(is_golden(item) for item in items):
+            raise pytest.UsageError(problem)  # (an xdist worker's golden tests fail with it: harness/plugin/fixtures.py)
         if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
             from harness.fixtures.load import FixtureError, check_models
 
@@ -164,32 +180,68 @@ class HarnessSession:
                 golden.finish()  # checks made before a skip (e.g. a capability) are kept
             raise
         except BaseException:
-            self.broken.append(item.nodeid)
             if golden is not None:
                 golden.finish(write=False)  # a test that broke leaves its record untouched
             raise
         if golden is not None:
             message = golden.finish()
+            if message and not golden.write_failed:
+                self.regressed.add(item.nodeid)  # failed by its golden verdict: a finding
             if message:
                 pytest.fail(message, pytrace=False)
         return result
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed and report.when != "call":  # a fixture that broke: the test observed nothing
+        """A test that failed other than by its golden verdict - its body raised, a fixture broke,
+        an assert of a plain test - is broken: its observations are incomplete (xfail is not a failure)."""
+        if getattr(report, "node", None) is not None:
+            return  # under pytest-xdist the worker that ran the test knows why it failed (its payload)
+        if report.failed and (report.when != "call" or report.nodeid not in self.regressed):
             self.broken.append(report.nodeid)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module that did not import (kept going with --continue-on-collection-errors): the run
+        checked less than it claims, and that suite's records are `missing`."""
+        if report.failed:
+            text = str(report.longrepr).strip().splitlines()
+            self.collection_errors.append(f"{report.nodeid}: {text[-1] if text else 'collection error'}"[:300])
+
     # the end -------------------------------------------------------------------------------
+    def suites_in_scope(self, recorded: set[str]) -> set[str]:
+        """The suites this run was asked to check: those it collected, and every recorded suite whose
+        module lies under a directory the run collects (unless --ignore'd) or is a file it names -
+        a suite whose module was deleted, or did not import, is in scope and was not observed."""
+        scope = set(self.suites)
+        base = self.config.invocation_params.dir
+        ignored = [(base / p).resolve() for p in (self.config.getoption("ignore", None) or [])]
+        globs = list(self.config.getoption("ignore_glob", None) or [])
+        roots = [(base / str(arg).split("::")[0]).resolve() for arg in self.config.args]
+
+        def excluded(module: str) -> bool:
+            return any(p.name == module or (p.is_dir() and any(p.rglob(module))) for p in ignored) or any(
+                fnmatch.fnmatch(module, g) or fnmatch.fnmatch(str(q), g)
+                for root in roots if root.is_dir() for q in root.rglob(module) for g in globs)
+
+        for suite in recorded - scope:
+            module = f"test_{suite}.py"
+            if any(root.name == module or root.is_dir() for root in roots) and not excluded(module):
+                scope.add(suite)
+        return scope
+
     def missing(self) -> list[Outcome]:
-        """Every field of the baseline env's records, in the suites this run collected, that no test
-        observed - a field a suite stopped checking, or a whole case dropped from a table."""
+        """Every field of the baseline env's records, in the suites this run was asked to check
+        (`suites_in_scope`), that no test observed - a field a suite stopped checking, a whole case
+        dropped from a table, a suite module deleted or failing to import."""
         observed: dict[tuple[str, str], set[str]] = {}
         for o in self.outcomes:
             if o.against == "baseline":
                 observed.setdefault((o.suite, safe_name(o.case)), set()).add(o.field)
         rules, out = self.rules(), []
-        for path in self.store.record_paths(self.baseline_key):
+        paths = self.store.record_paths(self.baseline_key)
+        scope = self.suites_in_scope({path.parent.name for path in paths})
+        for path in paths:
             key = (path.parent.name, path.stem)
-            if path.parent.name not in self.suites or key in self.deselected:
+            if path.parent.name not in scope or key in self.deselected:
                 continue
             try:
                 record = self.store.read_file(path)
@@ -201,20 +253,22 @@ class HarnessSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
             payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes, "broken": self.broken,
+                       "collection_errors": self.collection_errors, "write_errors": self.write_errors,
                        "golden_tests": self.golden_tests, "suites": sorted(self.suites),
                        "deselected": sorted(self.deselected),
                        "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
-        if not self.outcomes and not self.golden_tests:
+        if not self.outcomes and not self.golden_tests and not self.collection_errors:
             return  # no golden checks in this run: leave any previous results.json alone
         self.outcomes += self.missing()
         if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
         try:
             atomic_write_json(self.settings.results, self.results().to_json())
-        except OSError as exc:
-            sys.stderr.write(f"harness: cannot write {self.settings.results}: {exc}\n")
+        except OSError as exc:  # a run whose results are lost did not check anything anyone can see
+            sys.stderr.write(f"harness: error: cannot write {self.settings.results}: {exc.strerror or exc}\n")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -225,6 +279,8 @@ class HarnessSession:
         self.outcomes.extend(Outcome.from_json(o) for o in payload["outcomes"])
         self.writes.extend(payload["writes"])
         self.broken.extend(payload.get("broken", []))
+        self.collection_errors.extend(payload.get("collection_errors", []))
+        self.write_errors.extend(payload.get("write_errors", []))
         self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
         self.suites |= set(payload["suites"])
         self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
@@ -254,8 +310,12 @@ class HarnessSession:
             "golden_dir": relative_to(root, self.store.root),
             "writes": merged_writes(self.writes),
             "write_rule": " - ".join(part for part in self.write_rule() if part),
-            "broken_tests": sorted(set(self.broken)),  # ended in an exception: their observations are incomplete
+            "broken_tests": sorted(set(self.broken)),  # failed other than by a golden verdict: incomplete
         }
+        if self.collection_errors:
+            meta["collection_errors"] = sorted(set(self.collection_errors))
+        if self.write_errors:
+            meta["write_errors"] = sorted(set(self.write_errors))
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
         injected = faults.injected(self.config)

@@ -83,13 +83,35 @@ def junit_tree(results: Results) -> ET.Element:
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
     root.set("skipped", str(totals["skipped"]))
-    if results.meta.get("error"):  # the run broke: one erroring test case says why
-        suite = ET.SubElement(root, "testsuite", name="harness", tests="1", failures="0", errors="1", skipped="0")
-        case = ET.SubElement(suite, "testcase", classname="harness", name="run")
-        ET.SubElement(case, "error", message=xml_text(results.meta["error"]), type="run-error")
-        root.set("tests", str(totals["tests"] + 1))
-        root.set("errors", "1")
+    run = run_cases(results)
+    if run:  # the run broke, or tests failed outside their golden verdicts: say so, never 0 failures
+        errors = sum(kind == "error" for kind, _, _ in run)
+        failures = len(run) - errors
+        suite = ET.SubElement(root, "testsuite", name="harness", tests=str(len(run)), failures=str(failures),
+                              errors=str(errors), skipped="0")
+        for kind, name, message in run:
+            case = ET.SubElement(suite, "testcase", classname="harness", name=xml_text(name))
+            ET.SubElement(case, kind, message=xml_text(message), type=f"run-{kind}")
+        root.set("tests", str(totals["tests"] + len(run)))
+        root.set("failures", str(totals["failures"] + failures))
+        root.set("errors", str(errors))
     return root
+
+
+def run_cases(results: Results) -> list[tuple[str, str, str]]:
+    """(error | failure, test case name, message) for what the run's meta says went wrong outside
+    the outcomes - the same facts `Results.verdict` reads."""
+    meta = results.meta if isinstance(results.meta, dict) else {}
+    out: list[tuple[str, str, str]] = []
+    if meta.get("error"):
+        out.append(("error", "run", str(meta["error"])))
+    out += [("error", f"collection: {e.split(':', 1)[0]}", e) for e in meta.get("collection_errors") or []]
+    out += [("error", f"write: {e[:80]}", e) for e in meta.get("write_errors") or []]
+    out += [("failure", str(t), "failed other than by its golden verdict (see pytest's output)")
+            for t in meta.get("broken_tests") or []]
+    if meta.get("failed") and not meta.get("broken_tests"):
+        out.append(("failure", "run", str(meta["failed"])))
+    return out
 
 
 def write_junit(results: Results, path: str | Path) -> Path:

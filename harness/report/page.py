@@ -32,6 +32,8 @@ VERDICT_TEXT = {
     "pass": "No regression and nothing to regenerate.",
     "error": "The run did not complete, so this report checked less than the records hold: fix the error "
     "(shown below under run metadata) and rerun. Nothing here is a pass.",
+    "failed": "Tests failed other than by a golden verdict (broken_tests under run metadata): their cases "
+    "observed less than they should. Fix them and rerun. Nothing here is a pass.",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -97,7 +98,8 @@ def md_cell(text: Any, width: int = 200) -> str:
 def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> str:
     """The report's gist as markdown for a pull request or docs/: the distinct findings (one line
     each, with the cases they affect), `extra` sections (e.g. the release-notes claims), per suite
-    how many fields ended in each status and category; then every regression, change and missing field."""
+    how many fields ended in each status and category; then every regression, change and missing field.
+    No HTML gets through (`escape_markdown`): summary.md is pasted into pull requests."""
     meta = results.meta
     findings = group_findings(results.outcomes)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
@@ -121,6 +123,13 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
         if listed:
             lines += ["", f"## {status.value} ({len(listed)})", "", "| suite | case | field | category | detail |",
                       "|---|---|---|---|---|"]
-            lines += [f"| {o.suite} | {o.case} | {o.field} | {o.category.value or '-'} | "
-                      f"{md_cell(o.detail)} |" for o in listed]
-    return "\n".join(lines) + "\n"
+            lines += [f"| {md_cell(o.suite, 80)} | {md_cell(o.case, 120)} | {md_cell(o.field, 80)} | "
+                      f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o in listed]
+    return escape_markdown("\n".join(lines) + "\n")
+
+
+def escape_markdown(text: str) -> str:
+    """Markdown that renders no HTML: every '<', '>' and '&' escaped, as index.html's autoescape
+    does (record strings, case names and release notes can carry <script> or <img onerror>). The
+    markdown this module writes uses none of the three, so escaping the whole text loses nothing."""
+    return html.escape(text, quote=False)

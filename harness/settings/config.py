@@ -29,6 +29,7 @@ path = "/models/my-llama"
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -139,6 +140,8 @@ def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
 def _number(path: Path, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(path, key, f"expected a number, got {_type_name(value)} {value!r}")
+    if not math.isfinite(value):  # TOML has inf and nan: a tolerance of inf would pass everything
+        raise _fail(path, key, f"expected a finite number, got {value!r}")
     return float(value)
 
 

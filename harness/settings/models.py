@@ -24,13 +24,16 @@ Three steps, each a small pure function over plain data:
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.fixtures.load import REMOTE_CODE_FIX, remote_code
 from harness.fixtures.prompts import PROMPTS, Prompt
 from harness.schema import PATHS
+from harness.store.reading import InputError, read_json
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # a case-id prefix: no dots, safe in file names
 PROMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -157,12 +160,58 @@ def check_checkpoint(directory: Path, key: str) -> dict[str, Any]:
         raise ModelError(f"{key}: {directory} has no *.safetensors weights; save them with "
                          "model.save_pretrained(path)")
     try:
-        data = json.loads(config.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{key}: {config} is not valid JSON ({exc}); re-save the model with save_pretrained") from None
+        data = read_json(config)
+    except InputError as exc:
+        raise ModelError(f"{key}: {exc}; re-save the model with save_pretrained") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ModelError(f"{key}: {config} has no model_type; re-save the model with save_pretrained")
+    why = remote_code(directory)
+    if why:
+        raise ModelError(f"{key}: {why}; {REMOTE_CODE_FIX}")
+    problem = size_problem(data)
+    if problem:
+        raise ModelError(f"{key}: {config}: {problem}")
     return data
+
+
+# config sizes that shape the weights: each must be a positive integer
+SIZE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+             "head_dim", "vocab_size", "moe_intermediate_size", "num_experts", "n_routed_experts", "num_local_experts")
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory (0 when the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def size_problem(config: dict[str, Any], memory: int | None = None) -> str:
+    """Why the config's sizes cannot be a model this machine holds ('' when they can): a size that
+    is not a positive integer, or weights that cannot fit in memory even in 16 bits - counted from
+    below, V*h (the embedding) + L*2*h*i (each layer's MLP), so a model that fits is never refused:
+
+        bytes >= 2 * (vocab_size * hidden_size + num_hidden_layers * 2 * hidden_size * intermediate_size)
+
+    Checked before any model loads (transformers would allocate the weights from these sizes)."""
+    memory = memory_bytes() if memory is None else memory
+    tables = [config] + [v for k, v in config.items() if k.endswith("_config") and isinstance(v, dict)]
+    for table in tables:
+        for key in SIZE_KEYS:
+            value = table.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                return f"{key} = {value!r}: a size must be a positive integer"
+        h, v = table.get("hidden_size") or 0, table.get("vocab_size") or 0
+        layers, inner = table.get("num_hidden_layers") or 0, table.get("intermediate_size") or 0
+        params = v * h + layers * 2 * h * inner
+        if memory and 2 * params > memory:
+            return (f"hidden_size {h}, vocab_size {v}, num_hidden_layers {layers}, intermediate_size {inner} make at "
+                    f"least {params:.3g} parameters, {2 * params:.3g} bytes even in 16 bits: more than this "
+                    f"machine's {memory:.3g} bytes of memory; fix the sizes in the config")
+    return ""
 
 
 def has_mtp(config: dict[str, Any]) -> bool:
@@ -203,8 +252,8 @@ def tokenizer_mismatch(model_dir: Path, assistant_dir: Path) -> str:
     assisted decoding passes token ids from one to the other."""
     from transformers import AutoTokenizer
 
-    vocab_a = AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
-    vocab_b = AutoTokenizer.from_pretrained(str(assistant_dir)).get_vocab()
+    vocab_a = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=False).get_vocab()
+    vocab_b = AutoTokenizer.from_pretrained(str(assistant_dir), trust_remote_code=False).get_vocab()
     if vocab_a == vocab_b:
         return ""
     differing = sorted(set(vocab_a.items()) ^ set(vocab_b.items()))

@@ -49,6 +49,14 @@ def _atomic_write_text(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def write_text(path: Path, text: str) -> None:
+    """`text` written atomically as UTF-8; a lone surrogate (which UTF-8 cannot hold) becomes U+FFFD
+    rather than failing the write."""
+    from harness.store.reading import clean_text
+
+    _atomic_write_text(Path(path), clean_text(text))
+
+
 def _copy_durable(src: str, dst: str) -> str:
     """Copy a file's bytes (new file, usual mode) and fsync it."""
     with open(src, "rb") as source, open(dst, "wb") as target:

@@ -10,13 +10,16 @@ Safety:
 - writes are atomic: a temporary file in the same directory, fsync, then `os.replace`; a reader
   (or a process killed mid-write) sees the old record or the new one, never half of one; a
   written record gets the usual mode (0o666 & ~umask), not the temporary file's 0600;
-- writers of one env are serialised with an exclusive `fcntl.flock` on ``<root>/.<env-key>.lock``
-  (next to the env directory, so it survives the directory being swapped by a regen; listing
-  ignores dot names). The lock is taken only to write: `update` first merges without it and
-  returns when nothing would change, so a read-only run never creates a lock file; otherwise it
-  re-reads and merges under the lock, so two pytest-xdist workers that add different fields of the
-  same case both keep theirs. Waiting longer than `LOCK_TIMEOUT_S` raises `TimeoutError` naming
-  the lock file;
+- writers of one env are serialised with an exclusive `fcntl.flock` on
+  ``<root>/../.harness-locks/<root name>.<env-key>.lock`` - beside the records tree, never in it
+  (users commit the tree; the lock directory ignores itself in git), and outside the env directory
+  a regen swaps. The holder writes who it is (pid, user, host, since when, command) into the file;
+  a writer that waits says so on stderr after `LOCK_NOTICE_S`, naming the holder and how long it
+  will wait, and gives up after `LOCK_TIMEOUT_S` with a `TimeoutError` naming both. Another user's
+  lock file is locked through a read-only descriptor. The lock is taken only to write: `update`
+  first merges without it and returns when nothing would change, so a read-only run never creates
+  a lock file; otherwise it re-reads and merges under the lock, so two pytest-xdist workers that
+  add different fields of the same case both keep theirs;
 - a regeneration (`replace_records`) is one transaction: the full new set of the env's records is
   built in ``<root>/.<env-key>.regen-tmp/`` (same filesystem) and swapped in with an atomic
   ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames via ``.<env-key>.regen-old``), so a
@@ -26,26 +29,35 @@ Safety:
   raise `RecordError` naming the file; nothing is overwritten unless the caller asks for it
   (``replace_unreadable=True``, what --force-regen does, and reports);
 - OS errors (read-only store, full disk, a lock that cannot be taken) propagate as `OSError`; the
-  plugin turns them into a test failure message, `harness regen` into one line and exit 2.
+  plugin turns them into a test failure message and a write error of the run (its verdict is then
+  ERROR, never PASS), `harness regen` into one line and exit 2;
+- every record is read through harness/store/reading.py (a regular file inside the store, at most
+  `MAX_RECORD_BYTES`, strict JSON nested at most `MAX_DEPTH`, clean text) and written as strict
+  JSON: a non-finite float as the text "NaN" / "Infinity" / "-Infinity", a lone surrogate as U+FFFD.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import getpass
 import json
 import math
 import os
 import re
 import shutil
+import socket
+import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.schema import Field, Record, RecordError
+from harness.schema import Field, Record, RecordError, non_finite_text
 from harness.store.files import _atomic_write_text, _copy_durable, _fsync_dir, _rename_exchange
+from harness.store.reading import InputError, clean_text, read_json
 
 try:  # POSIX
     import fcntl
@@ -55,6 +67,8 @@ except ImportError:  # pragma: no cover - Windows: no inter-process lock, single
 FLOAT_DIGITS = 8  # significant digits kept for every float in a record
 RECORD_SUFFIX = ".json"
 LOCK_TIMEOUT_S = 300.0  # how long a writer waits for another one's lock on the same env
+LOCK_NOTICE_S = 1.0  # a writer that waited this long says who holds the lock
+LOCK_DIR = ".harness-locks"  # beside the records tree (`GoldenStore.lock_dir`)
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._=+-]+")
 
 
@@ -73,15 +87,19 @@ def round_float(x: float, digits: int = FLOAT_DIGITS) -> float:
 
 def to_plain(value: Any) -> Any:
     """JSON-ready copy of `value`: tensors / arrays -> nested lists, numpy scalars -> Python,
-    tuples -> lists, mapping keys -> str, floats rounded to `FLOAT_DIGITS` significant digits."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    tuples -> lists, mapping keys -> str, floats rounded to `FLOAT_DIGITS` significant digits, a
+    non-finite float -> "NaN" / "Infinity" / "-Infinity" (strict JSON has no such number; the
+    numeric kinds read the text back as the float, schema.NON_FINITE), a lone surrogate -> U+FFFD."""
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, str):
+        return clean_text(value)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return round_float(value)
+        return round_float(value) if math.isfinite(value) else non_finite_text(value)
     if isinstance(value, Mapping):
-        return {str(k): to_plain(v) for k, v in value.items()}
+        return {clean_text(str(k)): to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
     if isinstance(value, (set, frozenset)):
@@ -114,7 +132,7 @@ def safe_name(text: str) -> str:
 
 def dumps(data: Any) -> str:
     """Canonical record text: sorted keys, indent 2, rounded floats, trailing newline."""
-    return json.dumps(to_plain(data), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_plain(data), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -140,6 +158,35 @@ class WriteReport:
 
     def changed_fields(self) -> list[str]:
         return [c.field for c in self.changes if c.change != "unchanged"]
+
+
+def _write_holder(fd: int) -> None:
+    """Under the lock: who holds it, for a writer that waits (nothing when the file is read-only)."""
+    holder = {"pid": os.getpid(), "user": _user(), "host": socket.gethostname(), "since": time.time(),
+              "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]}
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no name for this uid (a container): the uid
+        return str(os.getuid())
+
+
+def describe_holder(fd: int) -> str:
+    """'pid 123 (bob@host, since 12:00:01, 42 s ago: pytest suites)' from a lock file's holder
+    record, or what is known of it."""
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+        since = float(holder["since"])
+        return (f"pid {int(holder['pid'])} ({holder.get('user', '?')}@{holder.get('host', '?')}, since "
+                f"{time.strftime('%H:%M:%S', time.localtime(since))}, {time.time() - since:.0f} s ago: "
+                f"{str(holder.get('command', ''))[:120]})")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (it did not say who)"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -219,18 +266,13 @@ class GoldenStore:
         return None
 
     # reading ------------------------------------------------------------------------------
-    @staticmethod
-    def _load(path: Path, suite: str | None, case: str | None) -> Record:
+    def _load(self, path: Path, suite: str | None, case: str | None) -> Record:
+        """Read through the input layer (harness/store/reading.py: regular files inside the store,
+        size, depth, strict JSON), then the record's schema."""
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise RecordError(path, f"cannot read: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise RecordError(path, f"corrupt JSON: {exc}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RecordError(path, f"corrupt JSON: {exc}") from exc
+            data = read_json(path, root=self.root)
+        except InputError as exc:
+            raise RecordError(path, exc.problem) from None
         return Record.from_json(data, path, suite=suite, case=case)
 
     def read(self, env_key: str, suite: str, case: str) -> Record | None:
@@ -241,37 +283,70 @@ class GoldenStore:
         return self._load(path, suite=suite, case=case)
 
     # locking ------------------------------------------------------------------------------
+    @property
+    def lock_dir(self) -> Path:
+        """Where the store's locks live: a dot directory beside the records tree, never inside it
+        (the tree is committed), ignoring itself in git (its own .gitignore)."""
+        return self.root.parent / LOCK_DIR
+
     def lock_path(self, env_key: str) -> Path:
-        return self.root / f".{safe_name(env_key)}.lock"
+        return self.lock_dir / f"{safe_name(self.root.name)}.{safe_name(env_key)}.lock"
+
+    def _open_lock(self, env_key: str) -> int:
+        path = self.lock_path(env_key)
+        if not self.lock_dir.is_dir():
+            self.lock_dir.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                (self.lock_dir / ".gitignore").write_text("# locks of harness writers (harness/store/records.py)\n*\n")
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # another user's lock file: flock works on a read-only descriptor too
+            return os.open(path, os.O_RDONLY)
 
     @contextlib.contextmanager
     def lock(self, env_key: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-        """Exclusive inter-process lock for writing one env's records (creates the store root and
-        ``<root>/.<env-key>.lock``; `TimeoutError` naming it after `timeout` seconds). Not
-        re-entrant: do not nest."""
+        """Exclusive inter-process lock for writing one env's records (`lock_path`; the holder
+        writes who it is into the file). A writer that has waited `LOCK_NOTICE_S` says on stderr
+        who holds the lock and how long it will wait; after `timeout` seconds, `TimeoutError`
+        naming the lock and its holder. Not re-entrant: do not nest."""
         if fcntl is None:  # pragma: no cover
             yield
             return
         path = self.lock_path(env_key)
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open_lock(env_key)
         try:
-            deadline = time.monotonic() + timeout
+            start = time.monotonic()
+            told = False
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(errno.ETIMEDOUT, f"lock held by another process for over {timeout:g} s",
-                                           str(path)) from None
+                    waited = time.monotonic() - start
+                    if waited >= timeout:
+                        raise TimeoutError(errno.ETIMEDOUT, f"lock held for over {timeout:g} s by "
+                                                            f"{describe_holder(fd)}", str(path)) from None
+                    if not told and waited >= min(LOCK_NOTICE_S, timeout):
+                        sys.stderr.write(f"harness: waiting up to {timeout:g} s for the lock {path}, held by "
+                                         f"{describe_holder(fd)}\n")
+                        sys.stderr.flush()
+                        told = True
                     time.sleep(0.01)
+            _write_holder(fd)
             try:
                 yield
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def check_writable(self, env_key: str) -> None:
+        """OSError now if this env's records could not be written (the lock cannot be taken, or the
+        store refuses a new file), before anything long runs."""
+        with self.lock(env_key):
+            fd, name = tempfile.mkstemp(prefix=".write-check.", dir=self.root)
+            os.close(fd)
+            os.unlink(name)
 
     # writing ------------------------------------------------------------------------------
     def write(self, env_key: str, record: Record) -> Path:

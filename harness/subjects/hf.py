@@ -105,6 +105,7 @@ def from_pretrained(directory: Path | str, attn: str | None = None, dtype: str =
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"attn_implementation": attn} if attn else {}
+    fixtures_load.refuse_remote_code(Path(directory))  # checked up front; a harness error here, never data
     torch.manual_seed(LOAD_SEED)
     model, info = AutoModelForCausalLM.from_pretrained(
         str(directory), dtype=TORCH_DTYPES[dtype], trust_remote_code=False, use_safetensors=True,
@@ -224,7 +225,8 @@ class Zoo:
 
             directory = self.directory(name)
             model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
-            self._loaded[key] = Loaded(model, AutoTokenizer.from_pretrained(str(directory)), info)
+            tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
+            self._loaded[key] = Loaded(model, tokenizer, info)
         return self._loaded[key]
 
     def engine_gap(self, name: str) -> str:

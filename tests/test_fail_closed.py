@@ -1,0 +1,842 @@
+"""Fail closed, second pass (issue 30): one probe per way the harness failed open - a checkpoint's
+code that could run, a harness bug recorded as a finding, a green report that did not check, a
+hostile or broken input that crashed or hung, an interrupt that left things behind.
+
+Each probe is a row of `PROBES` (id, what it tries, the probe); each was run against the code
+before the fix (6dc1a29) and failed there. The probes drive the real front ends - `harness ...`
+in a subprocess (a traceback, an exit code, a hang are what a user sees), plain `pytest`, or the
+library call the front end makes - on throw-away projects: a pyproject.toml, a fake zoo model with
+its manifest, and a toy suite whose golden checks read value.json.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.schema import Field
+from harness.store.env import env_key, fingerprint
+from harness.store.records import GoldenStore
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = env_key(fingerprint())
+OTHER = "tf5.13.0-torch2.8.0-cpu-x86_64-fp32"
+
+SUITE = textwrap.dedent("""
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+    import pytest
+
+    ROOT = Path(__file__).parents[1]
+    DATA = json.loads((ROOT / "value.json").read_text())
+
+
+    @pytest.mark.parametrize("case", ["one", "two"])
+    def test_toy(case, golden):
+        golden.check("value", DATA["value"])
+        if DATA.get("sleep"):  # the interrupt probes: say who runs, then take long
+            (ROOT / f"running.{os.getpid()}").write_text(str(os.getpgrp()))
+            time.sleep(DATA["sleep"])
+""")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST")}
+    return {**env, "PYTHONPATH": str(REPO), **extra}
+
+
+@dataclass
+class Project:
+    root: Path
+
+    @property
+    def store(self) -> GoldenStore:
+        return GoldenStore(self.root / "records")
+
+    def values(self, value=1, **more) -> None:
+        (self.root / "value.json").write_text(json.dumps({"value": value, **more}))
+
+    def record(self, case: str, value=1, key: str = KEY, suite: str = "toy") -> Path:
+        return self.store.update(key, suite, case, fingerprint(), {"value": Field("exact", value)}).path
+
+    def harness(self, *argv: str, extra: tuple[str, ...] = (), timeout: float = 180, **kwargs) -> subprocess.CompletedProcess:
+        root = ["--root", str(self.root)] if argv[0] != "report" else []  # `harness report` reads one file
+        command = [sys.executable, "-m", "harness", *argv, *root] + (["--", *extra] if extra else [])
+        return subprocess.run(command, cwd=self.root, env=_env(**kwargs.pop("env", {})), capture_output=True, text=True,
+                              timeout=timeout, stdin=kwargs.pop("stdin", subprocess.DEVNULL), **kwargs)
+
+    def popen(self, *argv: str, **kwargs) -> subprocess.Popen:
+        command = [sys.executable, "-m", "harness", *argv, "--root", str(self.root)]
+        return subprocess.Popen(command, cwd=self.root, env=_env(**kwargs.pop("env", {})), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+    def reports(self) -> list[Path]:
+        return sorted((self.root / "reports").rglob("index.html"))
+
+
+def make_project(root: Path, model_config: dict | None = None) -> Project:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.harness]
+        golden_dir = "records"
+        models_dir = "models"
+        reports_dir = "reports"
+    """))
+    tiny = root / "models" / "tiny"
+    tiny.mkdir(parents=True)
+    (tiny / "config.json").write_text(json.dumps(model_config or {}))
+    (tiny / "model.safetensors").write_bytes(b"\x00" * 16)
+    files = {n: hashlib.sha256((tiny / n).read_bytes()).hexdigest() for n in ("config.json", "model.safetensors")}
+    (root / "models" / "manifest.json").write_text(json.dumps({"models": {"tiny": {"files": files}}}))
+    (root / "suites").mkdir()
+    (root / "suites" / "test_toy.py").write_text(SUITE)
+    (root / "records").mkdir()
+    project = Project(root)
+    project.values()
+    return project
+
+
+def one_line_exit_2(proc: subprocess.CompletedProcess, *words: str) -> str:
+    """The refusal a user must see: exit 2, no traceback, one error line naming what is wrong."""
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("harness: error:")]
+    assert len(errors) == 1 and len(errors[0]) < 1000, proc.stderr[-3000:]
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+def verdict_of(index: Path) -> str:
+    html = index.read_text(encoding="utf-8")
+    return html.split('data-verdict="', 1)[1].split('"', 1)[0]
+
+
+def junit_counts(junit: Path) -> tuple[int, int]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(junit).getroot()
+    return int(root.get("failures", 0)), int(root.get("errors", 0))
+
+
+def assert_not_green(project: Project, proc: subprocess.CompletedProcess) -> dict:
+    """The exit code, the report's verdict and JUnit agree: not a pass."""
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    (index,) = project.reports()
+    assert verdict_of(index) not in ("pass", "changed"), verdict_of(index)
+    failures, errors = junit_counts(index.parent / "junit.xml")
+    assert failures + errors > 0
+    return json.loads((index.parent / "results.json").read_text())
+
+
+# ----------------------------------------------------------------------------------------------
+# security: no code of a checkpoint runs
+
+
+def evil_checkpoint(root: Path, marker: Path) -> tuple[Path, Path]:
+    """A copy of the zoo's llama pair whose config.json points AutoConfig at a .py file of the
+    checkpoint (auto_map, an unknown model_type): loading it runs that file, which writes `marker`."""
+    model, assistant = root / "evil", root / "assistant"
+    shutil.copytree(REPO / "golden" / "models" / "llama-target", model)
+    shutil.copytree(REPO / "golden" / "models" / "llama-assistant", assistant)
+    config = json.loads((model / "config.json").read_text())
+    config.update(model_type="harness_evil", auto_map={"AutoConfig": "evil_config.EvilConfig"})
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "evil_config.py").write_text(textwrap.dedent(f"""
+        import pathlib
+        pathlib.Path({str(marker)!r}).write_text("the checkpoint's code ran")
+        from transformers import LlamaConfig
+
+
+        class EvilConfig(LlamaConfig):
+            model_type = "harness_evil"
+    """))
+    return model, assistant
+
+
+def run_on_a_tty(command: list[str], cwd: Path, answer: str = "y\n", timeout: float = 180) -> tuple[int, str]:
+    """Run `command` with a pseudo-terminal as stdin/stdout/stderr, answering every prompt `answer`."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, cwd=cwd, env=_env(), stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + timeout
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                with contextlib.suppress(OSError):
+                    chunk = os.read(master, 65536)
+                    out += chunk
+                    if b"[y/N]" in chunk:
+                        os.write(master, answer.encode())
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(OSError):
+            while select.select([master], [], [], 0.2)[0]:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        os.close(master)
+    return proc.wait(), out.decode("utf-8", "replace")
+
+
+def probe_remote_code_check_on_a_tty(tmp_path: Path) -> None:
+    project, marker = make_project(tmp_path / "p"), tmp_path / "marker"
+    model, assistant = evil_checkpoint(tmp_path, marker)
+    rc, out = run_on_a_tty([sys.executable, "-m", "harness", "check", "--model", str(model), "--assistant",
+                            str(assistant), "--root", str(project.root)], project.root)
+    assert not marker.exists(), "the checkpoint's code ran"
+    assert rc == 2 and "auto_map" in out and "Traceback" not in out, out[-2000:]
+
+
+def probe_remote_code_check_without_a_tty(tmp_path: Path) -> None:
+    project, marker = make_project(tmp_path / "p"), tmp_path / "marker"
+    model, assistant = evil_checkpoint(tmp_path, marker)
+    proc = project.harness("check", "--model", str(model), "--assistant", str(assistant))
+    assert not marker.exists(), "the checkpoint's code ran"
+    one_line_exit_2(proc, "auto_map", "never runs code")
+
+
+def probe_remote_code_plain_pytest(tmp_path: Path) -> None:
+    """The other front end: a [tool.harness.models] table, plain pytest (its stdin a TTY, answering y)."""
+    project, marker = make_project(tmp_path / "p"), tmp_path / "marker"
+    model, assistant = evil_checkpoint(tmp_path, marker)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write(f'\n[tool.harness.models.evil]\npath = "{model}"\nassistant = "{assistant}"\n')
+    rc, out = run_on_a_tty([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q"], project.root)
+    assert not marker.exists(), "the checkpoint's code ran"
+    assert rc == 4 and "auto_map" in out, out[-2000:]
+
+
+def probe_every_from_pretrained_refuses_remote_code(tmp_path: Path) -> None:
+    """Every from_pretrained(...) of the harness's code passes trust_remote_code=False; the one
+    exception is the contracts probe of transformers' own default, which loads a checkpoint the
+    probe itself wrote (its payload writes a marker in the test's tmp dir, the observation)."""
+    allowed = {("harness/subjects/hf_contracts.py", "probe_trust_remote_code"),  # the default is what it observes
+               ("harness/subjects/hf_api.py", "probe_mtp_checkpoint")}  # MtpModel.from_pretrained(a loaded model)
+    missing = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            for call in [n for n in ast.walk(func) if isinstance(n, ast.Call)]:
+                if not (isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"):
+                    continue  # (harness.subjects.hf.from_pretrained, a plain name, passes it itself)
+                ok = any(k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value is False
+                         for k in call.keywords)
+                where = (str(path.relative_to(REPO)), func.name)
+                if not ok and where not in allowed:
+                    missing.append(f"{where[0]}:{call.lineno} ({func.name})")
+    assert not missing, missing
+
+
+def probe_zoo_model_with_code_is_refused(tmp_path: Path) -> None:
+    project = make_project(tmp_path, {"model_type": "x", "auto_map": {"AutoConfig": "x.XConfig"}})
+    one_line_exit_2(project.harness("check"), "auto_map")
+
+
+def probe_summary_md_escapes_html(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    project.record("one", "<script>alert(1)</script>", key=OTHER)
+    project.record("one", "<img src=x onerror=alert(1)>")
+    proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "<script" not in summary and "<img" not in summary and "&lt;script&gt;" in summary
+
+
+# ----------------------------------------------------------------------------------------------
+# the subject boundary: no harness bug becomes a record
+
+DEPTHS = textwrap.dedent('''
+    """Five depths at which an exception can be raised below a subject's observe call."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+
+    def _margin(x):
+        return x
+
+
+    def own_code():
+        return {}["a harness bug"]
+
+
+    def torch_hook():
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                             num_attention_heads=2, num_key_value_heads=1, vocab_size=32))
+
+        def helper(tensor):  # harness code a torch hook calls, failing inside torch's Python code
+            return F.layer_norm(tensor, (7,))
+
+        model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: helper(out))
+        return model(torch.tensor([[1, 2]]))
+
+
+    def wrong_kwarg():
+        return _margin(torch.zeros(2), dim=1)  # "_margin() got an unexpected keyword argument"
+
+
+    def torch_args():
+        return F.softmax(torch.zeros(2), dim=7)  # raised inside torch, from the harness's arguments
+
+
+    def library():
+        return GenerationConfig(max_new_tokens=-1).validate(strict=True)
+
+
+    DEPTHS = {"own_code": own_code, "torch_hook": torch_hook, "wrong_kwarg": wrong_kwarg, "torch_args": torch_args,
+              "library": library}
+    HARNESS = ("own_code", "torch_hook", "wrong_kwarg", "torch_args")
+''')
+
+
+def probe_boundary_decides_by_the_stack(tmp_path: Path) -> None:
+    namespace: dict = {}
+    (tmp_path / "depths.py").write_text(DEPTHS)
+    exec(compile(DEPTHS, str(tmp_path / "depths.py"), "exec"), namespace)
+    from harness.subjects import observe
+
+    verdicts = {}
+    for name, fn in namespace["DEPTHS"].items():
+        try:
+            _, err = observe(fn)
+            verdicts[name] = "library" if err is not None else "returned"
+        except Exception:
+            verdicts[name] = "harness"
+    assert verdicts == {"own_code": "harness", "torch_hook": "harness", "wrong_kwarg": "harness",
+                        "torch_args": "harness", "library": "library"}, verdicts
+
+
+def probe_regen_writes_no_harness_bug(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (project.root / "suites" / "depths.py").write_text(DEPTHS)
+    (project.root / "suites" / "test_depths.py").write_text(textwrap.dedent("""
+        import pytest
+
+        from depths import DEPTHS
+        from harness.subjects import observe
+
+
+        @pytest.mark.parametrize("case", list(DEPTHS))
+        def test_depth(case, golden):
+            _, err = observe(DEPTHS[case])
+            golden.check("error", err)
+    """))
+    proc = project.harness("regen", "--yes")
+    written = sorted(p.stem for p in (project.store.root / KEY / "depths").glob("*.json"))
+    assert written == ["library"], (written, proc.stdout[-2000:])
+    assert project.store.read(KEY, "depths", "library").fields["error"].value["type"] == "ValueError"
+
+
+# ----------------------------------------------------------------------------------------------
+# the verdict: derived from the same facts as the exit code
+
+
+def probe_unwritable_store_is_not_a_pass(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (project.store.root / KEY).write_text("a file where the env's directory goes")  # writes fail: ENOTDIR
+    assert_not_green(project, project.harness("check"))
+
+
+def probe_untakeable_lock_is_not_a_pass(tmp_path: Path) -> None:
+    """A lock that cannot be opened (here a directory in its place; as another user: EACCES)."""
+    project = make_project(tmp_path)
+    lock = project.store.lock_path(KEY)
+    lock.mkdir(parents=True)
+    (lock / "x").write_text("")
+    assert_not_green(project, project.harness("check"))
+
+
+def probe_full_reports_dir_is_an_error(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (project.root / "suites" / "conftest.py").write_text(textwrap.dedent("""
+        import errno
+
+        import harness.plugin.session as session
+
+
+        def disk_full(path, data):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+        session.atomic_write_json = disk_full  # results.json cannot be written
+    """))
+    proc = project.harness("check")
+    assert proc.returncode == 2 and "no test used the `golden` fixture" not in proc.stdout + proc.stderr, proc.stdout
+    assert "No space left" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def probe_unwritable_report_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """index.html cannot be written (a full disk): exit 2 and one line, in-process (no traceback)."""
+    import harness.report.terminal as terminal
+    from harness.cli import main
+
+    project = make_project(tmp_path)
+    project.record("one", 1, key=OTHER)
+    project.record("one", 1)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "index.html"))
+
+    monkeypatch.setattr(terminal, "render", disk_full)
+    assert main(["compare", OTHER, KEY, "--out", str(tmp_path / "out"), "--root", str(project.root)]) == 2
+
+
+def probe_collection_error_is_not_a_pass(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    project.record("one")
+    project.record("two")
+    project.record("a", suite="broken")
+    (project.root / "suites" / "test_broken.py").write_text("import no_such_module\n")
+    results = assert_not_green(project, project.harness("check", extra=("--continue-on-collection-errors",)))
+    missing = {(o["suite"], o["case"]) for o in results["outcomes"] if o["status"] == "missing"}
+    assert ("broken", "a") in missing, results["outcomes"]
+
+
+def probe_deleted_suite_is_missing_under_strict(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    project.record("one")
+    project.record("two")
+    project.record("a", suite="gone")  # its module was deleted
+    proc = project.harness("check", "--strict")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    results = json.loads(project.reports()[0].parent.joinpath("results.json").read_text())
+    assert [(o["suite"], o["status"]) for o in results["outcomes"] if o["suite"] == "gone"] == [("gone", "regression")]
+
+
+def probe_failing_plain_test_is_not_a_pass(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    project.record("one")
+    project.record("two")
+    (project.root / "suites" / "test_plain.py").write_text("def test_plain():\n    assert 1 == 2\n")
+    assert_not_green(project, project.harness("check"))
+
+
+def probe_golden_dir_typo_in_plain_pytest(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    text = (project.root / "pyproject.toml").read_text().replace('golden_dir = "records"', 'golden_dir = "recrods"')
+    (project.root / "pyproject.toml").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q"], cwd=project.root,
+                          env=_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 4 and "recrods" in proc.stderr, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert not (project.root / "recrods").exists()
+
+
+def probe_regen_golden_dir_that_does_not_exist(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    one_line_exit_2(project.harness("regen", "--yes", "--golden-dir", str(tmp_path / "nowhere")), "does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def probe_crop_that_raises_is_a_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caches suite's rollback case of llama-target when crop raises (a library error) in a
+    version where it ran: some field of the case regresses (not only `changed`, then a skip)."""
+    from transformers import DynamicCache, GenerationConfig
+
+    from harness.checking.core import CaseCheck, Rules
+    from harness.designs import caches
+    from harness.schema import Case, Status
+    from harness.settings.config import Thresholds, load_config
+    from harness.subjects.hf import Zoo
+
+    config = load_config(REPO)
+    record = GoldenStore(config.golden_dir).read(KEY, "caches", "llama-target")
+    assert record is not None and record.fields["rollback_supported"].value is True
+    monkeypatch.setattr(DynamicCache, "crop", lambda self, n: GenerationConfig(max_new_tokens=-1).validate(strict=True))
+    observation = caches.rollback(Zoo(config.models_dir), Case("llama-target", name="llama-target"))
+    check = CaseCheck("caches", "llama-target", Rules(alpha=1e-4, thresholds=Thresholds(), env=fingerprint()), record)
+    outcomes = check.check_all(observation)
+    assert any(o.status is Status.REGRESSION for o in outcomes), [(o.field, o.status.value) for o in outcomes]
+
+
+# ----------------------------------------------------------------------------------------------
+# hostile or broken inputs: one line, exit 2 - never a crash or a hang
+
+
+def lone_surrogate_record(path: Path, suite: str = "toy", case: str = "one") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = json.dumps({"schema": 1, "suite": suite, "case": case, "env": {}})[:-1]
+    path.write_text(head + ', "fields": {"value": {"kind": "exact", "value": "lone \\ud800 surrogate"}}}')
+    return path
+
+
+def probe_lone_surrogate_check(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    lone_surrogate_record(project.store.root / KEY / "toy" / "one.json")
+    project.record("two")
+    proc = project.harness("check")
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    (index,) = project.reports()
+    index.parent.joinpath("results.json").read_text(encoding="utf-8")
+
+
+def probe_lone_surrogate_compare(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    lone_surrogate_record(project.store.root / OTHER / "toy" / "one.json")
+    project.record("one", "plain")
+    proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+
+
+def probe_lone_surrogate_merge(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    lone_surrogate_record(tmp_path / "in" / OTHER / "toy" / "one.json")
+    proc = project.harness("merge", str(tmp_path / "in"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    merged = (project.store.root / OTHER / "toy" / "one.json").read_text(encoding="utf-8")
+    assert "\ufffd" in merged
+
+
+def nested(depth: int) -> str:
+    return '{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {"value": {"kind": "exact", ' \
+           '"value": ' + "[" * depth + "]" * depth + "}}}"
+
+
+def probe_deep_record_in_the_store(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    path = project.store.root / KEY / "toy" / "one.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(nested(600))
+    one_line_exit_2(project.harness("check"), "603 deep", "limit of 64")
+
+
+def merge_input(tmp_path: Path, name: str = "one") -> Path:
+    path = tmp_path / "in" / OTHER / "toy" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def probe_merge_input_100k_deep(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    merge_input(tmp_path).write_text(nested(100_000))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "deep")
+
+
+def probe_merge_input_dev_zero(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    merge_input(tmp_path).symlink_to("/dev/zero")
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in"), timeout=60))
+    assert not (project.store.root / OTHER).exists()
+
+
+def probe_merge_input_fifo(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    os.mkfifo(merge_input(tmp_path))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in"), timeout=60), "FIFO")
+
+
+def probe_merge_input_over_the_size_limit(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    merge_input(tmp_path).write_text('{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {"value": '
+                                     '{"kind": "exact", "value": "' + "x" * (20 * 1024 * 1024) + '"}}}')
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "limit")
+    assert not (project.store.root / OTHER).exists()
+
+
+def probe_merge_input_symlink_out_of_it(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {}}')
+    merge_input(tmp_path).symlink_to(outside)
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "outside")
+
+
+def probe_merge_input_nan(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    merge_input(tmp_path).write_text('{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {"value": '
+                                     '{"kind": "tensor", "value": [NaN, Infinity]}}}')
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "NaN")
+
+
+def probe_merge_input_duplicate_keys(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    merge_input(tmp_path).write_text('{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {"value": '
+                                     '{"kind": "exact", "value": 1}, "value": {"kind": "exact", "value": 2}}}')
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "duplicate key")
+
+
+def hostile_results(change: Callable[[dict], None]) -> dict:
+    data = {"results_version": 1, "env": {}, "baseline_env": None, "meta": {"env_key": KEY},
+            "outcomes": [{"suite": "s", "case": "c", "field": "f", "kind": "exact", "status": "regression",
+                          "detail": "x", "category": "", "diff": {}, "against": "baseline"}]}
+    change(data)
+    return data
+
+
+REPORT_VARIANTS = {
+    "meta-as-a-list": lambda d: d.update(meta=[1, 2]),
+    "int-detail": lambda d: d["outcomes"][0].update(detail=7),
+    "string-injected-fault": lambda d: d["meta"].update(injected_fault="boom"),
+    "user-models-as-dicts": lambda d: d["meta"].update(user_models=[{"name": "m"}]),
+}
+
+
+def report_probe(variant: str) -> Callable[[Path], None]:
+    def probe(tmp_path: Path) -> None:
+        project = make_project(tmp_path)
+        path = tmp_path / "results.json"
+        if variant == "dev-zero":
+            path.symlink_to("/dev/zero")
+        else:
+            path.write_text(json.dumps(hostile_results(REPORT_VARIANTS[variant])))
+        one_line_exit_2(project.harness("report", str(path), "--out", str(tmp_path / "out"), timeout=60))
+    return probe
+
+
+def user_model(tmp_path: Path, **config) -> Path:
+    model = tmp_path / "big"
+    shutil.copytree(REPO / "golden" / "models" / "llama-target", model)
+    data = json.loads((model / "config.json").read_text())
+    data.update(config)
+    (model / "config.json").write_text(json.dumps(data))
+    return model
+
+
+def probe_config_that_cannot_fit_memory(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    proc = project.harness("check", "--model", str(user_model(tmp_path, hidden_size=10**9)))
+    one_line_exit_2(proc, "hidden_size")
+    assert "harness: running" not in proc.stdout  # refused before any model loads
+
+
+def probe_non_finite_tolerance(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write("\n[tool.harness.thresholds]\ntie_eps_bf16 = inf\n")
+    one_line_exit_2(project.harness("envs"), "tie_eps_bf16")
+
+
+def probe_out_is_a_file(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    project.record("one", key=OTHER)
+    project.record("one")
+    (tmp_path / "file").write_text("")
+    one_line_exit_2(project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "file")), "--out")
+
+
+def probe_long_message_is_one_readable_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd) -> None:
+    """A full store while regen writes: shutil's error lists every file (19,894 characters seen)."""
+    import harness.cli.regen as regen
+    from harness.cli import main
+
+    project = make_project(tmp_path)
+    project.record("one")
+    project.values(2)
+    failures = [(f"/src/{i}.json", f"/dst/{i}.json", "[Errno 28] No space left on device") for i in range(300)]
+
+    def full(*args, **kwargs):
+        raise shutil.Error(failures)
+
+    monkeypatch.setattr(regen, "apply_regen", full)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    assert main(["regen", "--yes", "--root", str(project.root)]) == 2
+    (line,) = [x for x in capfd.readouterr().err.splitlines() if x.startswith("harness: error:")]
+    assert len(line) < 1000 and "full text: " in line, len(line)
+    assert "/dst/299.json" in Path(line.rsplit("full text: ", 1)[1].rstrip(")")).read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# interrupts and waiting
+
+
+def _running(project: Project, timeout: float = 120) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [int(p.name.split(".")[1]) for p in project.root.glob("running.*")]
+        if pids:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError("the suite never started")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie is dead
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def probe_sigkill_of_the_harness_kills_its_pytest(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    project.values(1, sleep=120)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = project.popen("regen", "--yes", env={"TMPDIR": str(scratch)}, start_new_session=True)
+    try:
+        pids = _running(project)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = [p for p in pids if _alive(p)]
+        while list(scratch.glob("harness-regen-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive, f"pytest {alive} outlived the harness"
+        assert not list(scratch.glob("harness-regen-*")), "the scratch store was left behind"
+    finally:
+        _kill_leftovers(project)
+
+
+def _kill_leftovers(project: Project) -> None:
+    """Whatever a probe's run left running (the code before the fix left its pytest behind)."""
+    for path in project.root.glob("running.*"):
+        pid, group = int(path.name.split(".")[1]), int(path.read_text())
+        with contextlib.suppress(OSError):
+            if group != os.getpgrp():
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def probe_sigint_is_130_and_leaves_nothing(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    project.record("one")
+    before = project.store.root.joinpath(KEY, "toy", "one.json").read_bytes()
+    project.values(1, sleep=120)
+    proc = project.popen("check", start_new_session=True)
+    try:
+        _running(project)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends: the foreground process group
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out[-2000:]
+        reports = project.root / "reports"
+        assert not reports.exists() or not [p for p in reports.rglob("*")], list(reports.rglob("*"))
+        assert project.store.root.joinpath(KEY, "toy", "one.json").read_bytes() == before
+        assert not [p for p in project.store.root.rglob("*") if p.name.endswith(".tmp")]
+    finally:
+        proc.kill()
+        _kill_leftovers(project)
+
+
+HOLDER = """
+import sys, time
+from harness.store.records import GoldenStore
+with GoldenStore(sys.argv[1]).lock(sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def probe_lock_wait_says_who_and_how_long(tmp_path: Path, capfd) -> None:
+    store = GoldenStore(tmp_path / "records")
+    store.root.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.root), KEY, "30"], env=_env(),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(TimeoutError), store.lock(KEY, timeout=1.5):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capfd.readouterr().err
+    assert f"pid {holder.pid}" in err and "1.5 s" in err, err
+
+
+def probe_locks_live_outside_the_records_tree(tmp_path: Path) -> None:
+    store = GoldenStore(tmp_path / "golden" / "records")
+    store.update(KEY, "toy", "one", fingerprint(), {"value": Field("exact", 1)})
+    assert not [p for p in store.root.rglob("*") if "lock" in p.name], list(store.root.rglob("*"))
+
+
+# ----------------------------------------------------------------------------------------------
+# the table
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    tries: str
+    run: Callable[..., None]
+
+
+PROBES = [
+    Probe("remote-code/check-tty", "check --model M --assistant A on a TTY, answering y", probe_remote_code_check_on_a_tty),
+    Probe("remote-code/check-no-tty", "the same without a TTY", probe_remote_code_check_without_a_tty),
+    Probe("remote-code/plain-pytest", "a [tool.harness.models] table, plain pytest on a TTY", probe_remote_code_plain_pytest),
+    Probe("remote-code/every-from-pretrained", "trust_remote_code=False on every load", probe_every_from_pretrained_refuses_remote_code),
+    Probe("remote-code/zoo", "a models_dir checkpoint with an auto_map", probe_zoo_model_with_code_is_refused),
+    Probe("summary-md/html", "<script> and <img onerror> in record strings", probe_summary_md_escapes_html),
+    Probe("boundary/five-depths", "a bug in own code, a torch hook, a wrong kwarg, torch args; a library error",
+          probe_boundary_decides_by_the_stack),
+    Probe("boundary/regen", "regen --yes over the five depths", probe_regen_writes_no_harness_bug),
+    Probe("verdict/unwritable-store", "a store whose records cannot be written", probe_unwritable_store_is_not_a_pass),
+    Probe("verdict/untakeable-lock", "a lock that cannot be taken", probe_untakeable_lock_is_not_a_pass),
+    Probe("verdict/full-reports-dir", "results.json cannot be written", probe_full_reports_dir_is_an_error),
+    Probe("verdict/unwritable-report", "index.html cannot be written", probe_unwritable_report_is_an_error),
+    Probe("verdict/collection-error", "a suite that does not import, --continue-on-collection-errors",
+          probe_collection_error_is_not_a_pass),
+    Probe("verdict/deleted-suite", "a recorded suite whose module was deleted, --strict",
+          probe_deleted_suite_is_missing_under_strict),
+    Probe("verdict/failing-plain-test", "a failing test that is not a golden check", probe_failing_plain_test_is_not_a_pass),
+    Probe("golden-dir/pytest-typo", "plain pytest with a golden_dir typo", probe_golden_dir_typo_in_plain_pytest),
+    Probe("golden-dir/regen", "regen --golden-dir to a directory that does not exist",
+          probe_regen_golden_dir_that_does_not_exist),
+    Probe("caches/crop-raises", "crop raising where it ran", probe_crop_that_raises_is_a_regression),
+    Probe("surrogate/check", "a lone surrogate in a record, check", probe_lone_surrogate_check),
+    Probe("surrogate/compare", "a lone surrogate in a record, compare", probe_lone_surrogate_compare),
+    Probe("surrogate/merge", "a lone surrogate in a record, merge", probe_lone_surrogate_merge),
+    Probe("input/deep-record", "a record nested 600 deep in the store", probe_deep_record_in_the_store),
+    Probe("input/merge-100k-deep", "a merge input nested 100k deep", probe_merge_input_100k_deep),
+    Probe("input/merge-dev-zero", "a merge input that is /dev/zero", probe_merge_input_dev_zero),
+    Probe("input/merge-fifo", "a merge input that is a FIFO", probe_merge_input_fifo),
+    Probe("input/merge-20mb", "a 20 MB record", probe_merge_input_over_the_size_limit),
+    Probe("input/merge-symlink-out", "a symlink out of the merge input", probe_merge_input_symlink_out_of_it),
+    Probe("input/merge-nan", "NaN / Infinity in a merge input", probe_merge_input_nan),
+    Probe("input/merge-duplicate-keys", "duplicate keys in a merge input", probe_merge_input_duplicate_keys),
+    *(Probe(f"report/{variant}", f"harness report on a results.json with {variant}", report_probe(variant))
+      for variant in (*REPORT_VARIANTS, "dev-zero")),
+    Probe("preflight/hidden-size-1e9", "--model with hidden_size 1e9", probe_config_that_cannot_fit_memory),
+    Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
+    Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),
+    Probe("preflight/long-message", "a 20,000-character error", probe_long_message_is_one_readable_line),
+    Probe("interrupt/sigkill", "SIGKILL of the harness during regen", probe_sigkill_of_the_harness_kills_its_pytest),
+    Probe("interrupt/sigint", "Ctrl-C during check", probe_sigint_is_130_and_leaves_nothing),
+    Probe("lock/wait-says-who", "waiting on a lock held by a live process", probe_lock_wait_says_who_and_how_long),
+    Probe("lock/outside-records", "where a writer's lock lives", probe_locks_live_outside_the_records_tree),
+]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
+def test_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Run one probe; it asserts the fail-closed behaviour (each failed on the code before issue 30)."""
+    import inspect
+
+    wanted = inspect.signature(probe.run).parameters
+    fixtures = {name: request.getfixturevalue(name) for name in wanted if name != "tmp_path"}
+    probe.run(tmp_path, **fixtures)
+
+
+def test_probe_ids_are_unique() -> None:
+    assert len({p.id for p in PROBES}) == len(PROBES)
