@@ -160,6 +160,15 @@ def sampling_outcomes() -> list[Outcome]:
     return out
 
 
+def memory_outcomes() -> list[Outcome]:
+    """A latency case's memory: one field that grew past the tolerance."""
+    return [Outcome("latency", "tiny-llama.prefill", "memory_prefill_long_dynamic", "memory", Status.REGRESSION,
+                    "more memory: peak 308,760 -> 401,388 bytes (x1.300); tolerance 10%", "memory-growth",
+                    {"old": {"peak_bytes": 308760, "allocated_bytes": 2795640},
+                     "new": {"peak_bytes": 401388, "allocated_bytes": 3634332},
+                     "ratios": {"peak_bytes": 1.3, "allocated_bytes": 1.3}, "tolerance": 0.1})]
+
+
 def checkpoint_outcomes() -> list[Outcome]:
     """A user model whose checkpoint changed, and a difference on its case that follows from it."""
     case = "my-model.plain.dynamic.short-0.greedy"
@@ -193,7 +202,7 @@ def sample_results() -> Results:
              "threads": 4, "hostile": HOSTILE},
         baseline_env={"transformers": "5.13.0", "torch": "2.6.0", "device": "cpu", "dtype": "float32",
                       "threads": 4, "only_in_baseline": "x"},
-        outcomes=token_outcomes() + other_outcomes() + chart_outcomes() + sampling_outcomes() + checkpoint_outcomes()
+        outcomes=token_outcomes() + other_outcomes() + chart_outcomes() + memory_outcomes() + sampling_outcomes() + checkpoint_outcomes()
         + [hostile_outcome()],
         meta={"command": "harness check suites/", "duration_s": 83.2, "alpha": 0.01, HOSTILE: HOSTILE,
               "writes": WRITES, "write_rule": "fields without a record are written", "golden_dir": "golden/records"},

@@ -79,8 +79,11 @@ def test_distribution(case, golden):
 
 @case_param
 def test_latency(case, golden):
-    samples = np.random.default_rng(0).lognormal(0.0, 0.02, 30) * pick("latency", 1.0, 1.6)
-    golden.check("latency", {"samples": samples, "calibration": 1.0}, kind="latency")
+    rng = np.random.default_rng(0)
+    calibration = 1e-3 * rng.lognormal(0.0, 0.02, 30)
+    samples = calibration * rng.lognormal(0.0, 0.01, 30) * pick("latency", 1.0, 1.6)
+    golden.check("latency", {"samples": samples, "calibration": calibration, "cpu": samples,
+                             "cpu_calibration": calibration, "load_per_core": 0.1}, kind="latency")
 
 
 @case_param
