@@ -4,7 +4,6 @@ tests/test_report_browser.py), and the human list of what a run wrote."""
 
 from __future__ import annotations
 
-import html
 import re
 from html import escape
 
@@ -186,7 +185,7 @@ def test_a_changed_checkpoint_is_the_first_finding_with_its_cases_differences_un
         assert numbered[3].startswith("2. regression (real-change) in `tokens`")
     elif render == "markdown":
         text = markdown_summary(results)  # HTML escaped, as in index.html: GitHub shows "&gt;" as ">"
-        assert "\n1. " + html.escape(first, quote=False) in text and "\n   1. regression (real-change) in `first_logits`" in text
+        assert "\n1. " + escape(first, quote=False) in text and "\n   1. regression (real-change) in `first_logits`" in text
     else:
         html = render_html(results)
         findings_html = html[html.index('<ol class="findings">'):]
