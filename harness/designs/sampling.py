@@ -24,8 +24,8 @@ noncentrality >= 4 N TV^2, a bound that holds for any alternative). The backstop
 (TV_DEFAULT 0.25, N 200-300 here) because the white-box fields carry the exactness: its rows pass as
 `underpowered` (it cannot rule out thresholds.tv_max) and say so. Tuples with probability < MIN_MASS
 form one bin; a case whose exact mass sits in one bin (a flat distribution) is `not checkable`.
-A model in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp: 46 layers, ~0.3 s a call): its
-fit is skipped with that reason, its white-box fields check it.
+A (model, path) in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp's MTP path: 46 layers, ~0.3 s
+a call): its fit is skipped with that reason, its white-box fields check it.
 
 Cost: a speculative path is one generate() call per draw (~6-10 ms here), plain sampling draws
 PLAIN_BATCH per call; draws depend on (seed, index) only, so two designs of one case (sampling and
@@ -59,8 +59,9 @@ PRECISION_TV = 0.02  # low precision: at most this much mass may sit within roun
 # fp16 has 3 more mantissa bits
 BOUNDARY_EPS = {"bf16": 0.1, "fp16": 0.02}
 SEED_STRIDE = 100_000  # draw i of a case uses seed crc32(case id) * SEED_STRIDE + i (+ the run's seed salt)
-NO_BACKSTOP = {"glm4moe-mtp": "the black-box backstop does not draw N from glm4moe-mtp (46 layers, ~0.3 s a "
-                              "generate() call); its exact_* fields check this path exactly"}
+# (model, path) whose N one-call draws are too costly: the white box alone checks them
+NO_BACKSTOP = {("glm4moe-mtp", "mtp"): "the black-box backstop does not draw N from glm4moe-mtp's MTP path (46 layers, "
+                                       "~0.3 s a generate() call); its exact_* fields check this path exactly"}
 
 
 def seed_of(spec: SamplingSpec, salt: int = 0) -> int:
@@ -192,8 +193,8 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
         obs.add(f"{field}_drafter_processors", probe.drafter_processors)
     if whitebox:
         obs.merge(probe.obs)
-    if spec.model in NO_BACKSTOP:
-        obs.skipped(field, "distribution", NO_BACKSTOP[spec.model])
+    if (spec.model, spec.path) in NO_BACKSTOP:
+        obs.skipped(field, "distribution", NO_BACKSTOP[(spec.model, spec.path)])
         return obs
     settings, drafter, why = hf_sampling.effective(probe.processors), None, ""
     if settings is None:

@@ -14,8 +14,8 @@ transformers itself sampled from are recorded, per verification step (`Step`):
                processors that list held as the version built it (order and repeats) and the context
                it was given; raw_q[i] the same for the drafter's row i
 
-Hooks (`HOOKS`; all restored on exit): a ``TorchFunctionMode`` over the sampling primitives
-(multinomial, rand_like / rand, softmax inside the verifier, any other random primitive), and
+Hooks (all restored on exit): a ``TorchFunctionMode`` over the sampling primitives (multinomial,
+rand_like / rand, softmax inside the verifier), and
 wrappers that only tag where the process is, found by name: ``generation.utils._speculative_sampling``
 (the verifier; its call is kept so it can be probed), ``GenerationMixin._assisted_decoding`` /
 ``_sample``, ``get_candidates`` of every candidate generator class, ``GenerationMixin._get_logits_processor``
@@ -46,12 +46,7 @@ F64 = torch.float64
 MULTINOMIAL = {torch.multinomial, torch.Tensor.multinomial}
 UNIFORM = {torch.rand_like, torch.rand}
 SOFTMAX = {torch.softmax, torch.Tensor.softmax, torch.nn.functional.softmax}
-OTHER_RANDOM = {torch.bernoulli, torch.Tensor.bernoulli_, torch.Tensor.uniform_, torch.Tensor.exponential_,
-                torch.randint, torch.randint_like, torch.randn, torch.randn_like, torch.normal,
-                torch.Tensor.normal_, torch.Tensor.random_, torch.randperm}
 VERIFIER = "generation.utils._speculative_sampling"
-HOOKS = (VERIFIER, "GenerationMixin._assisted_decoding", "GenerationMixin._sample", "*.get_candidates",
-         "GenerationMixin._get_logits_processor", "LogitsProcessorList.__call__", "TorchFunctionMode")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -92,8 +87,6 @@ class _Spy(TorchFunctionMode):
             rec.log("uniform", like=like, out=out.detach().to("cpu", F64).reshape(-1).clone())
         elif func in SOFTMAX and phase and phase[-1] == "verify":
             rec.log("softmax", input=id(args[0]), out=_rows(out) if out.dim() < 3 else out.detach().to("cpu", F64)[0])
-        elif func in OTHER_RANDOM:
-            rec.log("random", name=getattr(func, "__name__", str(func)))
         return out
 
 
@@ -175,7 +168,7 @@ class Recorder(contextlib.AbstractContextManager):
             @functools.wraps(original)
             def get_candidates(gen, input_ids, *args, **kwargs):
                 with rec.inside("draft"):
-                    rec.log("draft_start", ids=input_ids[0].tolist(), generator=type(gen).__name__)
+                    rec.log("draft_start", ids=input_ids[0].tolist())
                     out = original(gen, input_ids, *args, **kwargs)
                 ids, logits = out if isinstance(out, tuple) else (out, None)
                 rec.log("draft_end", drafts=ids[0, input_ids.shape[1]:].tolist(), has_logits=logits is not None)
@@ -194,7 +187,7 @@ class Recorder(contextlib.AbstractContextManager):
             @functools.wraps(original)
             def __call__(plist, input_ids, scores, *args, **kwargs):
                 known = rec.lists.get(id(plist))
-                rec.log("logits", role="draft" if "draft" in rec._stack else "target", ctx=tuple(input_ids[0].tolist()),
+                rec.log("logits", role="draft" if "draft" in rec._stack else "target",
                         raw=scores.detach().to("cpu", F64)[0].clone(), chain=known[2] if known else None)
                 return original(plist, input_ids, scores, *args, **kwargs)
             return __call__
@@ -235,15 +228,14 @@ class Recorder(contextlib.AbstractContextManager):
 
 @dataclass(frozen=True)
 class Raw:
-    """One call of a logits-processor list: its raw input row, the list's processors, the context given."""
+    """One call of a logits-processor list: its raw input row and the list's processors."""
 
     logits: torch.Tensor
     chain: list[list[Any]] | None  # None: a list generate() did not build (a caller's own)
-    given: tuple[int, ...]
 
 
 def _raw(e: Event) -> Raw:
-    return Raw(e.data["raw"], e.data["chain"], e.data["ctx"])
+    return Raw(e.data["raw"], e.data["chain"])
 
 
 @dataclass
@@ -253,14 +245,12 @@ class Step:
     kind: str  # "plain" | "speculative" | "no_logits" (prompt lookup, MTP warm-up: y_i ~ p_i row by row)
     context: list[int]  # committed tokens before the step
     drafts: list[int] = field(default_factory=list)
-    generator: str = ""
     p: torch.Tensor | None = None  # [k+1, V]
     q_draw: torch.Tensor | None = None  # [k, V]; None: drafted without a multinomial (greedy, lookup)
     q_ver: torch.Tensor | None = None  # [k, V]
     ratio: torch.Tensor | None = None  # [k]
     last: torch.Tensor | None = None  # [V]
     n: int | None = None  # drafts accepted
-    weight: float | None = None  # assistant_ensemble_weight the verifier got
     verify: dict[str, Any] | None = None  # the recorded verifier call (for probing)
     raw_p: list[Raw] = field(default_factory=list)  # the target's rows, in call order
     raw_q: list[Raw] = field(default_factory=list)  # the drafter's rows, in call order
@@ -293,7 +283,7 @@ def steps(rec: Recorder) -> list[Step]:
     for e in rec.events:
         ph = e.phase
         if e.kind == "draft_start" and ph.count("draft") == 1:
-            cur = Step("speculative", list(e.data["ids"]), generator=e.data["generator"])
+            cur = Step("speculative", list(e.data["ids"]))
             out.append(cur)
             draws, softmaxes = [], []
         elif cur is not None and e.kind == "draft_end" and "draft" not in ph:
@@ -344,7 +334,6 @@ def _drafted(step: Step, draws: list[Event]) -> None:
 
 def _verified(step: Step, e: Event, softmaxes: list[Event]) -> None:
     step.kind, step.verify, step.n = "speculative", e.data, e.data["n"]
-    step.weight = e.data["kwargs"].get("assistant_ensemble_weight")
     cand, new = e.data["ids"]
     for sm in softmaxes:
         if sm.data["input"] == cand and step.q_ver is None:
