@@ -3,7 +3,7 @@
     python benchmarks/sampling_false_alarms.py --runs 200 [--specs plain] [--out FILE]
 
 Each rerun shifts every case to fresh seeds (`sampling.seed_of(spec, salt)`), draws the case's N at the level
-a default `harness check` uses (alpha / DEFAULT_RUN_TESTS / STAT_CHECKS per test) and decides the
+a default `harness check` uses (alpha / m per test, one statistical field per case) and decides the
 fit exactly as the comparer does (`stats.g_test`). Prints, over all reruns: the reruns with any
 false alarm at the run's levels (the family-wise rate; the claim is <= alpha), and the fraction of
 p-values below 0.01 / 0.05 / 0.10 (calibration of the test itself: ~0.01 / 0.05 / 0.10 expected).
@@ -37,9 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     zoo = Zoo()
-    chosen = [s for s in cases.sampling_grid(deep=False, mtp_model=None) if any(x in s.id for x in args.specs.split(","))]
+    chosen = [s for s in cases.sampling_grid(deep=False, mtp_models=()) if any(x in s.id for x in args.specs.split(","))]
     m = count_golden_tests(REPO / "suites", REPO)  # golden tests of a default run: alpha / m per test
-    level = stats.per_test_alpha(load_config(REPO).alpha, m) / sampling.STAT_CHECKS
+    level = stats.per_test_alpha(load_config(REPO).alpha, m)  # the sampling case's one statistical field
     prepared = []
     for spec in chosen:
         prompt = sampling.context_ids(zoo, spec)
@@ -47,7 +47,8 @@ def main() -> None:
         model = zoo.load(spec.model).model
         path_args = zoo.path_args(spec.case())
         probe = hf_sampling.draw(model, ids, sampling.K, 1, spec.sampling, seed=1, **path_args)
-        joint, _ = sampling.expected_joint(zoo, spec, probe.effective(), prompt)
+        drafter = tuple(hf_sampling.chain_steps(probe.drafter_processors, len(prompt))) if spec.weight else None
+        joint, _ = sampling.expected_joint(zoo, spec, probe.effective(), prompt, drafter)
         plan = sampling.design(joint, level, sampling.TV_DEFAULT)
         prepared.append((spec, model, ids, path_args, joint, plan))
     pvalues, alarms, start = [], 0, time.time()

@@ -150,9 +150,12 @@ SAMPLING_SETTINGS: dict[str, Sampling] = {
     "repetition": Sampling(repetition_penalty=1.5),
     "combined": Sampling(temperature=0.8, top_k=20, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
 }
-# the MTP path samples on the 2-layer Mellum fixture (MTP weights under mtp.*: ~14 ms per sampled
-# use_mtp call) - glm4moe-mtp's 46-layer trunk (~100 ms a call) stays for its checkpoint layout
+# the MTP path samples on both MTP fixtures: the 2-layer Mellum (MTP weights under mtp.*: ~14 ms per
+# sampled use_mtp call; transformers 5.14.0 loads it without its MTP head) and glm4moe-mtp (the GLM
+# layout, whose MTP path 5.14.0 does run: white-box only, its 46-layer trunk is ~0.3 s a call), so every
+# version where any zoo model runs use_mtp has its MTP sampling checked
 SAMPLING_MTP_MODEL = "mellum-mtp"
+SAMPLING_MTP_MODELS = ("mellum-mtp", MTP)
 # a user model's settings restrict the support with a top-k, so a 32k-256k vocabulary stays tractable
 USER_SAMPLING_SETTINGS = ("top_k", "combined")
 USER_ENSEMBLE_WEIGHT = 0.3
@@ -198,20 +201,21 @@ class SamplingSpec:
                             int(case.param("prompt_tokens", SAMPLING_PROMPT_TOKENS)))
 
 
-def sampling_grid(deep: bool, mtp_model: str | None = SAMPLING_MTP_MODEL) -> list[SamplingSpec]:
-    """The zoo's sampling cases: a default grid, or every path x setting (deep)."""
+def sampling_grid(deep: bool, mtp_models: Sequence[str] = SAMPLING_MTP_MODELS) -> list[SamplingSpec]:
+    """The zoo's sampling cases: a default grid, or every path x setting (deep). The default grid holds
+    ensemble x temperature, where 5.x's assistant applies the temperature twice (a known deviation)."""
     everything = list(SAMPLING_SETTINGS)
     if deep:
         rows = [(TARGET, p, None, everything) for p in ("plain", "assisted", "prompt_lookup")]
         rows += [(TARGET, "ensemble", w, everything) for w in ENSEMBLE_WEIGHTS]
-        rows += [(mtp_model, "mtp", None, everything)] if mtp_model else []
+        rows += [(m, "mtp", None, everything) for m in mtp_models]
     else:
         rows = [(TARGET, "plain", None, everything),
                 (TARGET, "assisted", None, ["default", "combined"]),
                 (TARGET, "prompt_lookup", None, ["default"]),
-                (TARGET, "ensemble", 0.3, ["default", "min_p"]),
+                (TARGET, "ensemble", 0.3, ["default", "min_p", "temperature"]),
                 (TARGET, "ensemble", 0.7, ["default"])]
-        rows += [(mtp_model, "mtp", None, ["default", "top_p"])] if mtp_model else []
+        rows += [(m, "mtp", None, ["default", "top_p"]) for m in mtp_models]
     return [SamplingSpec(model, path, s, w) for model, path, w, settings in rows for s in settings]
 
 

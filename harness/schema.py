@@ -34,7 +34,8 @@ SCHEMA_VERSION = 1
 RESULTS_VERSION = 1
 
 # Field kinds: the kind decides how a field is compared (harness/checking/compare.py, docs/design.md).
-KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "memory", "capability", "checkpoint")
+KINDS = ("exact", "tokens", "tensor", "rate", "distribution", "latency", "memory", "capability", "checkpoint",
+         "deviation")
 STATISTICAL_KINDS = ("rate", "distribution", "latency")
 
 
@@ -45,6 +46,7 @@ class Status(str, Enum):
     NEW = "new"  # no baseline to compare with (written, reported)
     MISSING = "missing"  # in the baseline, not observed this run (a regression under --strict / in CI)
     SKIPPED = "skipped"  # not applicable, with the reason
+    INFO = "info"  # information shown beside the checks (e.g. an exact bias point): never a check, never a pass
 
     def __str__(self) -> str:
         return self.value
@@ -63,6 +65,9 @@ class Category(str, Enum):
     # statistics
     BIAS = "bias"  # a known, intended bias (ensemble verifier)
     UNDERPOWERED = "underpowered"  # fits, but the sample cannot rule out the smallest effect that matters
+    NOT_CHECKABLE = "not-checkable"  # the observation cannot distinguish anything (one bin, nothing observed)
+    DEVIATION = "deviation"  # an observed sampled quantity differs from its exact value (white box)
+    KNOWN_DEVIATION = "known-deviation"  # ... by no more than the baseline record already does
     DISTRIBUTION_MISMATCH = "distribution-mismatch"
     DISTRIBUTION_SHIFT = "distribution-shift"
     EXACT_DISTRIBUTION_CHANGED = "exact-distribution-changed"  # the exact (computed) distribution itself changed
@@ -185,8 +190,8 @@ class Reference:
 
 @dataclass(frozen=True)
 class Note:
-    """A field that is not compared: a skip with its reason, or information shown beside the checks
-    (status `skipped`, or `pass` for information until it has a status of its own)."""
+    """A field that is not compared: a skip with its reason (status `skipped`), or information shown
+    beside the checks (status `info`: never a check, never counted as a pass)."""
 
     kind: str
     status: str
@@ -238,7 +243,7 @@ class Observation:
     def info(self, name: str, detail: str, diff: dict[str, Any] | None = None, category: str = "") -> None:
         """Information shown beside the checks (e.g. an exact bias point): never a check."""
         self._claim(name)
-        self.notes[name] = Note("exact", "pass", detail, category, dict(diff or {}))
+        self.notes[name] = Note("exact", "info", detail, category, dict(diff or {}))
 
     def stop(self, reason: str) -> Observation:
         """The rest of the case cannot be observed (the test is reported skipped with `reason`)."""
@@ -301,6 +306,8 @@ def malformed(kind: str, value: Any, extras: Any) -> str:
         "memory": isinstance(value, dict) and all(isinstance(value.get(k), int) for k in ("peak_bytes", "allocated_bytes")),
         "capability": isinstance(value, (bool, dict, list)),
         "checkpoint": isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+        "deviation": isinstance(value, dict) and isinstance(value.get("tv"), (int, float))
+        and not isinstance(value.get("tv"), bool),
     }[kind]
     return "" if ok else f"a {kind} value cannot be {type(value).__name__} {str(value)[:60]!r}"
 

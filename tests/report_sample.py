@@ -111,6 +111,18 @@ def other_outcomes() -> list[Outcome]:
                  "old": {"k": 36, "n": 56, "rate": 0.643}, "new": {"k": 34, "n": 56, "rate": 0.607},
                  "p_value": 0.3, "alpha": 0.01, "holm_rank": 3},
         ),
+        Outcome(
+            "sampling", "tiny-llama.ensemble.w0.3.temperature", "exact_emitted", "deviation", Status.CHANGED,
+            "known deviation: TV 0.242 (baseline 0.242, tolerance 0.0001): the drafter's processors as applied "
+            "differ from the target's", "known-deviation",
+            {"tv": 0.242, "tv_baseline": 0.242, "detectable_tv": 1e-4, "at": "call 1 step 2 position 2",
+             "mechanism": ["the drafter's processors as applied [Temperature, Temperature] are not the target's"]},
+        ),
+        Outcome(
+            "sampling", "tiny-llama.ensemble.w0.3.temperature", "joint_bias_vs_target", "exact", Status.INFO,
+            "exact TV(emitted, target) = 0.3186 over the bins; measured 0.3270 (n = 300)", "bias",
+            {"w": 0.3, "bias_exact": 0.3186, "tv_to_target": 0.327, "tv_to_target_ci": [0.11, 0.54]},
+        ),
     ]
 
 

@@ -184,7 +184,7 @@ def test_every_part_of_an_observation_is_one_outcome():
     check.check_all(obs)
     got = {o.field: (o.status, o.against) for o in check.outcomes()}
     assert got == {"value": (Status.NEW, "baseline"), "equal": (Status.PASS, "reference"),
-                   "not_here": (Status.SKIPPED, "reference"), "bias_point": (Status.PASS, "reference")}
+                   "not_here": (Status.SKIPPED, "reference"), "bias_point": (Status.INFO, "reference")}
 
 
 def test_a_field_observed_twice_is_refused_by_the_observation():
@@ -213,3 +213,27 @@ def test_an_offline_comparison_decides_as_a_live_run():
                    ("case", "added"): (Status.NEW, Category.NONE),
                    ("case", "gone"): (Status.MISSING, Category.MISSING_FIELD),
                    ("other", "x"): (Status.NEW, Category.RECORD_ADDED)}
+
+
+def test_an_information_row_is_never_a_pass_nor_a_check_anywhere():
+    """`Observation.info` (an exact bias point, a measured TV beside a fit) is status `info`: not a pass in
+    the counts, not a finding, not a JUnit test, not in the report's check total, never the verdict."""
+    from harness.checking.claims import meets
+    from harness.checking.findings import group_findings
+    from harness.report.junit import junit_tree
+    from harness.report.page import context
+    from harness.schema import Outcome, Results
+
+    obs = Observation()
+    obs.info("joint_bias_vs_target", "exact TV(emitted, target) = 0.3186", {"bias_exact": 0.3186}, "bias")
+    check = CaseCheck("sampling", "c", rules())
+    check.check_all(obs)
+    (info,) = check.outcomes()
+    assert info.status is Status.INFO
+    fit = Outcome("sampling", "c", "joint", "distribution", Status.PASS, "fits")
+    results = Results({}, None, [fit, info])
+    assert results.counts()["pass"] == 1 and results.counts()["info"] == 1 and results.verdict == "pass"
+    assert group_findings(results.outcomes) == []
+    assert junit_tree(results).get("tests") == "1"
+    assert context(results)["total"] == 1
+    assert not meets({}, info)

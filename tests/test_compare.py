@@ -31,7 +31,7 @@ def test_every_kind_has_a_comparator():
     for kind in KINDS:
         value = {"rate": {"k": 1, "n": 2}, "latency": lat(1.0), "distribution": [3, 4],
                  "memory": {"peak_bytes": 1, "allocated_bytes": 2},
-                 "checkpoint": {"model.safetensors": "ab" * 32}}.get(kind, [1])
+                 "checkpoint": {"model.safetensors": "ab" * 32}, "deviation": {"tv": 0.0}}.get(kind, [1])
         result = compare_field("x", Field(kind, value), Field(kind, value), SAME)
         assert result.status is Status.PASS, (kind, result)
     assert set(STATISTICAL_KINDS) <= set(KINDS)
@@ -268,6 +268,77 @@ def test_distribution_small_sample_is_underpowered_not_passed_silently():
     result = dist([21, 11, 6, 2, 0])
     assert (result.status, result.category) == (Status.PASS, "underpowered")
     assert result.diff["samples_needed"] > 40 and "need n >=" in result.detail
+
+
+def design(n: int, tv: float = 0.2, alpha: float = 0.01, bins: int = 4) -> dict:
+    from harness.checking.stats import SampleDesign
+
+    return SampleDesign(n, alpha, alpha, tv, 0.0, tv, bins).with_n(n).extras()
+
+
+def test_distribution_with_a_design_is_underpowered_when_it_cannot_rule_out_tv_max():
+    """Reachable with the field's own design in its extras (it used to pass whenever detectable_tv was there):
+    power 0.8 at TV 0.2 fits, but TV <= tv_max (0.05) is not ruled out."""
+    from harness.checking.stats import samples_needed
+
+    n = -(-samples_needed(0.2, 0.8, 0.01, 4) // 100) * 100
+    counts = [round(n * p) for p in EXPECTED[:4]]
+    counts[0] += n - sum(counts)
+    result = compare_field("joint", Field("distribution", counts + [0], {"expected": EXPECTED, **design(n)}), None, SAME)
+    assert (result.status, result.category) == (Status.NEW, "underpowered")
+    assert result.diff["power"] >= 0.8 and "cannot rule out TV > 0.05" in result.detail
+
+
+@pytest.mark.parametrize(("counts", "expected", "extras", "why"), [
+    ([200], [1.0], {}, "one bin"),  # a flat user model: every draw in the lumped rest
+    ({"other": 200}, {"other": 1.0}, design(200), "one bin"),
+    ([20, 12, 6, 2, 0], EXPECTED, design(40, tv=0.2), "below the design"),  # N too small for its stated TV
+], ids=["one-bin", "one-bin-with-design", "power-below-the-design"])
+def test_distribution_that_cannot_distinguish_anything_is_not_checkable(counts, expected, extras, why):
+    result = compare_field("joint", Field("distribution", counts, {"expected": expected, **extras}),
+                           Field("distribution", counts, {"expected": expected}), SAME)
+    assert (result.status, result.category) == (Status.SKIPPED, "not-checkable")
+    assert result.detail.startswith("not checkable (") and why.split()[-1] in result.detail
+    assert result.p_value is None  # no test, no share of alpha
+
+
+def test_a_fit_is_decided_without_a_baseline_too():
+    bad = compare_field("joint", Field("distribution", [2200, 1100, 520, 180, 0], {"expected": EXPECTED}), None, SAME)
+    assert (bad.status, bad.category) == (Status.REGRESSION, "distribution-mismatch")
+    ok = compare_field("joint", Field("distribution", [2010, 1190, 610, 190, 0], {"expected": EXPECTED}), None, SAME)
+    assert ok.status is Status.NEW and "fits" in ok.detail
+
+
+def test_a_rate_with_an_exact_probability_is_one_binomial_test_with_or_without_a_baseline():
+    off = compare_field("acceptance", Field("rate", {"k": 700, "n": 1000}, {"expected": 0.6}), None, SAME)
+    assert (off.status, off.category) == (Status.REGRESSION, "rate-up") and "binomial" in off.detail
+    on = compare_field("acceptance", Field("rate", {"k": 600, "n": 1000}, {"expected": 0.6}),
+                       Field("rate", {"k": 100, "n": 1000}, {"expected": 0.6}), SAME)
+    assert on.status is Status.PASS  # the exact probability decides, not the baseline's counts
+
+
+def dev(tv: float, baseline: float | None, mechanism=("q_ver is not q_draw",)) -> Outcome:
+    extras = {"detectable_tv": 1e-5, "mechanism": list(mechanism), "worst_at": "call 0 step 1"}
+    old = None if baseline is None else Field("deviation", {"tv": baseline, "positions": 9}, extras)
+    return compare_field("exact_emitted", Field("deviation", {"tv": tv, "positions": 9}, extras), old, SAME)
+
+
+@pytest.mark.parametrize(("tv", "baseline", "status", "category"), [
+    (1e-7, 2e-7, Status.PASS, ""),
+    (1e-7, None, Status.NEW, ""),
+    (0.04, None, Status.REGRESSION, "deviation"),  # a first run with a bias: nothing accepted it
+    (0.04, 1e-7, Status.REGRESSION, "deviation"),  # new
+    (0.04, 0.04, Status.CHANGED, "known-deviation"),  # the baseline has it: not a red CI forever
+    (0.03, 0.04, Status.CHANGED, "known-deviation"),
+    (0.06, 0.04, Status.REGRESSION, "deviation"),  # larger than the baseline's
+    (1e-7, 0.04, Status.CHANGED, "fixed"),  # gone
+], ids=["exact", "exact-no-baseline", "first-run", "new", "known", "known-smaller", "larger", "fixed"])
+def test_a_deviation_is_decided_exactly_against_its_tolerance_and_the_baseline(tv, baseline, status, category):
+    result = dev(tv, baseline)
+    assert (result.status, result.category) == (status, category)
+    assert result.p_value is None  # deterministic: no alpha spent
+    if status is not Status.PASS and category != "fixed" and tv > 1e-5:
+        assert "q_ver is not q_draw" in result.detail
 
 
 def test_distribution_dict_counts_and_two_sample_without_expected():

@@ -1,4 +1,5 @@
-"""JUnit XML: one testcase per outcome; regressions fail, skipped skip; always well-formed XML."""
+"""JUnit XML: one testcase per check (information rows are none); regressions fail, skipped skip;
+always well-formed XML."""
 
 from __future__ import annotations
 
@@ -25,11 +26,21 @@ def results() -> Results:
     return sample_results()
 
 
+def checks(results: Results) -> list[Outcome]:
+    return [o for o in results.outcomes if o.status is not Status.INFO]
+
+
+def test_an_information_row_is_no_testcase(results: Results, tmp_path: Path) -> None:
+    info = [o for o in results.outcomes if o.status is Status.INFO]
+    names = {c.get("name") for c in junit(results, tmp_path).iter("testcase")}
+    assert info and not any(f"{o.case}::{o.field}" in names for o in info)
+
+
 def test_totals_match_outcomes(results: Results, tmp_path: Path) -> None:
     root = junit(results, tmp_path)
     counts = results.counts()
     assert root.tag == "testsuites"
-    assert int(root.get("tests", -1)) == len(results.outcomes) == len(root.findall("./testsuite/testcase"))
+    assert int(root.get("tests", -1)) == len(checks(results)) == len(root.findall("./testsuite/testcase"))
     assert int(root.get("failures", -1)) == counts["regression"] == len(root.findall(".//failure"))
     assert int(root.get("skipped", -1)) == counts["skipped"] == len(root.findall(".//skipped"))
     assert root.get("errors") == "0" and root.findall(".//error") == []
@@ -38,9 +49,9 @@ def test_totals_match_outcomes(results: Results, tmp_path: Path) -> None:
 def test_one_testsuite_per_suite_with_its_counts(results: Results, tmp_path: Path) -> None:
     root = junit(results, tmp_path)
     suites = {s.get("name"): s for s in root.findall("testsuite")}
-    assert list(suites) == list(dict.fromkeys(o.suite for o in results.outcomes))
+    assert list(suites) == list(dict.fromkeys(o.suite for o in checks(results)))
     for name, suite in suites.items():
-        mine = [o for o in results.outcomes if o.suite == name]
+        mine = [o for o in checks(results) if o.suite == name]
         assert int(suite.get("tests", -1)) == len(mine) == len(suite.findall("testcase"))
         assert int(suite.get("failures", -1)) == sum(o.status is Status.REGRESSION for o in mine)
         assert int(suite.get("skipped", -1)) == sum(o.status is Status.SKIPPED for o in mine)
@@ -48,7 +59,7 @@ def test_one_testsuite_per_suite_with_its_counts(results: Results, tmp_path: Pat
 
 def test_testcase_names_and_bodies(results: Results, tmp_path: Path) -> None:
     cases = junit(results, tmp_path).findall("./testsuite/testcase")
-    for outcome, case in zip(results.outcomes, cases, strict=True):
+    for outcome, case in zip(checks(results), cases, strict=True):
         assert case.get("classname") == outcome.suite
         assert case.get("name") == f"{outcome.case}::{outcome.field}"
         props = {p.get("name"): p.get("value") for p in case.findall("properties/property")}

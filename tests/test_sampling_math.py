@@ -187,7 +187,84 @@ def test_an_applied_processor_the_engine_does_not_implement_is_never_silently_dr
     processor list as its reason instead of checking against a distribution it cannot compute."""
     from harness.subjects.hf_sampling import Draws
 
-    known = Draws(processors=[["TopKLogitsWarper", {"top_k": 50}], ["TemperatureLogitsWarper", {"temperature": 0.7}]])
+    known = Draws(processor_lists=[[["TopKLogitsWarper", {"top_k": 50}], ["TemperatureLogitsWarper", {"temperature": 0.7}]]])
     assert known.effective() == Sampling(temperature=0.7, top_k=50)
-    unknown = Draws(processors=[["TopKLogitsWarper", {"top_k": 50}], ["TypicalLogitsWarper", {"mass": 0.9}]])
+    unknown = Draws(processor_lists=[[["TopKLogitsWarper", {"top_k": 50}], ["TypicalLogitsWarper", {"mass": 0.9}]]])
     assert unknown.effective() is None
+
+
+def test_a_processor_chain_applies_each_processor_in_its_order_repeats_kept():
+    """The drafter's list as 5.x builds it - the target's warpers, then its own copies again - is applied
+    as built: the temperature twice is T^2; a min-length processor is identity once the context is long."""
+    from harness.subjects.hf_sampling import Draws, chain_steps
+
+    doubled = [["TemperatureLogitsWarper", {"temperature": 1.5}], ["TopKLogitsWarper", {"top_k": 50}],
+               ["MinLengthLogitsProcessor", {"min_length": 3}],
+               ["TemperatureLogitsWarper", {"temperature": 1.5}], ["TopKLogitsWarper", {"top_k": 50}]]
+    assert Draws(processor_lists=[doubled[:2], doubled]).drafter_processors == doubled
+    assert effective_of(doubled) is None  # not one Sampling: the black box applies the chain itself
+    logits, context = torch.randn(512, generator=torch.Generator().manual_seed(3)), [5, 6, 7]
+    steps = chain_steps(doubled, len(context))
+    assert len(steps) == 4
+    assert torch.allclose(probs(logits, context, steps), probs(logits, context, Sampling(temperature=2.25, top_k=50)),
+                          atol=1e-6)
+    with pytest.raises(ValueError, match="masks the end token"):
+        chain_steps(doubled, 2)
+    with pytest.raises(ValueError, match="no engine counterpart"):
+        chain_steps([["TypicalLogitsWarper", {"mass": 0.9}]], 9)
+
+
+def effective_of(chain):
+    from harness.subjects.hf_sampling import effective
+
+    return effective(chain)
+
+
+# ----------------------------------------------------------------------------------------------
+# the white box's implied emitted distribution against the closed forms
+
+
+def _rule(p: torch.Tensor, q: torch.Tensor, w: float | None) -> tuple[dict[int, float], dict[int, torch.Tensor]]:
+    """What the textbook verifier does with each draft y: A(y) = min(1, v(y)/q(y)), R = norm([p - q]+)
+    (the ensemble's fallback p when that is 0) - the probes of a correct verifier."""
+    v = p if w is None else w * p + (1 - w) * q
+    res = torch.clamp(p - q, min=0)
+    res = p if float(res.sum()) <= 1e-300 else res / res.sum()
+    support = torch.nonzero(q > 0).flatten().tolist()
+    return {y: min(1.0, float(v[y] / q[y])) for y in support}, {y: res for y in support}
+
+
+@pytest.mark.parametrize("w", [None, 0.3, 0.7])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_implied_emission_of_the_textbook_verifier_is_the_closed_form(w, seed):
+    """P(z) = sum_y q(y)[A(y) 1{z=y} + (1 - A(y)) R(z|y)] equals `step_distribution` (= p lossless, = v
+    ensemble) - the white box's emitted distribution is the engine's exact one when the verifier is right."""
+    gen = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(64, generator=gen, dtype=torch.float64) * 2, -1)
+    q = torch.softmax(torch.randn(64, generator=gen, dtype=torch.float64) * 2, -1)
+    q[q < q.quantile(0.5)] = 0  # a drafter that filters (top-k): part of p lies outside supp(q)
+    q = q / q.sum()
+    accept, residual = _rule(p, q, w)
+    implied = verify.implied_emission(q, accept, residual)
+    closed = verify.step_distribution(p, q, w)
+    assert verify.tv_distance(implied, closed) < 1e-12
+    assert verify.tv_distance(implied, p if w is None else w * p + (1 - w) * q) < 1e-12
+
+
+def test_the_implied_emission_shows_a_wrong_rule_by_its_exact_bias():
+    """A verifier whose acceptance ratio is read 3 % low (p/q x 0.97) emits P != p, by exactly the TV the
+    closed form gives; a rejection that draws nothing cannot be turned into a distribution."""
+    gen = torch.Generator().manual_seed(4)
+    p = torch.softmax(torch.randn(32, generator=gen, dtype=torch.float64), -1)
+    q = torch.softmax(torch.randn(32, generator=gen, dtype=torch.float64), -1)
+    accept, residual = _rule(p, q, None)
+    low = {y: min(1.0, 0.97 * float(p[y] / q[y])) for y in accept}
+    implied = verify.implied_emission(q, low, residual)
+    res = residual[0]
+    by_hand = torch.stack([q[y] * low[y] * torch.nn.functional.one_hot(torch.tensor(y), 32).double()
+                           + q[y] * (1 - low[y]) * res for y in accept]).sum(0)
+    assert verify.tv_distance(implied, by_hand) < 1e-12 and verify.tv_distance(implied, p) > 1e-3
+    with pytest.raises(ValueError, match="draws nothing"):
+        verify.implied_emission(q, low, {})
+    with pytest.raises(ValueError, match="no acceptance probability"):
+        verify.implied_emission(q, {}, residual)

@@ -14,8 +14,10 @@ from harness.fixtures.zoo import MODELS_DIR
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
-def qwen3(directory: Path, layers: int = 2, hidden: int = 32, seed: int = 0, vocab: int = 512) -> Path:
-    """A seeded random-init Qwen3ForCausalLM saved (safetensors) with the zoo's tokenizer."""
+def qwen3(directory: Path, layers: int = 2, hidden: int = 32, seed: int = 0, vocab: int = 512,
+          spread: float | None = 0.5) -> Path:
+    """A seeded random-init Qwen3ForCausalLM saved (safetensors) with the zoo's tokenizer; `spread`
+    None keeps transformers' own init (std 0.02): a near-flat next-token distribution."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -27,8 +29,8 @@ def qwen3(directory: Path, layers: int = 2, hidden: int = 32, seed: int = 0, voc
     model = Qwen3ForCausalLM(config).eval()
     with torch.no_grad():  # an init with some spread, so greedy steps are not near-ties
         for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.5)
+            if param.dim() == 2 and spread is not None:
+                param.normal_(0.0, spread)
     model.save_pretrained(str(directory), safe_serialization=True)
     for name in TOKENIZER_FILES:
         shutil.copy(MODELS_DIR / "llama-target" / name, directory / name)

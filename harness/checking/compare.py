@@ -18,9 +18,14 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
 | capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
 | checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
+| deviation    | {"tv": x, ...}; extras detectable_tv    | an observed quantity's distance from its exact value (computed in the run): within detectable_tv passes; beyond it, a deviation the baseline already has (no larger by more than the tolerance) is changed (known-deviation), a new or larger one a regression, one that disappears changed (fixed); decided without a baseline too |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
 so the whole run keeps its family-wise false-alarm rate (see stats.py).
+
+A field that carries its own exact expectation - a deviation, a distribution with extras
+"expected", a rate with extras "expected" - is judged against it even when there is no baseline
+(`judged_alone`): a misfit or a deviation is a regression in a first run too; a pass is `new`.
 """
 
 from __future__ import annotations
@@ -282,6 +287,49 @@ def compare_capability(name: str, observed: Field, baseline: Field, policy: Poli
 
 
 # ----------------------------------------------------------------------------------------------
+# deviation
+
+
+def _deviation(f: Field | None, side: str) -> float | None:
+    if f is None:
+        return None
+    value = f.value.get("tv") if isinstance(f.value, dict) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{side} deviation must be {{'tv': x, ...}}, got {short(f.value)}")
+    return float(value)
+
+
+def compare_deviation(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
+    """d = the observed quantity's distance from its exact value (TV), t = extras["detectable_tv"]
+    (the float tolerance the field states), b = the baseline record's d (None: no baseline):
+
+        d <= t                    pass; changed (fixed) when b > t - the deviation is gone
+        d > t, b > t, d <= b + t  changed (known-deviation): the baseline already has it, no larger
+        d > t otherwise           regression (deviation): new, or larger than the baseline's
+
+    Deterministic: no sample, no alpha. The detail states the mechanism the field observed."""
+    d, b = _deviation(observed, "observed"), _deviation(baseline, "baseline")
+    t = float(observed.extras.get("detectable_tv", 0.0))
+    mechanism = "; ".join(observed.extras.get("mechanism") or []) or "no mechanism isolated"
+    diff = {"tv": d, "tv_baseline": b, "detectable_tv": t, "at": observed.extras.get("worst_at"),
+            "mechanism": observed.extras.get("mechanism") or [], "observed": observed.extras.get("observed"),
+            "exact": observed.extras.get("exact")}
+    if d <= t:
+        if b is not None and b > t:
+            was = "; ".join(baseline.extras.get("mechanism") or []) if baseline else ""
+            return verdict(name, "deviation", Status.CHANGED, f"exact now: TV {d:.2g} <= {t:g}; the baseline deviated "
+                           f"by {b:.3g} ({was or 'mechanism not recorded'})", "fixed", diff)
+        return verdict(name, "deviation", Status.PASS, f"exact: TV {d:.2g} <= {t:g} over "
+                       f"{observed.value.get('positions', '?')} positions", "", diff)
+    if b is not None and b > t and d <= b + t:
+        return verdict(name, "deviation", Status.CHANGED, f"known deviation: TV {d:.3g} (baseline {b:.3g}, "
+                       f"tolerance {t:g}) at {observed.extras.get('worst_at')}: {mechanism}", "known-deviation", diff)
+    was = "no baseline" if b is None else f"baseline {b:.3g}"
+    return verdict(name, "deviation", Status.REGRESSION, f"deviates from the exact value: TV {d:.3g} > {t:g} ({was}) "
+                   f"at {observed.extras.get('worst_at')}: {mechanism}", "deviation", diff)
+
+
+# ----------------------------------------------------------------------------------------------
 # dispatch
 
 # ----------------------------------------------------------------------------------------------
@@ -311,7 +359,13 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
     "memory": compare_memory,
     "capability": compare_capability,
     "checkpoint": compare_checkpoint,
+    "deviation": compare_deviation,
 }
+
+
+def judged_alone(f: Field) -> bool:
+    """The field carries its own exact expectation, so it is decided without a baseline too."""
+    return f.kind == "deviation" or (f.kind in ("distribution", "rate") and "expected" in f.extras)
 
 
 def compare_field(name: str, observed: Field, baseline: Field | None, policy: Policy | None = None) -> Outcome:
@@ -319,6 +373,15 @@ def compare_field(name: str, observed: Field, baseline: Field | None, policy: Po
     engine's). No baseline -> new; a different kind -> changed ("kind-changed"); a malformed value
     -> regression ("invalid-value") with the reason, never an exception."""
     policy = policy or Policy()
+    if baseline is None and judged_alone(observed):
+        try:
+            outcome = COMPARATORS[observed.kind](name, observed, None, policy)  # type: ignore[arg-type]
+        except (ValueError, TypeError, KeyError) as exc:
+            return verdict(name, observed.kind, Status.REGRESSION, f"cannot compare: {exc}", "invalid-value")
+        if outcome.status is not Status.PASS:
+            return outcome
+        return replace(outcome, status=Status.NEW, detail=f"no baseline record; {outcome.detail}",
+                       diff={**outcome.diff, "new": short(observed.value)})
     if baseline is None:
         return verdict(name, observed.kind, Status.NEW, "no baseline record", "", {"new": short(observed.value)})
     if baseline.kind != observed.kind:

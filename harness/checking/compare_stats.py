@@ -26,12 +26,17 @@ def _rate(f: Field, side: str) -> tuple[int, int]:
     return int(value["k"]), int(value["n"])
 
 
-def compare_rate(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
-    """Acceptance-style counts k/n vs the baseline's: two-sided Fisher exact test
-    (`stats.two_proportion_test`) at policy.alpha. Against an exact probability (baseline value
-    ``{"p": x}``, e.g. the engine's acceptance probability): two-sided binomial test of k out of n
-    at p = x (`stats.binomial_test`). False-alarm rate <= alpha (both tests are exact)."""
+def compare_rate(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
+    """Acceptance-style counts k/n. Against an exact probability - the observed extras' "expected"
+    (the engine's acceptance probability, decided with or without a baseline), or a baseline value
+    ``{"p": x}`` - two-sided exact binomial test of k out of n at p = x (`stats.binomial_test`);
+    otherwise vs the baseline's counts: two-sided Fisher exact test (`stats.two_proportion_test`) at
+    policy.alpha. One test per count vector. False-alarm rate <= alpha (both tests are exact)."""
     k1, n1 = _rate(observed, "observed")
+    if "expected" in observed.extras:
+        return _rate_vs_probability(name, k1, n1, float(observed.extras["expected"]), policy)
+    if baseline is None:
+        raise ValueError("a rate without an exact probability needs a baseline")
     if isinstance(baseline.value, dict) and "p" in baseline.value:
         return _rate_vs_probability(name, k1, n1, float(baseline.value["p"]), policy)
     k2, n2 = _rate(baseline, "baseline")
@@ -98,9 +103,9 @@ def misfit(counts: np.ndarray, probs: np.ndarray, keys: list[str] | None) -> lis
 EXPECTED_TV = 1e-6  # TV between two records' exact distributions that is only rounding
 
 
-def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[str, Any] | None:
+def _expected_change(observed: Field, baseline: Field | None, policy: Policy) -> dict[str, Any] | None:
     """TV between the observed and the baseline's exact expected probabilities, and what is allowed."""
-    old = baseline.extras.get("expected")
+    old = baseline.extras.get("expected") if baseline is not None else None
     if old is None:
         return None
     try:
@@ -114,30 +119,62 @@ def _expected_change(observed: Field, baseline: Field, policy: Policy) -> dict[s
     return {"expected_tv_vs_baseline": tv, "expected_tv_allowed": allowed}
 
 
-def compare_distribution(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
-    """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine):
-    G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
-    p = 0 if a draw hit a zero-probability value),
-    plus TV(p^, p) and its upper (1 - alpha) confidence bound (`stats.tv_upper_bound`). A pass
-    whose bound exceeds thresholds.tv_max is marked "underpowered" with the n that would suffice.
-    The expected probabilities are exact math, so they must also agree with the baseline's:
-    ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
-    ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
-    that the exact distribution itself changed: a regression ("exact-distribution-changed": what the path must emit moved - the model or its processors -, not the sampler) until regenerated.
+def checkable(probs: np.ndarray, n: int, extras: dict[str, Any], alpha: float) -> tuple[str, float | None]:
+    """Why a fit of n draws against `probs` cannot distinguish anything ("" when it can), and the power
+    it really has at the design's TV (None without a design). Power is recomputed at the support the
+    exact distribution really has (bins with p > 0) and at the level this decision is taken at:
+
+      - fewer than 2 bins: every draw lands in the one bin whatever the sampler does (power 0);
+      - power below the design's (stats.DESIGN_POWER at extras["power_at_tv"]): the N was sized for
+        another support or level (e.g. fewer statistical fields than the case has), so the TV the
+        field states is not what it detects."""
+    bins = int((probs > 0).sum())
+    if bins < 2:
+        return (f"every draw lands in one bin ({bins} bin with exact mass: "
+                f"{'the lumped rest' if bins else 'none'}), so the counts cannot differ from it"), 0.0
+    target = extras.get("power_at_tv")
+    if target is None:
+        return "", None
+    power = stats.gtest_power(n, float(target), alpha, bins)
+    if power < stats.DESIGN_POWER - 1e-6:
+        return (f"power {power:.2f} at TV {float(target):g} with n = {n} over {bins} bins at level {alpha:.3g} is below "
+                f"the design's {stats.DESIGN_POWER:g}"), power
+    return "", power
+
+
+def compare_distribution(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
+    """Sampled counts vs the exact expected probabilities (extras["expected"], from the engine), one
+    test per count vector, decided with or without a baseline:
+
+    - not checkable (`skipped`, category not-checkable, `checkable`): one bin, or power below the
+      field's design at the real support and level - never a pass;
+    - G-test of fit at policy.alpha (`stats.g_test`: G statistic, exact-size Monte Carlo p-value;
+      p = 0 if a draw hit a zero-probability value) -> regression (distribution-mismatch);
+    - the expected probabilities are exact math, so they must also agree with the baseline's:
+      ``TV(expected_new, expected_old) <= EXPECTED_TV`` (1e-6: rounding) in one environment, or
+      ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
+      that the exact distribution itself changed: a regression ("exact-distribution-changed") until regenerated;
+    - a fit whose TV upper (1 - alpha) confidence bound (`stats.tv_upper_bound`) exceeds
+      thresholds.tv_max passes as "underpowered" (it cannot rule out the smallest effect that
+      matters), with the n that would suffice and the power and detectable TV its design states.
     Without expected probabilities: two-sample test of the counts against the baseline's
     (`stats.g_test_two_sample`)."""
     alpha = policy.alpha
     expected = observed.extras.get("expected")
     if expected is not None:
         counts, probs, keys = _aligned(observed.value, expected)
-        test = stats.g_test(counts, probs, alpha=alpha)
         n = int(counts.sum())
+        why, power = checkable(probs, n, observed.extras, alpha)
+        if why:
+            return verdict(name, "distribution", Status.SKIPPED, f"not checkable ({why})", "not-checkable",
+                           {"n": n, "support": keys, "power": power, "alpha": alpha})
+        test = stats.g_test(counts, probs, alpha=alpha)
         tv_hat = stats.tv_distance(counts, probs) if n else 0.0
         tv_ucb = stats.tv_upper_bound(counts, probs, delta=alpha)
         diff: dict[str, Any] = {
             "test": "g-test-fit", "statistic": test.statistic if math.isfinite(test.statistic) else None,
             "df": test.df, "p_value": test.p_value, "p_asymptotic": test.p_asymptotic, "resamples": test.resamples,
-            "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb,
+            "alpha": alpha, "n": n, "tv": tv_hat, "tv_upper": tv_ucb, "power": power,
             "impossible_draws": test.impossible, "support": keys, "misfit": misfit(counts, probs, keys),
         }
         expected_change = _expected_change(observed, baseline, policy)
@@ -151,20 +188,19 @@ def compare_distribution(name: str, observed: Field, baseline: Field, policy: Po
             detail = (f"the exact distribution changed: TV(old exact, new exact) = "
                       f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
             return verdict(name, "distribution", Status.REGRESSION, detail, "exact-distribution-changed", diff, test.p_value)
+        design = (f"; power {power:.2f} at TV {float(observed.extras['power_at_tv']):g}" if power is not None else "")
         tv_max = policy.thresholds.tv_max
-        if "detectable_tv" in observed.extras:  # the field states its own design (N, power, detectable TV)
-            return verdict(name, "distribution", Status.PASS,
-                           f"fits: {text}; power {float(observed.extras.get('power', 0)):.2f} at TV "
-                           f"{float(observed.extras['detectable_tv']):g}", "", diff, test.p_value)
         if tv_ucb > tv_max and tv_max > 0:
             need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
             diff["samples_needed"] = need
             return verdict(
                 name, "distribution", Status.PASS,
-                f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}",
+                f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}{design}",
                 "underpowered", diff, test.p_value,
             )
-        return verdict(name, "distribution", Status.PASS, f"fits: {text}", "", diff, test.p_value)
+        return verdict(name, "distribution", Status.PASS, f"fits: {text}{design}", "", diff, test.p_value)
+    if baseline is None:
+        raise ValueError("a distribution without expected probabilities needs a baseline")
     new, old, keys = _aligned(observed.value, baseline.value)
     test = stats.g_test_two_sample(new, old, alpha=alpha)
     tv_hat = stats.tv_distance(new, old) if new.sum() and old.sum() else 0.0

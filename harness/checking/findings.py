@@ -7,7 +7,7 @@ raising "Assisted decoding requires a cache that can be cropped" are one finding
     (field, kind, status, category, normalised detail)
 
 where the detail is normalised by masking numbers (indices, sizes, steps, values) and the case ids
-and env keys it may quote (`cause`). Passes are not findings. A case whose `error` field is itself
+and env keys it may quote (`cause`). Passes and information rows (`info`) are not findings. A case whose `error` field is itself
 a finding (broken, error-changed, fixed) no longer observes its other fields: those `missing`
 outcomes are folded into that finding as `follows` instead of being findings of their own.
 Order: regressions first, then changed / missing, then the rest (new, skipped); larger first.
@@ -30,6 +30,7 @@ from harness.schema import Category, Outcome, Status
 CHECKPOINT = Category.CHECKPOINT_CHANGED
 DIFFERENCES = (Status.REGRESSION, Status.CHANGED, Status.MISSING)  # what a changed checkpoint can explain
 STATUS_RANK = {Status.REGRESSION: 0, Status.CHANGED: 1, Status.MISSING: 1, Status.NEW: 2, Status.SKIPPED: 2}
+NOT_FINDINGS = (Status.PASS, Status.INFO)  # a pass, and information shown beside the checks
 ERROR_FIELD = "error"  # the outputs suite's exception-as-data field
 ERROR_CATEGORIES = (Category.BROKEN, Category.ERROR_CHANGED, Category.FIXED)
 
@@ -135,7 +136,7 @@ def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
     """Every non-pass outcome in exactly one finding (as a member, as one that `follows`, or in a
     finding `under` a changed checkpoint): changed checkpoints first, each with the differences of
     its cases under it, then regressions, changed / missing, the rest; within a rank, most cases first."""
-    listed = [o for o in outcomes if o.status is not Status.PASS]
+    listed = [o for o in outcomes if o.status not in NOT_FINDINGS]
     checkpoints = _group([o for o in listed if o.category == CHECKPOINT])
     case_of = {(o.suite, o.case): f for f in checkpoints for o in f.outcomes}
     rest: list[Outcome] = []

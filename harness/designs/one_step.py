@@ -24,9 +24,10 @@ step: TV = (1 - acceptance) * TV(p, norm([p - q]+)). The top `len(CONTEXTS)` are
 prompt order, then position). tests/test_bias_design.py re-runs the search and checks it still
 returns `CONTEXTS`.
 
-Sample size (`design`), at level = alpha / STAT_CHECKS (alpha = the run's per-test alpha; Holm
-within the case decides its smallest p-value at alpha / 4, and re-decides - and re-bounds - a
-field at no less than that level), N is the larger of
+Sample size (`design`), at level = alpha / STAT_CHECKS (alpha = the run's per-test alpha; the case
+has two statistical fields - one test per count vector: the emitted tokens' fit and the acceptance
+count's binomial test, both against exact values - and Holm decides its smallest p-value at
+alpha / 2, re-deciding - and re-bounding - a field at no less than that level), N is the larger of
   - `stats.samples_needed(tv_max, DESIGN_POWER, level, k)`: the G-test detects every distribution at TV
     >= tv_max with probability >= stats.DESIGN_POWER (k = bins with P > 0), and
   - the smallest N at which a correct verifier's check is not `underpowered`: the check's TV upper
@@ -57,7 +58,7 @@ from harness.schema import Case, Observation
 SEED = 1234
 MIN_P = 1e-3
 NULL_QUANTILE = 0.99  # P(a correct verifier's check is marked underpowered) <= 1 - NULL_QUANTILE
-STAT_CHECKS = 4  # statistical fields per case (see `observe`): Holm decides the first one at alpha / 4
+STAT_CHECKS = 2  # statistical fields per case (see `observe`): Holm decides the first one at alpha / 2
 NULL_SIMULATIONS = 3000
 NULL_SEED = 20240601
 ACCEPTANCE_RANGE = (0.5, 0.7)
@@ -207,27 +208,25 @@ def draw(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan:
 
 def observe(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, plan: Plan,
             seed: int, series: str = "one-step verifier") -> Observation:
-    """Draw N steps and hand the fields to the comparers (the design decides nothing itself):
-      first_token           distribution  emitted-token counts with the exact probabilities (record)
-      first_token_vs_exact  distribution  G-test of fit against the exact probabilities (reference)
-      acceptance            rate          accepted drafts k/N (record)
-      acceptance_vs_exact   rate          binomial test of k/N against sum_x min(q(x), v(x)) (reference)
-      bias_vs_target        exact         the bias curve point (information)"""
+    """Draw N steps and hand the fields to the comparers (the design decides nothing itself), one
+    test per count vector, each decided against its exact value in every run:
+      first_token           distribution  emitted-token counts, G-test of fit against the exact
+                                          probabilities (and those vs the baseline record's)
+      acceptance            rate          accepted drafts k/N, binomial test against the exact
+                                          acceptance probability sum_x min(q(x), v(x))
+      bias_vs_target        info          the bias curve point (never a check)"""
     counts, accepted = draw(run, p, q, w, plan, seed)
     expected, n, extras = plan.expected, plan.n, plan.design.extras()
     obs = Observation()
     obs.add("first_token", counts, kind="distribution", expected=expected, **extras)
-    obs.reference("first_token_vs_exact", counts, expected, kind="distribution",
-                  observed_extras={"expected": expected, **extras}, expected_extras={"expected": expected})
-    obs.add("acceptance", {"k": accepted, "n": n}, kind="rate")
     acceptance = verify.acceptance_probability(p, q, w)
-    obs.reference("acceptance_vs_exact", {"k": accepted, "n": n}, {"p": acceptance}, kind="rate")
+    obs.add("acceptance", {"k": accepted, "n": n}, kind="rate", expected=acceptance)
     emitted = [counts[str(i)] for i in plan.keep] + [counts["other"]]
     target = [float(p[i]) for i in plan.keep] + [1 - float(p[plan.keep].sum())]
     interval = stats.binomial_test(accepted, n, acceptance, 1 - plan.design.alpha)
     obs.info("bias_vs_target",
              f"exact TV(emitted, target) = {verify.step_bias(p, q, w):.4f} (w = {w}); the fit is decided by "
-             "first_token_vs_exact",
+             "first_token",
              {"w": 1.0 if w is None else w,  # lossless = the w -> 1 limit (v = p)
               "series": series, "tv_exact": verify.step_bias(p, q, w),
               "tv_measured": stats.tv_distance(emitted, target),

@@ -4,7 +4,9 @@
   tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
                         differs while `distribution` still fits is `changed` (rng-stream), not a regression
   distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
-                        exact joint (harness/designs/sampling.py `observe`, with processors / bias_vs_target)
+                        exact joint, one G-test of those counts, N sized for the case's two statistical
+                        fields on a speculative path (harness/designs/sampling.py `observe`, with
+                        processors and the bias_vs_target information row)
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
                         sorted; harness/subjects/hf_cache.py `top_values`)
@@ -58,7 +60,9 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
         context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
         spec = sampling.SamplingSpec(case.model, case.path, "default", case.weight, case.assistant, **context)
-        obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution"))
+        # one G-test of the counts (no twin); N sized for it and the sampled acceptance rate below
+        obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution", whitebox=False,
+                                   statistical=1 if case.path == "plain" else 2))
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
     else:
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins])

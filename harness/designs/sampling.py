@@ -1,25 +1,36 @@
-"""The sampling suite's design: which (path x setting) cases run, how many draws each needs, and
-the fields a case records. The statistics live in the comparers (harness/checking/compare_stats.py).
+"""The sampling suite's design: which (path x setting) cases run, what each observes and how many
+draws its black-box fit takes. The decisions live in the comparers (harness/checking/).
 
-A case draws the first K = 2 tokens of `generate(do_sample=True, max_new_tokens=K)` N times
-with distinct seeds (harness/subjects/hf_sampling.py) and compares the counts of the K-tuples with
-their exact joint probabilities (harness/engine/joint.py) under the settings the installed
-version really applied (its defaults included):
+A case first runs `whitebox.CALLS` generate() calls with every sampled decision observed inside
+(harness/designs/whitebox.py): the `exact_*` fields compare the target p, the draft q, the acceptance
+probabilities, the correction / bonus distribution and the emitted distribution implied at every
+position with their exact values - deterministic, down to float tolerance (`detectable_tv` 1e-5).
+A deviation the baseline record already has is `changed` (known-deviation), a new or larger one a
+regression, one that disappears `fixed`.
 
-- plain, assisted, prompt lookup, MTP: the target's processed chain (lossless);
-- ensemble weight w: the joint derived from the draft schedule (`joint.speculative_joint`), with
-  the drafter's distribution processed by the same settings.
+Then the black-box backstop: the first K = 2 tokens of `generate(do_sample=True, max_new_tokens=K)`
+drawn N times with distinct seeds (harness/subjects/hf_sampling.py), their counts tested against the
+exact joint (harness/engine/joint.py) under the processors the version really applied (its defaults
+included): the target's chain on lossless paths; for an ensemble weight w the joint derived from the
+draft schedule with the drafter's processors *as applied* (the doubled warpers of 5.x included), so
+the backstop checks what the mechanism the white box observed emits, end to end through the engine's
+forward, while `exact_emitted` measures the bias against the intended process.
 
-Sample size (`design`): at the test's level (the run's per-test alpha / STAT_CHECKS), N is the smallest multiple
-of 100 for which the G-test over the lumped bins has power >= POWER against every distribution at
-TV >= `tv` from the exact joint (`stats.samples_needed`: noncentrality >= 4 N TV^2, a bound that
-holds for any alternative). Tuples with probability < MIN_MASS are lumped into one bin. The
-record keeps alpha, N, power and the detectable TV beside the counts.
+Sample size (`design`): the case's statistical fields are counted (`statistical`: the fit, plus the
+caller's - the outputs suite's acceptance rate), each sized at the run's per-test alpha / that
+count; N is the smallest multiple of 100 for which the G-test over the lumped bins has power
+>= 0.8 against every distribution at TV >= `tv` from the exact joint (`stats.samples_needed`:
+noncentrality >= 4 N TV^2, a bound that holds for any alternative). The backstop is kept small
+(TV_DEFAULT 0.25, N 200-300 here) because the white-box fields carry the exactness: its rows pass as
+`underpowered` (it cannot rule out thresholds.tv_max) and say so. Tuples with probability < MIN_MASS
+form one bin; a case whose exact mass sits in one bin (a flat distribution) is `not checkable`.
+A (model, path) in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp's MTP path: 46 layers, ~0.3 s
+a call): its fit is skipped with that reason, its white-box fields check it.
 
 Cost: a speculative path is one generate() call per draw (~6-10 ms here), plain sampling draws
-512 per call; the default grid keeps the speculative cases few, a deep run (`--harness-deep`,
-`harness check --deep`) runs every path x setting at a smaller detectable TV. The case table is
-harness/cases.py `sampling`.
+PLAIN_BATCH per call; draws depend on (seed, index) only, so two designs of one case (sampling and
+outputs suites) share them. A deep run (`--harness-deep`) runs every path x setting at TV_DEEP.
+The case table is harness/cases.py `sampling`.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from harness.engine.processors import Sampling
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 
-TV_DEFAULT = 0.2  # detectable TV of a default run (N 300-400: the everyday command stays under 2 min)
+TV_DEFAULT = 0.25  # detectable TV of a default run's backstop (N 200-300: the white box carries the exactness)
 TV_DEEP = 0.08  # ... of a deep run
 MIN_MASS = 0.005  # tuples below this probability form one bin
 LOW_PRECISION = ("bf16", "fp16")
@@ -47,8 +58,10 @@ PRECISION_TV = 0.02  # low precision: at most this much mass may sit within roun
 # difference measured over the top-50 logits of the zoo's targets at the sampling context (0.037-0.056);
 # fp16 has 3 more mantissa bits
 BOUNDARY_EPS = {"bf16": 0.1, "fp16": 0.02}
-STAT_CHECKS = 2  # statistical fields per case (the record's fit, the fit against the exact joint): Holm
 SEED_STRIDE = 100_000  # draw i of a case uses seed crc32(case id) * SEED_STRIDE + i (+ the run's seed salt)
+# (model, path) whose N one-call draws are too costly: the white box alone checks them
+NO_BACKSTOP = {("glm4moe-mtp", "mtp"): "the black-box backstop does not draw N from glm4moe-mtp's MTP path (46 layers, "
+                                       "~0.3 s a generate() call); its exact_* fields check this path exactly"}
 
 
 def seed_of(spec: SamplingSpec, salt: int = 0) -> int:
@@ -57,9 +70,9 @@ def seed_of(spec: SamplingSpec, salt: int = 0) -> int:
     return (zlib.crc32(spec.id.encode()) * SEED_STRIDE + salt * 7_919) % 2**62
 
 
-def design(joint: Joint, alpha: float, tv: float) -> stats.SampleDesign:
-    """N for one case at the run's per-test `alpha` (see the module docstring)."""
-    return stats.SampleDesign.gtest(list(joint.probabilities().values()), alpha, STAT_CHECKS, tv)
+def design(joint: Joint, alpha: float, tv: float, statistical: int = 1) -> stats.SampleDesign:
+    """N for one case at the run's per-test `alpha`, its `statistical` fields decided together (Holm)."""
+    return stats.SampleDesign.gtest(list(joint.probabilities().values()), alpha, statistical, tv)
 
 
 def bias(joint: Joint, target: Joint) -> float:
@@ -75,24 +88,25 @@ def context_ids(zoo: Any, spec: SamplingSpec) -> list[int]:
     """The sampling context under the model's own tokenizer (a user model's prompt, else the zoo's)."""
     return zoo.load(spec.model).tokenizer(zoo.prompt_text(spec.model, spec.prompt)).input_ids[: spec.prompt_tokens]
 
-def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int]) -> tuple[Joint, Joint]:
+def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int],
+                   drafter: tuple[Sampling, ...] | None = None) -> tuple[Joint, Joint]:
     """(the path's exact joint, the target's) under `settings`: the reference engine's forward where it
-    implements the family, else transformers' own plain forward
-    (lossless paths only need p)."""
+    implements the family, else transformers' own plain forward (lossless paths only need p). The
+    ensemble's q takes `drafter` - the drafter's processors as the version applied them - when given."""
     from harness.subjects import engine, hf_sampling
 
-    def next_probs(name: str):
+    def next_probs(name: str, chain: Any):
         ref = zoo.reference(name)
         if ref is not None:
-            return engine.next_token_probs(ref, prompt, settings)
-        return hf_sampling.next_token_probs(zoo.load(name).model, settings)
+            return engine.next_token_probs(ref, prompt, chain)
+        return hf_sampling.next_token_probs(zoo.load(name).model, chain)
 
     eos = hf_sampling.eos_ids(zoo.load(spec.model).model)
-    p = next_probs(spec.model)
+    p = next_probs(spec.model, settings)
     target = joints.target_joint(p, prompt, K, eos=eos, min_mass=MIN_MASS)
     if spec.weight is None:
         return target, target
-    q = next_probs(spec.assistant)
+    q = next_probs(spec.assistant, drafter if drafter is not None else settings)
     path = joints.speculative_joint(p, q, prompt, K, spec.draft_tokens, w=spec.weight, eos=eos, min_mass=MIN_MASS)
     return path, target
 
@@ -119,56 +133,98 @@ def boundary_ambiguity(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt:
     return total
 
 
-def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field: str = "joint") -> Observation:
-    """Draw the case and hand its fields to the comparers (the design decides nothing itself):
-      <field>_error    exact         the exception generate() raised, or None
-      <field>_processors exact       the logits processors generate() applied (defaults included)
-      <field>          distribution  counts of the K-tuples with their exact probabilities and the design
-                                     (alpha, N, power, detectable TV) (record: fit, and the exact joint vs
-                                     the baseline's)
-      <field>_vs_exact distribution  G-test of fit against the exact joint, decided in every run
-      <field>_bias_vs_target exact   exact TV(path joint, target joint) next to the measured one"""
+def draws(zoo: Any, spec: SamplingSpec, seed: int, n: int) -> Any:
+    """The case's first n draws (extending the ones already drawn for another design of the case)."""
+    from harness.subjects import hf_sampling
+
+    done = zoo.memo(("sampling-draws", spec, seed), lambda: hf_sampling.Draws())
+    if len(done.samples) < n and done.error is None:
+        ids = torch.tensor([context_ids(zoo, spec)], device=zoo.device)
+        more = hf_sampling.draw(zoo.load(spec.model).model, ids, K, n, spec.sampling, seed=seed,
+                                start=len(done.samples), **zoo.path_args(spec.case()))
+        done.samples += more.samples
+        done.error, done.seconds = more.error, done.seconds + more.seconds
+    return hf_sampling.Draws(done.samples[:n], error=done.error, seconds=done.seconds)
+
+
+def whitebox_run(zoo: Any, spec: SamplingSpec, seed: int) -> Any:
+    """The case's white-box calls (harness/designs/whitebox.py `observe`) on its model, path and setting."""
+    from harness.designs import whitebox as wb
+    from harness.subjects import hf_sampling
+
+    ids = torch.tensor([context_ids(zoo, spec)], device=zoo.device)
+    model = zoo.load(spec.model).model
+    args = zoo.path_args(spec.case())
+    kwargs = hf_sampling.sampling_kwargs(model, ids, K, spec.sampling, assistant=args["assistant"],
+                                         prompt_lookup=args["prompt_lookup"], use_mtp=args["use_mtp"],
+                                         ensemble_weight=args["ensemble_weight"])
+    return wb.observe(model, ids, kwargs, seed, path=spec.path, weight=spec.weight, assistant=args["assistant"],
+                      draft_tokens=args["draft_tokens"])
+
+
+def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field: str = "joint",
+            whitebox: bool = True, statistical: int = 1) -> Observation:
+    """The case's fields (the design decides nothing itself):
+      <field>_error      exact         the exception generate() raised, or None
+      <field>_processors exact         the logits processors generate() applied (defaults included)
+      <field>_drafter_processors exact the assistant's, as its own generate() built them (assisted, ensemble)
+      exact_*            deviation     the white-box fields (`whitebox`; harness/designs/whitebox.py)
+      <field>            distribution  counts of the K-tuples with their exact probabilities and the
+                                       design (alpha, N, power, detectable TV): the G-test of fit, decided
+                                       in every run, and the exact joint vs the baseline's
+      <field>_bias_vs_target info      exact TV(path joint, target joint) next to the measured one
+    `statistical`: the case's statistical fields, this fit included (N is sized for them)."""
     from harness.subjects import hf_sampling
 
     obs = Observation()
-    tv = TV_DEEP if run.deep else TV_DEFAULT
     prompt = context_ids(zoo, spec)
-    ids = torch.tensor([prompt], device=zoo.device)
-    model = zoo.load(spec.model).model
-    path_args = zoo.path_args(spec.case())
     seed = seed_of(spec, run.seed_salt)
-    probe = zoo.memo(("sampling-probe", spec, seed),
-                     lambda: hf_sampling.draw(model, ids, K, 1, spec.sampling, seed=seed, **path_args))
+    if whitebox:
+        probe = zoo.memo(("sampling-whitebox", spec, seed), lambda: whitebox_run(zoo, spec, seed))
+    else:
+        ids = torch.tensor([prompt], device=zoo.device)
+        probe = zoo.memo(("sampling-probe", spec, seed), lambda: hf_sampling.draw(
+            zoo.load(spec.model).model, ids, K, 1, spec.sampling, seed=seed, **zoo.path_args(spec.case())))
     obs.add(f"{field}_error", probe.error)
     if probe.error is not None:
         return obs
     obs.add(f"{field}_processors", probe.processors)
-    settings = probe.effective()
-    if settings is None:
-        obs.skipped(field, "distribution",
-                    f"generate() applied a processor the engine does not implement: {probe.processors}")
+    if spec.path in ("assisted", "ensemble"):
+        obs.add(f"{field}_drafter_processors", probe.drafter_processors)
+    if whitebox:
+        obs.merge(probe.obs)
+    if (spec.model, spec.path) in NO_BACKSTOP:
+        obs.skipped(field, "distribution", NO_BACKSTOP[(spec.model, spec.path)])
         return obs
-    path_joint, target = zoo.memo(("sampling-joint", spec, settings), lambda: expected_joint(zoo, spec, settings, prompt))
+    settings, drafter, why = hf_sampling.effective(probe.processors), None, ""
+    if settings is None:
+        why = f"generate() applied a processor the engine does not implement: {probe.processors}"
+    elif spec.weight is not None:
+        try:
+            drafter = tuple(hf_sampling.chain_steps(probe.drafter_processors, len(prompt)))
+        except ValueError as exc:
+            why = f"the drafter's processors: {exc}"
+    if why:
+        obs.skipped(field, "distribution", why)
+        return obs
+    path_joint, target = zoo.memo(("sampling-joint", spec, settings, drafter),
+                                  lambda: expected_joint(zoo, spec, settings, prompt, drafter))
     dtype = zoo.dtype_of(spec.model)
     eps = BOUNDARY_EPS.get(dtype)
     ambiguous = zoo.memo(("sampling-boundary", spec, settings, eps),
                          lambda: boundary_ambiguity(zoo, spec, settings, prompt, target, eps)) if eps else 0.0
     if ambiguous > PRECISION_TV:
-        why = (f"the exact distribution is not determined at {dtype}: {ambiguous:.3f} of its mass sits within the "
-               f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({settings.describe()}); "
-               "fp32 runs check it")
-        for name in (field, f"{field}_vs_exact"):
-            obs.skipped(name, "distribution", why)
+        obs.skipped(field, "distribution",
+                    f"the exact distribution is not determined at {dtype}: {ambiguous:.3f} of its mass sits within the "
+                    f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({settings.describe()}); "
+                    "fp32 runs check it")
         return obs
-    plan = design(path_joint, alpha, tv)
-    draws = zoo.memo(("sampling-draws", spec, seed, plan.n),
-                     lambda: hf_sampling.draw(model, ids, K, plan.n, spec.sampling, seed=seed, **path_args))
-    counts = path_joint.counts(draws.samples)
+    plan = design(path_joint, alpha, TV_DEEP if run.deep else TV_DEFAULT, statistical)
+    drawn = draws(zoo, spec, seed, plan.n)
+    counts = path_joint.counts(drawn.samples)
     expected = path_joint.probabilities()
-    extras = {"settings": settings.describe(), **plan.extras(), "min_mass": path_joint.min_mass, "k_tokens": K}
-    obs.add(field, counts, kind="distribution", expected=expected, **extras)
-    obs.reference(f"{field}_vs_exact", counts, expected, kind="distribution",
-                  observed_extras={"expected": expected, **extras}, expected_extras={"expected": expected})
+    obs.add(field, counts, kind="distribution", expected=expected, settings=settings.describe(), **plan.extras(),
+            min_mass=path_joint.min_mass, k_tokens=K, statistical_fields=statistical)
     measured = tv_by_bin({k: c / plan.n for k, c in counts.items()}, target.probabilities())
     half_width = 0.5 * stats.l1_deviation_bound(plan.n, len(counts), plan.level)
     exact = bias(path_joint, target)
@@ -178,7 +234,7 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
              {"w": spec.weight, "path": spec.path, "setting": spec.setting, "bias_exact": exact,
               "tv_to_target": measured,
               "tv_to_target_ci": [max(0.0, measured - half_width), min(1.0, measured + half_width)],
-              "seconds": draws.seconds, **plan.extras()},
+              "seconds": drawn.seconds, **plan.extras()},
              category="bias" if spec.weight is not None else "")
     return obs
 

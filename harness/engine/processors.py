@@ -99,9 +99,16 @@ def process(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.
     return z
 
 
-def probs(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.Tensor:
-    """The distribution a sampler with settings `s` draws the next token from (float32)."""
-    return torch.softmax(process(logits, context, s), dim=-1)
+def probs(logits: torch.Tensor, context: Sequence[int], s: Sampling | Sequence[Sampling]) -> torch.Tensor:
+    """The distribution a sampler with settings `s` draws the next token from (float32). A sequence
+    of settings is a processor chain as a library really built it: each applied in turn, in its
+    order, repeats included (e.g. a drafter that gets the temperature twice samples at T^2)."""
+    if isinstance(s, Sampling):
+        return torch.softmax(process(logits, context, s), dim=-1)
+    z = logits.detach().to(torch.float32)
+    for step in s:
+        z = process(z, context, step)
+    return torch.softmax(z, dim=-1)
 
 
 def boundary_mass(logits: torch.Tensor, context: Sequence[int], s: Sampling, eps: float) -> float:

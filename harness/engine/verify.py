@@ -31,7 +31,7 @@ The exact-distribution functions (`step_distribution`, `acceptance_probability`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -326,6 +326,31 @@ def step_distribution(p_row, q_row, w: float | None = None) -> torch.Tensor:
 def step_bias(p_row, q_row, w: float | None = None) -> float:
     """TV(step_distribution(p, q, w), p): 0 for lossless, (1 - w) TV(q, p) for the ensemble."""
     return tv_distance(step_distribution(p_row, q_row, w), p_row)
+
+
+def implied_emission(q_draw, accept: Mapping[int, float], residual: Mapping[int, torch.Tensor | None]) -> torch.Tensor:
+    """The distribution of the token a verifier emits at one drafted position, from what it does with
+    each possible draft y (observed by probing the verifier that ran, harness/subjects/hf_whitebox.py):
+
+        P(z) = sum_y q(y) [A(y) 1{z = y} + (1 - A(y)) R(z | y)]
+
+    q = the distribution the draft was drawn from, A(y) = P(accept y), R(. | y) = what a rejection
+    of y draws from. With the textbook rule - A(y) = min(1, v(y) / q(y)), R = norm([p - q]+) - this
+    is `step_distribution(p, q, w)` (v lossless or ensemble; tests/test_sampling_math.py). Every y
+    with q(y) > 0 must be in `accept`; a rejection must have a residual. Float64."""
+    q = _as_f64(q_draw)
+    out = torch.zeros_like(q)
+    missing = [y for y in torch.nonzero(q > 0).flatten().tolist() if y not in accept]
+    if missing:
+        raise ValueError(f"{len(missing)} draft tokens with q > 0 have no acceptance probability")
+    for y, a in accept.items():
+        out[y] += q[y] * a
+        if a < 1.0:
+            r = residual.get(y)
+            if r is None:
+                raise ValueError(f"a rejection of draft {y} draws nothing")
+            out += q[y] * (1.0 - a) * _as_f64(r)
+    return out
 
 
 def emitted_distribution(

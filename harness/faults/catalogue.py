@@ -57,6 +57,40 @@ def _encode_returns_tensors(encode: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+_ONE_BACK: dict[str, Any] = {}  # the MTP layer's last hidden states, for `mtp-draft-sampled-one-back`
+
+
+def _mtp_layer_keeps_hidden(forward_layer: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(forward_layer)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _ONE_BACK["hidden"], _ONE_BACK["mtp"] = forward_layer(self, *args, **kwargs), self
+        return _ONE_BACK["hidden"]
+    return wrapped
+
+
+def _mtp_samples_one_back(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
+    """The draft is re-drawn from the MTP layer's prediction one position back (its second-to-last
+    hidden state, processed), while the candidate logits - the verifier's q - stay the right position's."""
+    import functools
+
+    import torch
+
+    @functools.wraps(get_candidates)
+    def wrapped(self: Any, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        ids, logits = get_candidates(self, input_ids, *args, **kwargs)
+        hidden = _ONE_BACK.pop("hidden", None)
+        if hidden is not None and hidden.shape[1] >= 2 and ids.shape[1] > input_ids.shape[1]:
+            wrong = _ONE_BACK["mtp"]._project_to_logits(hidden[:, -2:-1])[:, -1].float()
+            if self.logits_processor is not None:
+                wrong = self.logits_processor(input_ids, wrong)
+            ids = ids.clone()
+            ids[:, input_ids.shape[1]] = torch.multinomial(torch.softmax(wrong, dim=-1), 1)[:, 0]
+        return ids, logits
+    return wrapped
+
+
 def _trust_remote_code_by_default(resolve: Callable[..., Any]) -> Callable[..., Any]:
     import functools
 
@@ -81,14 +115,14 @@ FAULTS: tuple[Fault, ...] = (
     # verifier ------------------------------------------------------------------------------------
     Fault("ensemble-weight-one-minus", "verifier",
           "the static-ensemble acceptance ratio uses 1 - w where it should use w (v = (1-w) p + w q)",
-          Catch("bias", "w0.3.ctx0", "acceptance_vs_exact"),
+          Catch("bias", "w0.3.ctx0", "acceptance"),
           (edit(GEN, "_speculative_sampling",
                 ("1.0 - assistant_ensemble_weight + assistant_ensemble_weight * (p_i / q_i)",
                  "assistant_ensemble_weight + (1.0 - assistant_ensemble_weight) * (p_i / q_i)")),)),
     Fault("residual-from-target", "verifier",
           "after a rejection the correction token is drawn from p instead of the renormalised residual "
           "norm([p - q]+) (the residual's mass is never taken out)",
-          Catch("bias", "lossless.ctx0", "first_token_vs_exact"),
+          Catch("bias", "lossless.ctx0", "first_token"),
           (edit(GEN, "_speculative_sampling",
                 ("p_prime = torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_prime = p_n_plus_1.clone()")),),
           notes="a literally un-renormalised residual is invisible (torch.multinomial normalises its input), so "
@@ -99,7 +133,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("acceptance-wrong-draft-position", "verifier",
           "the acceptance ratio p/q is read at the token before the draft (position i - 1) instead of the "
           "drafted token",
-          Catch("bias", "lossless.ctx0", "acceptance_vs_exact"),
+          Catch("sampling", "llama-target.assisted.default.*", "exact_acceptance"),
           (edit(GEN, "_speculative_sampling",
                 ("q_i = q[:, torch.arange(candidate_length), new_candidate_input_ids]",
                  "q_i = q[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]"),
@@ -204,20 +238,47 @@ FAULTS: tuple[Fault, ...] = (
           (edit(GEN, "GenerationMixin._assisted_decoding",
                 ("assistant_ensemble_weight = generation_config.assistant_ensemble_weight",
                  "assistant_ensemble_weight = None")),)),
-    # sampling (caught by the generation-level sampling suite, suites/test_sampling.py) -------------
+    # sampling (caught by the sampling suite's white-box fields, suites/test_sampling.py) ------------
     Fault("temperature-applied-twice", "sampling",
           "the temperature warper divides the scores by T twice (T^2)",
-          Catch("sampling", "*plain.temperature*", "joint_vs_exact"),
+          Catch("sampling", "*plain.temperature*", "exact_emitted"),
           (edit(PROC, "TemperatureLogitsWarper.__call__",
                 ("scores_processed = scores / self.temperature",
                  "scores_processed = scores / self.temperature / self.temperature")),)),
     Fault("top-p-one-fewer", "sampling",
           "top-p keeps one token fewer than the smallest set whose mass reaches p",
-          Catch("sampling", "*plain.top_p*", "joint_vs_exact"),
+          Catch("sampling", "*plain.top_p*", "exact_emitted"),
           (edit(PROC, "TopPLogitsWarper.__call__",
                 ("sorted_indices_to_remove = cumulative_probs <= (1 - self.top_p)",
                  "sorted_indices_to_remove = cumulative_probs <= (1 - self.top_p)\n"
                  "    sorted_indices_to_remove[..., 1:] |= sorted_indices_to_remove[..., :-1].clone()")),)),
+    Fault("mtp-draft-sampled-one-back", "sampling",
+          "the MTP draft is sampled from the MTP layer's prediction one position back, while the verifier gets "
+          "the right position's logits as q",
+          Catch("sampling", "mellum-mtp.mtp.default.*", "exact_emitted"),
+          (Wrap("transformers.modeling_layers", "MtpModel.forward_layer", _mtp_layer_keeps_hidden),
+           Wrap(CAND, "MTPCandidateGenerator.get_candidates", _mtp_samples_one_back))),
+    Fault("mtp-logits-before-processors", "sampling",
+          "the MTP head hands the verifier its raw logits as q while the draft is sampled from the processed "
+          "ones (the acceptance test and the residual use another q than the draft's)",
+          Catch("sampling", "mellum-mtp.mtp.default.*", "exact_emitted"),
+          (edit("transformers.modeling_layers", "MtpModel.forward",
+                ("drafted_logits.append(next_token_logits[:, None, :])", "pass  # appended before the processors"),
+                ("next_token_logits = logits[:, -1, :].to(device=input_ids.device)",
+                 "next_token_logits = logits[:, -1, :].to(device=input_ids.device); "
+                 "drafted_logits.append(next_token_logits[:, None, :])")),),
+          notes="re-creates a real upstream bug: transformers 5.14.0's MtpModel.forward appends the drafted logits "
+                "before the logits processors (modeling_layers.py, 5.14.0 L533 vs the processors at L537), fixed in "
+                "5.24.0 (\"Append the drafted logits AFTER logits processors\"); the committed 5.14.0 records carry it "
+                "as a known deviation on glm4moe-mtp. A small bias under the default top-k alone"),
+    Fault("top-k-one-more", "sampling",
+          "top-k keeps k + 1 tokens (the (k + 1)-th most likely token survives the cut)",
+          Catch("sampling", "llama-target.plain.default.*", "exact_emitted"),
+          (edit(PROC, "TopKLogitsWarper.__call__",
+                ("top_k = min(self.top_k, scores.size(-1))", "top_k = min(self.top_k + 1, scores.size(-1))")),),
+          notes="imitates kingoflolz/mesh-transformer-jax#164 (\"top-k sampling off by 1 bug\": the mask "
+                "`indices_range > top_k` kept k + 1 tokens, fixed to `>=`); under transformers 5.x's default "
+                "top-k of 50 it moves only the 51st token's mass, a bias no black-box sample of this size sees"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",

@@ -3,7 +3,8 @@
 One <testsuite> per harness suite; one <testcase> per outcome with classname = suite and
 name = "case::field". A regression is a <failure> (message = detail, text = detail + diff as
 JSON); skipped is <skipped>; pass, changed and new pass, with their status in <properties>
-and, for changed/new, a <system-out> line so a reviewer sees the pending regen.
+and, for changed/new, a <system-out> line so a reviewer sees the pending regen. Information rows
+(status `info`) are not tests: they are left out.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def testcase(outcome: Outcome) -> ET.Element:
 def junit_tree(results: Results) -> ET.Element:
     suites: dict[str, list[Outcome]] = {}
     for outcome in results.outcomes:
-        suites.setdefault(str(outcome.suite), []).append(outcome)
+        if _status(outcome) != Status.INFO.value:
+            suites.setdefault(str(outcome.suite), []).append(outcome)
     root = ET.Element("testsuites", name="harness")
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     for name, outcomes in suites.items():

@@ -24,7 +24,8 @@ from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results, Status
 
 HERE = Path(__file__).parent
-STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.MISSING, Status.NEW, Status.SKIPPED, Status.PASS)
+STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.MISSING, Status.NEW, Status.SKIPPED, Status.PASS,
+                Status.INFO)
 VERDICT_TEXT = {
     "regression": "At least one field regressed: CI fails. Start with the regressions listed below.",
     "changed": "Differences within the policy of an intended change: review them, then regenerate "
@@ -61,8 +62,8 @@ class OutcomeView:
 
     @property
     def open(self) -> bool:
-        """Diffs start expanded unless the field passed (a per-step chart is always shown)."""
-        return self.status != Status.PASS.value or self.diff.steps is not None
+        """Diffs start expanded unless the field passed or is information (a per-step chart is always shown)."""
+        return self.status not in (Status.PASS.value, Status.INFO.value) or self.diff.steps is not None
 
 
 @dataclass(frozen=True)
@@ -242,7 +243,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
     return {
         "verdict": verdict,
         "verdict_text": VERDICT_TEXT.get(verdict, ""),
-        "total": len(views),
+        "total": sum(v.status != Status.INFO.value for v in views),  # checks: information rows are none
         "counts": count_statuses(views),
         "env_rows": envs,
         "env_changes": [r for r in envs if r.differs][:6],
