@@ -25,6 +25,7 @@ reads and writes records, the comparers (harness/checking/compare.py) judge one 
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -453,7 +454,8 @@ class Results:
     @classmethod
     def combine(cls, parts: list[Results], phases: list[str]) -> Results:
         """The phases of one run (e.g. the parallel one and the timing one of `harness check`) as one
-        run: every outcome, the first part's envs and settings, the phases' durations added and their
+        run: every outcome once (each phase collects every suite, so a record whose suite is gone is
+        missing in both), the first part's envs and settings, the phases' durations added and their
         writes and broken tests joined; meta.phases says what each phase was."""
         first = parts[0]
         meta = dict(first.meta)
@@ -462,7 +464,10 @@ class Results:
             meta[key] = [x for p in parts for x in p.meta.get(key, [])]
         meta["phases"] = [{"phase": name, "duration_s": p.meta.get("duration_s"), "outcomes": len(p.outcomes),
                            "argv": p.meta.get("argv")} for name, p in zip(phases, parts, strict=True)]
-        outcomes = sorted((o for p in parts for o in p.outcomes), key=lambda o: (o.suite, o.case, o.field, o.against))
+        unique: dict[str, Outcome] = {}  # a fact both phases report (a deleted suite's missing field) counts once
+        for o in (o for p in parts for o in p.outcomes):
+            unique.setdefault(json.dumps(o.to_json(), sort_keys=True, default=str), o)
+        outcomes = sorted(unique.values(), key=lambda o: (o.suite, o.case, o.field, o.against))
         return cls(env=first.env, baseline_env=first.baseline_env, outcomes=outcomes, meta=meta)
 
     def to_json(self) -> dict[str, Any]:

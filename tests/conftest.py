@@ -1,6 +1,8 @@
 """The harness's own tests run the plugin and the CLI inside pytester / subprocesses: they decide
 for themselves whether a run is strict, so the CI variable of the machine running them must not
-leak into those inner runs (a test that wants CI semantics sets it)."""
+leak into those inner runs (a test that wants CI semantics sets it). The inner `harness check` /
+`regen` runs are serial unless a test asks for workers (`-n 2`): the outer `pytest -n 2` already
+uses every core, and nested xdist workers would only oversubscribe them."""
 
 from __future__ import annotations
 
@@ -10,3 +12,8 @@ import pytest
 @pytest.fixture(autouse=True)
 def no_ci_in_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CI", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def serial_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "1")  # harness/cli/project.py default_workers

@@ -855,3 +855,55 @@ def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_
     assert project.run("merge", str(tmp_path / "cell-a"), str(tmp_path / "cell-b")) == 2
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and str(tmp_path / "cell-a" / OTHER_KEY) in err and str(tmp_path / "cell-b" / OTHER_KEY) in err
+
+
+@pytest.mark.parametrize("categories, says_regen", [
+    (["known-deviation"], False),  # the baseline already holds it: regen would change nothing
+    (["known-deviation", "known-deviation"], False),
+    (["known-deviation", "tolerated-drift"], True),  # one real change: regen has something to accept
+    (["fixed"], True),
+])
+def test_changed_verdict_says_regen_only_when_it_would_accept_something(categories, says_regen):
+    from harness.cli.common import changed_verdict
+    from harness.schema import Category
+    results = Results(env={}, baseline_env={}, outcomes=[
+        Outcome("sampling", f"c{i}", "exact_emitted", "deviation", Status.CHANGED, "", Category(c))
+        for i, c in enumerate(categories)])
+    line = changed_verdict(results)
+    assert line.startswith("verdict: changed within policy (allowed)")
+    assert ("accept the changes with `harness regen`" in line) is says_regen
+    assert ("nothing for `harness regen` to accept" in line) is (not says_regen)
+
+
+def test_combined_phases_report_a_fact_both_phases_saw_once():
+    """Each phase of `harness check` collects every suite, so a record whose suite was deleted is
+    `missing` in both; the run reports it once, and keeps each phase's own observations."""
+    gone = Outcome("gone", "a", "tokens", "exact", Status.MISSING, "not observed")
+    parallel = Results(env={}, baseline_env={}, outcomes=[gone, Outcome("outputs", "c", "tokens", "exact", Status.PASS)],
+                       meta={"duration_s": 2})
+    timing = Results(env={}, baseline_env={}, outcomes=[Outcome("gone", "a", "tokens", "exact", Status.MISSING,
+                                                                "not observed"),
+                                                        Outcome("latency", "d", "decode", "latency", Status.PASS)],
+                     meta={"duration_s": 3})
+    combined = Results.combine([parallel, timing], ["parallel", "timing"])
+    assert [(o.suite, o.status) for o in combined.outcomes] == [
+        ("gone", Status.MISSING), ("latency", Status.PASS), ("outputs", Status.PASS)]
+    assert combined.meta["duration_s"] == 5
+
+
+@pytest.mark.parametrize("given, auto, cores, expected", [
+    (None, None, 2, "auto"),  # a user's default: every core, two phases
+    (None, "1", 2, None),  # pytest-xdist's knob says one worker: a serial run
+    (None, "0", 2, None),
+    (None, "3", 2, "auto"),
+    (None, None, 1, None),  # one core: serial
+    ("2", "1", 2, "2"),  # -n as given always wins
+])
+def test_default_workers(monkeypatch, given, auto, cores, expected):
+    from harness.cli.project import default_workers
+    if auto is None:
+        monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    else:
+        monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", auto)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert default_workers(given) == expected

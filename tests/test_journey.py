@@ -12,8 +12,7 @@ tests/user_checkpoints.py), runs the README's own-model commands as a person wou
 3. a weight of the checkpoint scaled by 1.05: exit 1, and the first finding - terminal, summary.md,
    HTML - names the changed checkpoint (model.safetensors sha256 old -> new) with the differences
    under it (then the checkpoint is restored: step 5 runs clean against its records);
-4. Ctrl-C mid-run: the records untouched; exit 130 and no empty report folder (these two wait on
-   issue 30's interrupt handling: xfail until it lands - remove the marker then);
+4. Ctrl-C mid-run: the records untouched; exit 130 and no empty report folder;
 5. the upgrade, with the README's commands as written: another transformers installed with the pins
    that follow it dropped, then `harness check --baseline <the recorded env> -- -k my-model`: exit 0,
    nothing written for the new environment unless asked.
@@ -50,7 +49,6 @@ KEY = "tf5.24.0-torch2.13.0-cpu-x86_64-fp32"  # the env constraints.txt pins, on
 WEIGHT = "model.layers.0.mlp.down_proj.weight"
 UPGRADED = "tf5.14.0-torch2.13.0-cpu-x86_64-fp32"  # the env the README's upgrade block installs
 MODEL = "models/my-llama"  # the README's `harness init --model ./models/my-llama`
-ISSUE_30 = "issue 30 (interrupts): exit 130 on SIGINT and no empty report folder - not landed yet"
 
 
 @dataclass
@@ -79,7 +77,8 @@ class Journey:
 
     def env(self) -> dict[str, str]:
         """A user's shell: the venv first on PATH, no checkout on PYTHONPATH, not a CI run (CI is strict)."""
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CI", "VIRTUAL_ENV", "PYTHONHOME")}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CI", "VIRTUAL_ENV", "PYTHONHOME",
+                                                       "PYTEST_XDIST_AUTO_NUM_WORKERS")}
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(self.venv)
@@ -238,7 +237,6 @@ def test_ctrl_c_leaves_the_records_untouched(journey: Journey) -> None:
     assert journey.interrupted.after == journey.interrupted.before
 
 
-@pytest.mark.xfail(reason=ISSUE_30, strict=False)
 def test_ctrl_c_exits_130_and_leaves_no_empty_report_folder(journey: Journey) -> None:
     step = journey.steps["ctrl-c"]
     assert journey.interrupted is not None

@@ -59,7 +59,9 @@ def test_one_testsuite_per_suite_with_its_counts(results: Results, tmp_path: Pat
 
 def test_testcase_names_and_bodies(results: Results, tmp_path: Path) -> None:
     cases = junit(results, tmp_path).findall("./testsuite/testcase")
-    for outcome, case in zip(checks(results), cases, strict=True):
+    order = list(dict.fromkeys(o.suite for o in checks(results)))  # one <testsuite> per suite, first seen first
+    grouped = sorted(checks(results), key=lambda o: order.index(o.suite))  # stable: the run's order within a suite
+    for outcome, case in zip(grouped, cases, strict=True):
         assert case.get("classname") == outcome.suite
         assert case.get("name") == f"{outcome.case}::{outcome.field}"
         props = {p.get("name"): p.get("value") for p in case.findall("properties/property")}

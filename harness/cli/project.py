@@ -206,10 +206,13 @@ def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace,
 
 def default_workers(value: str | None) -> str | None:
     """-n as given; without it, one xdist worker per core (`auto`) when pytest-xdist is installed
-    and the machine has more than one core, else a serial run (None)."""
+    and the machine has more than one core, else a serial run (None). pytest-xdist's own knob for
+    `auto`, PYTEST_XDIST_AUTO_NUM_WORKERS, is honoured: 0 or 1 means a serial run (one worker would
+    only add a process; the harness's own tests set it, since they already run on every core)."""
     if value is not None:
         return value
-    if importlib.util.find_spec("xdist") is None or (os.cpu_count() or 1) < 2:
+    auto = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if importlib.util.find_spec("xdist") is None or (os.cpu_count() or 1) < 2 or (auto.isdigit() and int(auto) <= 1):
         return None
     return "auto"
 
