@@ -83,9 +83,12 @@ def sigma(runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
             store = Path(tmp) / f"run{i}"
-            subprocess.run([sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
+            store.mkdir()  # a new store: every field is measured and written, nothing compared
+            done = subprocess.run([sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
                             "--golden-dir", str(store), "--harness-results", str(Path(tmp) / f"r{i}.json")],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+            if done.returncode != 0:
+                raise RuntimeError(f"run {i + 1} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
             for name, value in log_ratios(store).items():
                 per_field.setdefault(name, []).append(value)
             print(f"run {i + 1}: {len(per_field)} fields", flush=True)

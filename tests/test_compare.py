@@ -516,3 +516,44 @@ def test_an_exception_that_a_release_fixes_is_a_change_not_a_regression():
     assert "raises now: IndexError: index_copy_()" in broken.detail
     assert (other.status, other.category) == (Status.REGRESSION, Category.ERROR_CHANGED)
     assert cmp("exact", {"a": 1}, None).category is Category.REAL_CHANGE  # not an error value
+
+
+def committed_latency_fields() -> list[tuple[str, dict, dict]]:
+    """(case/field, the record's env, its measurement) of every latency field of every committed
+    record, on every hardware class it was measured on."""
+    from pathlib import Path
+
+    from harness.checking.compare_stats import latency_entries
+    from harness.schema import Record
+    out = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "golden" / "records").glob("*/latency/*.json")):
+        record = Record.from_json(json.loads(path.read_text()), path)
+        for name, f in record.fields.items():
+            if f.kind == "latency":
+                for hw, entry in latency_entries(f, record.env).items():
+                    out.append((f"{path.parent.parent.name}/{record.case}/{name}@{hw}", record.env, entry, name))
+    return out
+
+
+LATENCY_FIELDS = committed_latency_fields()
+
+
+@pytest.mark.parametrize("where, env, entry, name", LATENCY_FIELDS, ids=[f[0] for f in LATENCY_FIELDS])
+def test_every_committed_latency_field_reaches_a_full_runs_alpha_at_its_stated_slowdown(where, env, entry, name):
+    """No latency field passes by construction (issue 25): on the committed measurement itself,
+    at alpha 1e-5 - below a full default run's per-test alpha (0.01 / ~310 golden tests = 3.2e-5) -
+    the field states a detectable slowdown under `latency_max_detectable`, a rerun of the same
+    samples passes, and the same samples made (1 + detectable) x 1.1 slower are a regression. (An entry another machine measured with the CPU-time method of an
+    older harness is `not-comparable` with the reason; that machine's `harness regen` replaces it.)"""
+    from harness.checking.compare_stats import LATENCY_KEYS
+    policy = Policy(alpha=1e-5, observed_env=env, baseline_env=env)
+    same = compare_field(name, Field("latency", entry), Field("latency", entry), policy)
+    if not all(k in entry for k in LATENCY_KEYS):  # another machine's CPU-time entry: said, never a pass
+        assert (same.status, same.category) == (Status.SKIPPED, "not-comparable") and "older harness" in same.detail
+        return
+    assert (same.status, same.category) == (Status.PASS, ""), same.detail  # not underpowered, not busy
+    detectable = same.diff["detectable_slowdown"]
+    assert 0 < detectable < Thresholds().latency_max_detectable
+    slower = {**entry, "samples": [s * (1 + detectable) * 1.1 for s in entry["samples"]]}
+    got = compare_field(name, Field("latency", slower), Field("latency", entry), policy)
+    assert (got.status, got.category) == (Status.REGRESSION, "slowdown"), got.detail

@@ -283,13 +283,14 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
                            "not-judged", {"busy": side, "reason": why})
     a = stats.paired_log_ratios(new["samples"], new["calibration"])
     b = stats.paired_log_ratios(old["samples"], old["calibration"])
-    test = stats.slowdown_test(a, b, t.latency_tolerance, t.latency_run_sd, policy.alpha)
+    run_sd = t.run_sd(name)
+    test = stats.slowdown_test(a, b, t.latency_tolerance, run_sd, policy.alpha)
     cpu_ratio = (float(np.median(new["cpu"])) / float(np.median(new["cpu_calibration"]))) / (
         float(np.median(old["cpu"])) / float(np.median(old["cpu_calibration"])))
     diff = {"ratio": test.ratio, "ratio_ci": [test.low, test.high], "cpu_ratio": cpu_ratio,
             "tolerance": t.latency_tolerance, "p_slower": test.p_slower, "p_faster": test.p_faster,
             "alpha": policy.alpha, "detectable_slowdown": test.detectable, "sd": test.sd,
-            "run_sd": t.latency_run_sd, "n_old": len(old["samples"]), "n_new": len(new["samples"]),
+            "run_sd": run_sd, "n_old": len(old["samples"]), "n_new": len(new["samples"]),
             "median_old": float(np.median(old["samples"])), "median_new": float(np.median(new["samples"])),
             "calibration_of": new.get("calibration_of", "")}
     text = (f"x{test.ratio:.3f} of the record (wall, against its calibration; {1 - policy.alpha:.5g} CI "
