@@ -79,8 +79,10 @@ def record(command: str, result: dict) -> None:
     """This run's figures under the installed release in budgets.json (other entries kept)."""
     data = json.loads(BUDGETS.read_text())
     entry = {k: result[k] for k in ("wall", "calibration", "ratio", "load")}
-    entry.update(cores=os.cpu_count(), measured=time.strftime("%Y-%m-%d"),
-                 tests=result.get("summary", {}).get("tests"))
+    entry.update(cores=os.cpu_count(), measured=time.strftime("%Y-%m-%d"))
+    if "summary" in result:  # harness check: the per-suite table (wall and CPU seconds summed over tests)
+        entry["suites"] = {name: {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
+                           for name, row in sorted(result["summary"]["suites"].items())}
     data.setdefault("releases", {}).setdefault(release(), {})[command] = entry
     BUDGETS.write_text(json.dumps(data, indent=1) + "\n")
 
