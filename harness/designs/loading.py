@@ -7,7 +7,9 @@ setting given in more than one place. Upgrades move these defaults silently: v5 
 
 A case is a checkpoint - a zoo model or yours as shipped, or a `Variant` of llama-target built in
 the test's tmp dir (its weights and tokenizer linked, its config.json edited, a
-generation_config.json written) - loaded once with no arguments, on the CPU. Fields (all exact):
+generation_config.json written) - loaded once with no arguments, on the CPU: what a caller who passes
+nothing gets, whatever the run's dtype and device (a bf16 run records the same load as an fp32 one).
+Fields (all exact):
 
   dtype              {"parameters": the loaded parameters' dtype, "config": config.dtype after load}
   attn_implementation config._attn_implementation after the plain load
