@@ -16,6 +16,8 @@ never a test function.
                     path x setting in deep mode), then each user model's
     bias(run)       one verification step per ensemble weight x context
     latency(run)    prefill, steady-state decode and generate() per path, then each user model's
+    loading(run)    the load contract: every zoo model as shipped, llama-target's checkpoint variants
+                    (harness/designs/loading.py `VARIANTS`), then each user model as shipped
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -430,3 +432,26 @@ API: tuple[Case, ...] = (
 def contracts(run: RunSettings | None = None) -> list[Case]:
     """The contracts suite's table (the same in every run)."""
     return [*CONTRACTS, *API]
+
+
+# ----------------------------------------------------------------------------------------------
+# loading: the load contract
+
+LOAD_PROMPT = "short-0"
+# llama-target's checkpoint variants (harness/designs/loading.py `VARIANTS` says what each edits)
+LOAD_VARIANTS = ("config-fp16", "config-no-dtype", "legacy-config", "genconfig-file", "genconfig-max-new-tokens")
+
+
+def load_case(model: str, variant: str, prompt: str = LOAD_PROMPT, own: bool = False) -> Case:
+    """`<model>.<variant>`: the checkpoint (as shipped, or a variant built from its files) loaded
+    with no arguments; `own`: a user's checkpoint, whose every route is run."""
+    return Case(model, prompt=prompt, name=f"{model}.{variant}", params=_p(variant=variant, own=own))
+
+
+def loading(run: RunSettings | None = None) -> list[Case]:
+    """Every zoo model as shipped, llama-target's variants, then each user model as shipped (on
+    its first prompt)."""
+    return ([load_case(s.name, "as-shipped") for s in SPECS]
+            + [load_case(TARGET, v) for v in LOAD_VARIANTS]
+            + [load_case(m.name, "as-shipped", m.prompts[0].id if m.prompts else LOAD_PROMPT, own=True)
+               for m in _users(run)])

@@ -233,7 +233,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     # first run through the CLI (a pytest subprocess): records written under <env-key>/<suite>/
     assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
-    assert records == ["backends/prod.json", "caches/prod.json", "outputs/prod.plain.dynamic.story.greedy.json",
+    assert records == ["backends/prod.json", "caches/prod.json", "loading/prod.as-shipped.json",
+                       "outputs/prod.plain.dynamic.story.greedy.json",
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
                        "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json"]
     (first,) = (root / "reports").glob("*/*/results.json")

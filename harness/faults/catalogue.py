@@ -91,6 +91,16 @@ def _mtp_samples_one_back(get_candidates: Callable[..., Any]) -> Callable[..., A
     return wrapped
 
 
+def _dtype_auto_as_unset(get_dtype: Callable[..., Any]) -> Callable[..., Any]:
+    """from_pretrained's default dtype "auto" reaches `_get_dtype` as if no dtype had been given."""
+    import functools
+
+    @functools.wraps(get_dtype)
+    def wrapped(dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        return get_dtype(None if isinstance(dtype, str) and dtype == "auto" else dtype, *args, **kwargs)
+    return wrapped
+
+
 def _trust_remote_code_by_default(resolve: Callable[..., Any]) -> Callable[..., Any]:
     import functools
 
@@ -218,6 +228,17 @@ FAULTS: tuple[Fault, ...] = (
           "remap: the final norm is re-initialised",
           Catch("backends", "llama-target", "loading_info"),
           (Wrap("transformers.modeling_utils", "convert_and_load_state_dict_in_model", _rename_checkpoint_key),)),
+    Fault("dtype-auto-dropped", "checkpoints",
+          "from_pretrained(path) without a dtype loads in torch's default dtype (fp32) instead of v5's "
+          "dtype=\"auto\" (the config's dtype): a checkpoint whose config says float16 arrives in fp32",
+          Catch("loading", "llama-target.config-fp16", "dtype"),
+          (Wrap("transformers.modeling_utils", "_get_dtype", _dtype_auto_as_unset),),
+          notes="imitates the default that PR #42805 changed (v5: dtype=\"auto\", so facebook/opt-125m, whose "
+                "config says float16, arrives in fp16 where v4 gave fp32; PR #42883 documents it), run backwards: "
+                "the one line `if dtype is None: dtype = \"auto\"` of PreTrainedModel.from_pretrained lost in a "
+                "refactor. A Wrap of `_get_dtype`, which receives that default, because from_pretrained uses "
+                "super() and cannot be recompiled by a SourceEdit; the harness's own loads pass a dtype and "
+                "never see it"),
     # contracts -----------------------------------------------------------------------------------
     Fault("generate-returns-dict", "contracts",
           "generate() returns a GenerateDecoderOnlyOutput by default instead of a tensor",
@@ -238,6 +259,28 @@ FAULTS: tuple[Fault, ...] = (
           (edit(GEN, "GenerationMixin._assisted_decoding",
                 ("assistant_ensemble_weight = generation_config.assistant_ensemble_weight",
                  "assistant_ensemble_weight = None")),)),
+    Fault("max-new-tokens-yields-to-file-max-length", "contracts",
+          "generate(max_new_tokens=N) is overridden by a max_length from the checkpoint's generation_config.json: "
+          "max_new_tokens is honoured only when max_length is the global default",
+          Catch("loading", "llama-target.genconfig-file", "length_precedence"),
+          (edit(GEN, "GenerationMixin._prepare_generated_length",
+                ("if generation_config.max_new_tokens is not None:",
+                 "if generation_config.max_new_tokens is not None and has_default_max_length:")),),
+          notes="imitates transformers #13983 (4.11: \"Parameter max_new_tokens is always overshadow by max_length\", "
+                "max_length defaulting from the model's config), the precedence PR #21347 settled (max_new_tokens "
+                "wins, with a warning) and that #35765 / PR #34026 revisited: one condition of the length "
+                "preparation"),
+    Fault("genconfig-argument-overwritten-by-model", "contracts",
+          "a GenerationConfig passed to generate() is overwritten by the model's generation_config "
+          "(generation_config.json): the caller's values lose to the file's",
+          Catch("loading", "llama-target.genconfig-file", "settings_precedence"),
+          (edit(GEN, "GenerationMixin._prepare_generation_config",
+                ("generation_config.update(**self.generation_config.to_dict(), defaults_only=True,",
+                 "generation_config.update(**self.generation_config.to_dict(), defaults_only=False,")),),
+          notes="imitates transformers #35372 (4.47.1: \"'do_sample' model default cannot be overridden\" - the "
+                "model's generation config beat the caller's setting) in the merge PR #36684 introduced (a custom "
+                "generation_config's unset values are filled from the model's): one keyword of that merge, "
+                "`defaults_only`, flipped, so the file's values overwrite the ones the caller did set"),
     # sampling (caught by the sampling suite's white-box fields, suites/test_sampling.py) ------------
     Fault("temperature-applied-twice", "sampling",
           "the temperature warper divides the scores by T twice (T^2)",

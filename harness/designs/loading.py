@@ -1,0 +1,248 @@
+"""The load contract (suites/test_loading.py): what `AutoModelForCausalLM.from_pretrained(path)`
+resolves when the caller passes nothing, per checkpoint, and which source wins for a generation
+setting given in more than one place. Upgrades move these defaults silently: v5 loads with
+``dtype="auto"`` (a checkpoint whose config says float16 arrives in fp16 where v4 gave fp32, PR
+#42805), generation parameters left ``model.config``, and ``max_length`` against
+``max_new_tokens`` has changed hands more than once (#13983, #35765, PR #34026).
+
+A case is a checkpoint - a zoo model or yours as shipped, or a `Variant` of llama-target built in
+the test's tmp dir (its weights and tokenizer linked, its config.json edited, a
+generation_config.json written) - loaded once with no arguments, on the CPU: what a caller who passes
+nothing gets, whatever the run's dtype and device (a bf16 run records the same load as an fp32 one).
+Fields (all exact):
+
+  dtype              {"parameters": the loaded parameters' dtype, "config": config.dtype after load}
+  attn_implementation config._attn_implementation after the plain load
+  generation_config  {"built_from": "generation_config.json" | "config.json" (transformers' own stamp,
+                     `_from_model_config`), "file_present": whether the checkpoint has a
+                     generation_config.json, "non_default": each value that differs from a default
+                     GenerationConfig()}
+  plain_generate     generate(input_ids) and nothing else, stopped by the harness after its first token:
+                     the token budget the decoding loop received (max_length - prompt), max_new_tokens,
+                     and the cache object the first forward got (class, layer classes with counts)
+  settings_precedence (variants with a generation_config.json, and your models) per route a caller has
+                     for a setting - the file alone, model.generation_config, model.config, a
+                     GenerationConfig argument (one that names another setting, one at the global
+                     default), keyword arguments, argument + keywords - the effective
+                     repetition_penalty and top_k the decoding loop received, or the error raised
+  length_precedence  the same for the length: the file alone, max_new_tokens, max_length, both, and each
+                     inside a GenerationConfig argument - the budget, max_new_tokens and the new tokens
+                     generated (at most CAP: a harness stopping criterion, never a generation setting)
+
+Every length is given as a budget over the prompt (`absolute` adds the prompt's length), so a
+record reads the same for any prompt and the value each source set is told apart by its number.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.schema import Case, Observation
+from harness.subjects import hf_loading as hf
+from harness.subjects import observe
+
+CONFIG_FILE, GENERATION_FILE = "config.json", "generation_config.json"
+BUDGET_KEYS = ("max_length",)  # lengths written as a budget over the prompt (see `absolute`)
+CAP = 8  # the most new tokens a precedence call generates (every budget below is smaller)
+FIRST_TOKEN = 1  # plain_generate stops after the prefill's token: its cache and config are known by then
+
+
+def absolute(values: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+    """`values` with each BUDGET_KEYS entry turned from new tokens into a total length."""
+    return {k: v + prompt_len if k in BUDGET_KEYS and isinstance(v, int) else v for k, v in values.items()}
+
+
+def non_default(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a generation config that differ from (or are absent in) the defaults."""
+    missing = object()
+    return {k: values[k] for k in sorted(values) if defaults.get(k, missing) != values[k]}
+
+
+def built_from(from_model_config: bool) -> str:
+    """The file transformers says it built the generation config from."""
+    return CONFIG_FILE if from_model_config else GENERATION_FILE
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoint variants
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A checkpoint made from a model's files: config.json with `config_set` set and
+    `config_drop` removed, and a generation_config.json holding `generation_file` (None: no such
+    file). Lengths are budgets over the prompt. `generate`: observe a plain generate() (a model
+    loaded in fp16 is not run on the CPU); `precedence`: run every route."""
+
+    name: str
+    what: str
+    config_set: tuple[tuple[str, Any], ...] = ()
+    config_drop: tuple[str, ...] = ()
+    generation_file: tuple[tuple[str, Any], ...] | None = None
+    generate: bool = True
+    precedence: bool = False
+
+    @property
+    def edits(self) -> bool:
+        return bool(self.config_set or self.config_drop or self.generation_file is not None)
+
+    def config(self, config: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+        kept = {k: v for k, v in config.items() if k not in self.config_drop}
+        return {**kept, **absolute(dict(self.config_set), prompt_len)}
+
+    def generation(self, prompt_len: int) -> dict[str, Any] | None:
+        return None if self.generation_file is None else absolute(dict(self.generation_file), prompt_len)
+
+
+# the file's values, the legacy config.json's and each route's are distinct numbers, so a record
+# says which source won
+FILE_SETTINGS = (("max_length", 6), ("repetition_penalty", 1.3), ("top_k", 7))
+LEGACY_SETTINGS = (("max_length", 7), ("repetition_penalty", 1.15), ("top_k", 11))
+AS_SHIPPED = Variant("as-shipped", "the checkpoint's own files", precedence=False)
+OWN = Variant("as-shipped", "your checkpoint's own files", precedence=True)
+VARIANTS: dict[str, Variant] = {v.name: v for v in (
+    Variant("config-fp16", "config.json declares float16 over float32 weights: dtype='auto' (v5's default) "
+            "loads fp16, torch's default dtype would load fp32", config_set=(("dtype", "float16"),), generate=False),
+    Variant("config-no-dtype", "config.json declares no dtype: 'auto' falls back to the weights' dtype",
+            config_drop=("dtype", "torch_dtype"), generate=False),
+    Variant("legacy-config", "generation settings in config.json only (a checkpoint saved before "
+            "generation_config.json existed)", config_set=LEGACY_SETTINGS),
+    Variant("genconfig-file", "a generation_config.json, and other values for the same settings in config.json",
+            config_set=LEGACY_SETTINGS, generation_file=FILE_SETTINGS, precedence=True),
+    Variant("genconfig-max-new-tokens", "a generation_config.json that sets max_new_tokens",
+            generation_file=(("max_new_tokens", 5),), precedence=True),
+)}
+
+
+def variant_of(case: Case) -> Variant:
+    name = case.param("variant")
+    if name == AS_SHIPPED.name:
+        return OWN if case.param("own") else AS_SHIPPED
+    return VARIANTS[name]
+
+
+def build(source: Path, variant: Variant, tmp: Path, prompt_len: int) -> Path:
+    """The variant's checkpoint directory under `tmp`: every file of `source` but the two configs
+    linked, config.json and generation_config.json written."""
+    target = tmp / variant.name
+    target.mkdir(parents=True)
+    for path in sorted(source.iterdir()):
+        if path.name not in (CONFIG_FILE, GENERATION_FILE):
+            (target / path.name).symlink_to(path.resolve())
+    config = json.loads((source / CONFIG_FILE).read_text(encoding="utf-8"))
+    (target / CONFIG_FILE).write_text(json.dumps(variant.config(config, prompt_len), indent=2), encoding="utf-8")
+    generation = variant.generation(prompt_len)
+    if generation is not None:
+        (target / GENERATION_FILE).write_text(json.dumps(generation, indent=2), encoding="utf-8")
+    return target
+
+
+# ----------------------------------------------------------------------------------------------
+# routes: where a caller can set a generation setting
+
+
+@dataclass(frozen=True)
+class Route:
+    """One generate() call: attributes set on model.generation_config / model.config for the call,
+    a GenerationConfig argument's values, keyword arguments (lengths as budgets)."""
+
+    generation_config_attrs: tuple[tuple[str, Any], ...] = ()
+    model_config_attrs: tuple[tuple[str, Any], ...] = ()
+    argument: tuple[tuple[str, Any], ...] | None = None
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def call(self, prompt_len: int) -> dict[str, Any]:
+        """generate_once's keyword arguments, lengths made absolute."""
+        return {"generation_config_attrs": absolute(dict(self.generation_config_attrs), prompt_len),
+                "model_config_attrs": absolute(dict(self.model_config_attrs), prompt_len),
+                "argument": None if self.argument is None else absolute(dict(self.argument), prompt_len),
+                "kwargs": absolute(dict(self.kwargs), prompt_len)}
+
+
+RP = "repetition_penalty"
+SETTINGS_ROUTES: dict[str, Route] = {
+    "file": Route(),
+    "model.generation_config": Route(generation_config_attrs=((RP, 1.4),)),
+    "model.config": Route(model_config_attrs=((RP, 1.5),)),
+    "argument": Route(argument=((RP, 1.6),)),
+    "argument-at-global-default": Route(argument=((RP, 1.0),)),
+    "kwargs": Route(kwargs=((RP, 1.7),)),
+    "argument+kwargs": Route(argument=((RP, 1.6),), kwargs=((RP, 1.7),)),
+}
+LENGTH_ROUTES: dict[str, Route] = {
+    "file": Route(),
+    "max_new_tokens": Route(kwargs=(("max_new_tokens", 3),)),
+    "max_length": Route(kwargs=(("max_length", 4),)),
+    "max_length+max_new_tokens": Route(kwargs=(("max_length", 4), ("max_new_tokens", 2))),
+    "argument-max_new_tokens": Route(argument=(("max_new_tokens", 3),)),
+    "argument-max_length": Route(argument=(("max_length", 4),)),
+}
+
+
+def budget(effective: dict[str, Any] | None, prompt_len: int) -> dict[str, Any]:
+    """The length part of an effective config: max_length as new tokens, max_new_tokens."""
+    effective = effective or {}
+    total = effective.get("max_length")
+    return {"budget": total - prompt_len if isinstance(total, int) else total,
+            "max_new_tokens": effective.get("max_new_tokens")}
+
+
+def settings_row(result: dict[str, Any]) -> dict[str, Any]:
+    if "error" in result:
+        return {"error": result["error"]}
+    effective = result["effective"] or {}
+    return {k: effective.get(k) for k in (RP, "top_k")}
+
+
+def length_row(result: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+    if "error" in result:
+        return {"error": result["error"]}
+    return {**budget(result["effective"], prompt_len), "new_tokens": result["new_tokens"]}
+
+
+def plain_row(result: dict[str, Any], prompt_len: int) -> dict[str, Any]:
+    if "error" in result:
+        return {"error": result["error"]}
+    return {**budget(result["effective"], prompt_len), "cache": result["cache"]}
+
+
+# ----------------------------------------------------------------------------------------------
+# the observation
+
+
+def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
+    """One checkpoint loaded with no arguments: what it resolved, and (where the variant asks) the
+    precedence of every route."""
+    obs = Observation()
+    variant = variant_of(case)
+    source = zoo.directory(case.model)
+    ids = zoo.memo(("loading-ids", case.model, case.prompt),
+                   lambda: hf.tokenizer_ids(source, zoo.prompt_text(case.model, case.prompt)))
+    prompt_len = int(ids.shape[1])
+    directory = build(source, variant, tmp, prompt_len) if variant.edits else source
+    model, err = observe(lambda: hf.plain_load(directory))
+    if err is not None:
+        obs.add("load_error", err)
+        return obs.stop(f"from_pretrained({case.model} {variant.name}) raised {err['type']}: {err['message']}")
+    got = hf.resolved(model)
+    obs.add("dtype", {"parameters": got["parameters"], "config": got["config"]}, variant=variant.what)
+    obs.add("attn_implementation", got["attn_implementation"], model_class=type(model).__name__)
+    gen = hf.generation_dicts(model)
+    obs.add("generation_config", {"built_from": built_from(gen["from_model_config"]),
+                                  "file_present": (directory / GENERATION_FILE).is_file(),
+                                  "non_default": non_default(gen["values"], gen["defaults"])})
+    if variant.generate:
+        obs.add("plain_generate", plain_row(hf.generate_once(model, ids, FIRST_TOKEN), prompt_len),
+                prompt_tokens=prompt_len)
+    if variant.precedence:
+        obs.add("settings_precedence", {name: settings_row(hf.generate_once(model, ids, CAP, **route.call(prompt_len)))
+                                        for name, route in SETTINGS_ROUTES.items()},
+                values={name: route.call(0) for name, route in SETTINGS_ROUTES.items()})
+        obs.add("length_precedence",
+                {name: length_row(hf.generate_once(model, ids, CAP, **route.call(prompt_len)), prompt_len)
+                 for name, route in LENGTH_ROUTES.items()},
+                budgets={name: route.call(0) for name, route in LENGTH_ROUTES.items()}, cap=CAP)
+    return obs
