@@ -442,7 +442,7 @@ def contracts(run: RunSettings | None = None) -> list[Case]:
 STOP_TOKENS = 12  # new tokens of a stopping or streaming case: a handful, the suite stays cheap
 STOP_PROMPTS = ("short-0", "short-1")  # the first runs alone; a batch of 2 holds both, cut to one length
 STOP_CHECKS = ("eos-list", "stop-string-hit", "stop-string-never", "max-new-tokens", "max-length",
-               "max-length-and-new-tokens", "min-new-tokens", "pad-batch", "pad-batch-default")
+               "max-length-and-new-tokens", "min-new-tokens", "min-new-tokens-release", "pad-batch", "pad-batch-default")
 STOP_MODELS = (TARGET,)
 
 

@@ -5,7 +5,8 @@
 (the model's eos plus a token the stream really produces), a stop string that is hit (a word of the
 stream) and one that never appears (one character: #31435's class - a one-letter stop string made
 `StopStringCriteria` raise), max_new_tokens, max_length, both (max_new_tokens takes precedence),
-min_new_tokens (the eos list's extra token suppressed just past the step it would come), and a batch
+min_new_tokens (the eos list's extra token suppressed where it would come, and released exactly at
+the step it comes: `MIN_NEW`), and a batch
 of 2 where one row stops early (with an explicit pad token, and without: which token fills).
 
 The oracle is the library's own unstopped run: a greedy row's prefix does not depend on when it
@@ -59,6 +60,10 @@ from harness.subjects.hf_stopping import STREAMERS, Stopped, SuppressUntil, stop
 NEVER_STOP_STRING = "@"  # one character (#31435); the zoo's stories never write it
 PICK_FROM = 2  # the eos token / stop word is taken from this step on, so a row runs a few tokens first
 BATCH_CHECKS = ("pad-batch", "pad-batch-default")
+# min_new_tokens relative to the step where the extra eos id first comes: one past it (the id is
+# suppressed where the model wants it), and at it (the id is released exactly there: vllm #46243
+# released it one step late)
+MIN_NEW = {"min-new-tokens": 1, "min-new-tokens-release": 0}
 COMBINATIONS = tuple((s, skip) for s in STREAMERS for skip in (False, True))
 
 
@@ -178,17 +183,18 @@ def stop(zoo: Any, case: Case) -> Observation:
     settings: dict[str, Any] = {"max_new_tokens": n}
     stop_strings: list[str] = []
     reference_rows = base.rows
-    if check in ("eos-list", "min-new-tokens", *BATCH_CHECKS):
+    if check in ("eos-list", *MIN_NEW, *BATCH_CHECKS):
         picked = pick_token(stream, eos, avoid=base.rows[1] if check in BATCH_CHECKS else ())
         picked = picked or (pick_token(stream, eos) if check in BATCH_CHECKS else None)
         if picked is None:
             return obs.stop(f"no token of the unstopped stream can serve as a second eos id: {stream}")
         step, token = picked
         settings["eos_token_id"] = eos[:1] + [token] if eos else [token]
-        if check == "min-new-tokens":
-            settings["min_new_tokens"] = step + 1  # the extra eos id is suppressed just where it would come
-            suppressed = _unstopped(zoo, case, ids, ("suppress", step + 1, tuple(settings["eos_token_id"])),
-                                    logits_processor=[SuppressUntil(ids.shape[1], step + 1, settings["eos_token_id"])])
+        if check in MIN_NEW:
+            count = step + MIN_NEW[check]
+            settings["min_new_tokens"] = count
+            suppressed = _unstopped(zoo, case, ids, ("suppress", count, tuple(settings["eos_token_id"])),
+                                    logits_processor=[SuppressUntil(ids.shape[1], count, settings["eos_token_id"])])
             reference_rows = suppressed.rows
     elif check == "stop-string-hit":
         word = pick_word([tok.decode([t]) for t in stream], _texts(tok.decode, prompt, stream))
