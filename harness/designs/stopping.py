@@ -166,6 +166,13 @@ def _unstopped(zoo: Any, case: Case, ids: torch.Tensor, extra: tuple = (), **set
         max_new_tokens=case.new_tokens, pad_token_id=lm.model.config.pad_token_id, **settings)))
 
 
+def _cannot(obs: Observation, reason: str) -> Observation:
+    """The case's setting cannot be built from this model's stream (a random model repeating one
+    token): skipped with the reason, never a pass."""
+    obs.skipped("stops_as_specified", "exact", reason)
+    return obs.stop(reason)
+
+
 def stop(zoo: Any, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
@@ -187,9 +194,9 @@ def stop(zoo: Any, case: Case) -> Observation:
         picked = pick_token(stream, eos, avoid=base.rows[1] if check in BATCH_CHECKS else ())
         picked = picked or (pick_token(stream, eos) if check in BATCH_CHECKS else None)
         if picked is None:
-            return obs.stop(f"no token of the unstopped stream can serve as a second eos id: {stream}")
+            return _cannot(obs, f"no token of the unstopped stream can serve as a second eos id: {stream}")
         step, token = picked
-        settings["eos_token_id"] = eos[:1] + [token] if eos else [token]
+        settings["eos_token_id"] = [*eos, token]  # every eos id of the model's, then one the stream produces
         if check in MIN_NEW:
             count = step + MIN_NEW[check]
             settings["min_new_tokens"] = count
@@ -199,7 +206,7 @@ def stop(zoo: Any, case: Case) -> Observation:
     elif check == "stop-string-hit":
         word = pick_word([tok.decode([t]) for t in stream], _texts(tok.decode, prompt, stream))
         if word is None:
-            return obs.stop(f"no word of the unstopped stream can serve as a stop string: {tok.decode(stream)!r}")
+            return _cannot(obs, f"no word of the unstopped stream can serve as a stop string: {tok.decode(stream)!r}")
         stop_strings = [word]
     elif check == "stop-string-never":
         stop_strings = [NEVER_STOP_STRING]
