@@ -181,6 +181,9 @@ def stop(zoo: Any, case: Case) -> Observation:
     ids = batch if check in BATCH_CHECKS else single
     eos = eos_ids(model.generation_config.eos_token_id)
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else tok.pad_token_id
+    if check == "pad-batch" and pad is None:
+        return _cannot(obs, f"{case.model} has no pad token (config and tokenizer): the fill of a finished row is "
+                            "the pad-batch-default case's")
     base = _unstopped(zoo, case, ids)
     if base.error is not None:
         obs.add("error", base.error, unstopped=True)
