@@ -49,7 +49,8 @@ def test_the_picked_token_is_new_to_the_stream_not_eos_and_not_in_the_other_row(
     stream = [5, 6, 5, 7, 8]
     assert stopping.pick_token(stream, eos=[2]) == (3, 7)  # step 2 repeats 5
     assert stopping.pick_token(stream, eos=[7]) == (4, 8)
-    assert stopping.pick_token(stream, eos=[2], avoid=[7, 9]) == (4, 8)
+    assert stopping.pick_token(stream, eos=[2], avoid=[7, 9, 9, 9]) == (4, 8)  # the other row has 7 by step 3
+    assert stopping.pick_token(stream, eos=[2], avoid=[9, 9, 9, 9, 7]) == (3, 7)  # ... only after it: it stops later
     assert stopping.pick_token([5, 5, 5, 5], eos=[2]) is None
 
 

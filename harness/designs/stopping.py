@@ -74,11 +74,11 @@ COMBINATIONS = tuple((s, skip) for s in STREAMERS for skip in (False, True))
 def pick_token(stream: Sequence[int], eos: Sequence[int], start: int = PICK_FROM,
                avoid: Sequence[int] = ()) -> tuple[int, int] | None:
     """(step, token): the first step from `start` whose token is not an eos id, has not occurred
-    earlier in the stream and is not in `avoid` (another row's tokens, so that row stops later);
-    None when the stream has no such step."""
+    earlier in the stream, and does not occur in `avoid` up to that step (another row's stream: that
+    row stops later, if at all); None when the stream has no such step."""
     for i in range(start, len(stream)):
         token = stream[i]
-        if token not in eos and token not in stream[:i] and token not in avoid:
+        if token not in eos and token not in stream[:i] and token not in avoid[:i + 1]:
             return i, token
     return None
 
@@ -194,8 +194,11 @@ def stop(zoo: Any, case: Case) -> Observation:
     stop_strings: list[str] = []
     reference_rows = base.rows
     if check in ("eos-list", *MIN_NEW, *BATCH_CHECKS):
-        picked = pick_token(stream, eos, avoid=base.rows[1] if check in BATCH_CHECKS else ())
-        picked = picked or (pick_token(stream, eos) if check in BATCH_CHECKS else None)
+        if check in BATCH_CHECKS:  # the earliest token one row produces before the other: that row stops first
+            picks = [pick_token(a, eos, avoid=b) for a, b in (base.rows, base.rows[::-1])]
+            picked = min((p for p in picks if p is not None), default=pick_token(stream, eos))
+        else:
+            picked = pick_token(stream, eos)
         if picked is None:
             return _cannot(obs, f"no token of the unstopped stream can serve as a second eos id: {stream}")
         step, token = picked
