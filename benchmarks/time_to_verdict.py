@@ -1,6 +1,7 @@
 """Where one `harness check` spends its time, and the run's time as a ratio that holds across machines.
 
-    python benchmarks/time_to_verdict.py [--json FILE] [-- HARNESS CHECK ARGS]
+    python benchmarks/time_to_verdict.py [--json FILE] [--record] [--check] [-- HARNESS CHECK ARGS]
+    python benchmarks/time_to_verdict.py --pytest [--record] [--check]      # the README's `pytest -n 2`
 
 Runs `harness check` (with its defaults, or the arguments after --) once, with the timing probe
 (benchmarks/timing_probe.py) in every pytest process, and prints:
@@ -12,7 +13,11 @@ Runs `harness check` (with its defaults, or the arguments after --) once, with t
     torch outside those);
   - per model load, and the slowest cases.
 The ratio is what `benchmarks/budgets.json` keeps per release of the harness: a new release that
-makes the everyday command slower shows up there on any machine.
+makes the everyday command slower shows up there on any machine. `--record` writes this run's
+figures under the installed release; `--check` exits 1 when the ratio exceeds the budget's
+(budgets.json `budget`: the 60 s / 120 s targets of issue 31 on the 2-core machine they were set on,
+divided by that machine's calibration). `--pytest` times `pytest -n 2` (the README's test command)
+instead of `harness check` (wall and ratio only: no per-suite table).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BUDGETS = REPO / "benchmarks" / "budgets.json"
+PYTEST = [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider"]
 
 
 def calibration(repeats: int = 5) -> float:
@@ -46,14 +53,45 @@ def calibration(repeats: int = 5) -> float:
     return best
 
 
-def run_check(args: list[str], timing_dir: Path) -> tuple[float, int, str]:
-    env = {**os.environ, "HARNESS_TIMING_DIR": str(timing_dir),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+def run_check(args: list[str], timing_dir: Path | None) -> tuple[float, int, str]:
+    """Wall seconds, exit code and output tail of `harness check ARGS` with the timing probe (or, with
+    no timing_dir, of the README's `pytest -n 2`)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("CI", None)
+    if timing_dir is not None:
+        env["HARNESS_TIMING_DIR"] = str(timing_dir)
+    command = PYTEST if timing_dir is None else [
+        sys.executable, "-m", "harness", "check", *args, "--", "-p", "benchmarks.timing_probe"]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "harness", "check", *args, "--", "-p", "benchmarks.timing_probe"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     return time.perf_counter() - start, done.returncode, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def release() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("genharness")
+    except PackageNotFoundError:
+        return "unreleased"
+
+
+def record(command: str, result: dict) -> None:
+    """This run's figures under the installed release in budgets.json (other entries kept)."""
+    data = json.loads(BUDGETS.read_text())
+    entry = {k: result[k] for k in ("wall", "calibration", "ratio", "load")}
+    entry.update(cores=os.cpu_count(), measured=time.strftime("%Y-%m-%d"))
+    if "summary" in result:  # harness check: the per-suite table (wall and CPU seconds summed over tests)
+        entry["suites"] = {name: {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
+                           for name, row in sorted(result["summary"]["suites"].items())}
+    data.setdefault("releases", {}).setdefault(release(), {})[command] = entry
+    BUDGETS.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def over_budget(command: str, ratio: float) -> str | None:
+    budget = json.loads(BUDGETS.read_text())["budget"][command]
+    if ratio > budget["ratio"]:
+        return f"{command}: ratio {ratio:.0f} exceeds the budget's {budget['ratio']:.0f} ({budget['why']})"
+    return None
 
 
 def summarise(parts: list[dict]) -> dict:
@@ -106,20 +144,34 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the measurement here")
+    ap.add_argument("--pytest", action="store_true", help="time `pytest -n 2` instead of `harness check`")
+    ap.add_argument("--record", action="store_true", help="write the figures under this release in budgets.json")
+    ap.add_argument("--check", action="store_true", help="exit 1 when the ratio exceeds budgets.json's budget")
     args = ap.parse_args(argv)
+    command = "pytest -n 2" if args.pytest else "harness check"
     before = calibration()
     with tempfile.TemporaryDirectory() as tmp:
-        wall, rc, tail = run_check(extra, Path(tmp))
+        wall, rc, tail = run_check(extra, None if args.pytest else Path(tmp))
         parts = [json.loads(p.read_text()) for p in Path(tmp).glob("*.json")]
     cal = min(before, calibration())
     result = {"wall": wall, "exit": rc, "calibration": cal, "ratio": wall / cal, "args": extra,
-              "load": os.getloadavg()[0], "summary": summarise(parts)}
-    print_table(result)
+              "load": os.getloadavg()[0]}
+    if args.pytest:
+        print(f"pytest -n 2: {wall:.1f} s wall, exit {rc}; calibration {cal:.4f} s; ratio {wall / cal:.0f}; "
+              f"load {result['load']:.2f}")
+    else:
+        result["summary"] = summarise(parts)
+        print_table(result)
     if rc not in (0, 1):
         print(tail)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
-    return 0
+    if args.record:
+        record(command, result)
+    problem = over_budget(command, result["ratio"]) if args.check else None
+    if problem:
+        print(problem)
+    return 1 if problem or rc not in (0, 1) else 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ ACTIVITIES: dict[str, tuple[tuple[str, str], ...]] = {
     "reference engine": (("harness.engine.model", "Model.forward"),),
     "statistics": (("harness.checking.stats", "g_test"), ("harness.checking.stats", "g_test_two_sample"),
                    ("harness.checking.stats", "samples_needed"), ("harness.checking.stats", "detectable_tv"),
-                   ("harness.checking.stats", "latency_shift_test"), ("harness.checking.stats", "binomial_test"),
+                   ("harness.checking.stats", "slowdown_test"), ("harness.checking.stats", "binomial_test"),
                    ("harness.checking.stats", "two_proportion_test"), ("harness.checking.stats", "tv_upper_bound")),
     "record I/O": (("harness.store.records", "GoldenStore.read"), ("harness.store.records", "GoldenStore.update"),
                    ("harness.store.records", "GoldenStore.read_file")),

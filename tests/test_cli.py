@@ -772,19 +772,24 @@ FAILING_SUITE = SUITE + textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("partial", ["failing-test", "pytest-args"])
+@pytest.mark.parametrize("partial", ["failing-test", "pytest-args", "narrowed-suites"])
 def test_regen_of_a_partial_run_keeps_what_it_did_not_see(project, capfd, partial):
-    """A failing test (exit 1) or a -k selection: the fields and records that were observed are
-    written, nothing else is removed; the failing test itself writes nothing."""
+    """A failing test (exit 1), a -k selection or --suites naming one suite file: the fields and
+    records that were observed are written, nothing else is removed; the failing test itself writes
+    nothing."""
     one = project.record("one", value=1, gone=Field("exact", "kept"))
     stale = project.record("stale")
     project.values(value=4)
     if partial == "failing-test":
         (project.root / "suites" / "test_toy.py").write_text(FAILING_SUITE)
         code, why, written = project.run("regen", "--yes"), "1 test(s) broke before observing everything", {"one", "two"}
-    else:
+    elif partial == "pytest-args":
         code = main(["regen", "--yes", "--root", str(project.root), "--", "-k", "one"])
         why, written = "pytest arguments select part of the suites", {"one"}
+    else:
+        suite = project.root / "suites" / "test_toy.py"
+        code = main(["regen", "--yes", "--root", str(project.root), "--suites", str(suite)])
+        why, written = f"--suites {suite} is part of the suites", {"one", "two"}
     out = capfd.readouterr().out
     assert code == (1 if partial == "failing-test" else 0)
     assert f"partial run: {why}" in out and "removed" in out

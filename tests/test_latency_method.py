@@ -113,3 +113,20 @@ def test_a_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
         slowed = compare_latency("decode", _decode(zoo, model, ids), baseline, policy)
     assert clean.status is not Status.REGRESSION, clean.detail
     assert slowed.status is Status.REGRESSION and slowed.category == "slowdown", slowed.detail
+
+
+def test_a_wait_asks_for_less_by_the_sleeps_own_lateness(monkeypatch):
+    """On a fake clock where every time.sleep wakes 70 us late (Linux's default timer slack and
+    wake-up), sleep_overshoot measures those 70 us and sleep_for(150 us, overshoot) then waits 150 us,
+    not 220: the catalogue's waiting-forward-15 waits 15 % of a forward, not 30."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(timing.time, "sleep", lambda s: clock.__setitem__("t", clock["t"] + s + 70e-6))
+    late = timing.sleep_overshoot()
+    assert late == pytest.approx(70e-6)
+    start = clock["t"]
+    timing.sleep_for(150e-6, late)
+    assert clock["t"] - start == pytest.approx(150e-6)
+    start = clock["t"]
+    timing.sleep_for(150e-6)  # without the correction: one late wake-up
+    assert clock["t"] - start == pytest.approx(220e-6)

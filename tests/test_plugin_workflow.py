@@ -228,6 +228,18 @@ def test_run_options_reach_the_fingerprint(pytester: pytest.Pytester):
     run.stderr.fnmatch_lines(["*--harness-dtype 'int3': unknown dtype*"])
 
 
+def test_a_strict_collect_only_run_reports_nothing_missing(pytester: pytest.Pytester):
+    """--collect-only runs nothing on purpose: under --strict (CI) its recorded fields are not
+    `missing` regressions, it exits 0 and writes no results (counting m for alpha collects so)."""
+    make_project(pytester)
+    run_inline(pytester).assert_outcomes(passed=7)  # records written
+    (pytester.path / "reports" / "results.json").unlink()
+    run = run_inline(pytester, "--harness-strict", "--collect-only")
+    assert run.ret == 0
+    assert "regression" not in run.stdout.str()
+    assert not list(pytester.path.rglob("results.json"))
+
+
 def test_strict_fails_on_missing_records_and_writes_nothing(pytester: pytest.Pytester):
     make_project(pytester)
     for flag in ("--harness-strict", "--strict"):

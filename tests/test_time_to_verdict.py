@@ -3,7 +3,7 @@ workers as in one process, and with the reference engine's answers read from the
 computed afresh (`--harness-no-cache`) - the outcome set (suite, case, field, against) -> (status,
 category) is identical. A subset of cases that exercises the engine's cached answers (greedy decode,
 a forward's logits, the rollback) keeps this inside the test budget; the whole run's equality is
-checked by benchmarks/time_to_verdict.py's runs (README, "Time to verdict")."""
+checked by benchmarks/verdict_equality.py (README, "Time to verdict")."""
 
 from __future__ import annotations
 

@@ -385,41 +385,6 @@ def detectable_tv(n: int, power: float = 0.8, alpha: float = 0.01, k: int = 2) -
 
 
 @dataclass(frozen=True)
-class ShiftTest:
-    """One-sided Mann-Whitney U tests of a scale shift beyond a tolerance.
-
-    `p_slower` tests H0 "observed is not slower than baseline*(1+tol)" against "stochastically
-    slower"; `p_faster` tests "observed*(1+tol) not faster than baseline". Under H0 with the
-    shifted samples identically distributed the false-alarm rate of each is <= alpha (exact
-    permutation distribution for small samples, scipy's default method selection).
-    """
-
-    ratio: Any  # median(observed) / median(baseline) (float, or an array for batched input)
-    p_slower: Any
-    p_faster: Any
-
-
-def latency_shift_test(observed: Any, baseline: Any, tolerance: float) -> ShiftTest:
-    """Is `observed` slower (or faster) than `baseline` by more than a factor (1 + tolerance)?
-
-    Samples lie along the last axis; leading axes are independent comparisons (then the fields
-    of the result are arrays), which is how the false-alarm rate is measured.
-    """
-    obs = np.asarray(observed, dtype=float)
-    base = np.asarray(baseline, dtype=float)
-    if obs.shape[-1] == 0 or base.shape[-1] == 0:
-        raise ValueError("latency needs at least one sample on each side")
-    factor = 1.0 + tolerance
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.median(obs, axis=-1) / np.median(base, axis=-1)
-    slower = sps.mannwhitneyu(obs, base * factor, alternative="greater", axis=-1).pvalue
-    faster = sps.mannwhitneyu(obs * factor, base, alternative="less", axis=-1).pvalue
-    if obs.ndim == 1 and base.ndim == 1:
-        return ShiftTest(ratio=float(ratio), p_slower=float(slower), p_faster=float(faster))
-    return ShiftTest(ratio=ratio, p_slower=np.asarray(slower), p_faster=np.asarray(faster))
-
-
-@dataclass(frozen=True)
 class Slowdown:
     """A latency field's decision quantities (`slowdown_test`); ratios are new / old."""
 

@@ -177,15 +177,25 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 HARNESS_SUITES = next((p for p in (_PACKAGE / "suites", _PACKAGE.parent / "suites") if p.is_dir()), _PACKAGE / "suites")
 
 
+def default_suites(project: Project) -> Path:
+    """<root>/suites, else (a project of your own, `harness init`) the suites that ship with the
+    harness (`HARNESS_SUITES`)."""
+    path = project.root / "suites"
+    return HARNESS_SUITES if not path.exists() and HARNESS_SUITES.is_dir() else path
+
+
 def suites_dir(project: Project, args: argparse.Namespace) -> Path:
-    """--suites, else <root>/suites, else (a project of your own, `harness init`) the suites that
-    ship with the harness (`HARNESS_SUITES`)."""
-    path = Path(args.suites).resolve() if args.suites else project.root / "suites"
-    if not args.suites and not path.exists() and HARNESS_SUITES.is_dir():
-        path = HARNESS_SUITES
+    """--suites, else `default_suites`."""
+    path = Path(args.suites).resolve() if args.suites else default_suites(project)
     if not path.exists():
         raise UsageError(f"suites {path} do not exist; pass --suites PATH")
     return path
+
+
+def narrowed_suites(project: Project, args: argparse.Namespace) -> bool:
+    """--suites names part of the suites (a file, or another directory than the default): a regen of
+    it sees only part of the records and must not remove the rest."""
+    return bool(args.suites) and suites_dir(project, args) != default_suites(project).resolve()
 
 
 # what `harness check` / `regen` add to pytest: no cache folder and no pytest-benchmark storage

@@ -20,6 +20,7 @@ from harness.cli.project import (
     check_fixtures,
     check_workers,
     current_env_key,
+    narrowed_suites,
     open_project,
     pytest_problem,
     require_store,
@@ -101,7 +102,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         broken = meta.get("broken_tests", []) if rc == 1 else []
         run_errors = [*meta.get("collection_errors", []), *meta.get("write_errors", [])]
         complete = ((rc == 0 or (rc == 1 and results_path.exists() and not broken)) and not run_errors
-                    and not extra and not run.one_off)
+                    and not extra and not run.one_off and not narrowed_suites(project, args))
         from harness.checking.policy import Policy
 
         policy = Policy(alpha=project.config.alpha, thresholds=project.config.thresholds)
@@ -111,7 +112,9 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
                    if broken else f"the run broke: {run_errors[0]}" if run_errors else
                    "no results were written" if rc else
-                   "--model runs one checkpoint's cases" if run.one_off else "pytest arguments select part of the suites")
+                   "--model runs one checkpoint's cases" if run.one_off else
+                   f"--suites {args.suites} is part of the suites" if narrowed_suites(project, args) else
+                   "pytest arguments select part of the suites")
             print(f"\npartial run: {why}; records and fields it did not produce are kept, nothing is removed")
         if not changes:
             print(f"\n{target}: records are up to date; nothing to write")

@@ -342,8 +342,8 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on host-device synchronisations in the generation loop (transformers #43089: 3.25 GPU "
                 "syncs per generated token); a wait is invisible to a CPU-time clock"),
     Fault("forward-allocates-30pct-more", "latency",
-          "every forward of a generating model allocates 30 % more (a buffer per op, kept until it returns: "
-          "a debugging copy or an upcast left in)",
+          "every forward of a generating model keeps, until it returns, a buffer of 30 % of each op's output "
+          "(a debugging copy or an upcast left in): on these tiny models peak memory grows several-fold",
           Catch("latency", "llama-target.*", "memory_*"),
           (ExtraAllocation(0.30),),
           notes="modelled on transformers #34796 (4.45.0 copied the entire logits at generate()'s first step "

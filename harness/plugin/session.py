@@ -261,6 +261,8 @@ class HarnessSession:
             return
         if not self.outcomes and not self.golden_tests and not self.collection_errors:
             return  # no golden checks in this run: leave any previous results.json alone
+        if self.config.option.collectonly:
+            return  # nothing ran on purpose (--collect-only): no field is missing, there is nothing to report
         self.outcomes += self.missing()
         if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
@@ -325,7 +327,7 @@ class HarnessSession:
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or (not self.outcomes and not self.golden_tests):
+        if self.is_worker or (not self.outcomes and not self.golden_tests) or self.config.option.collectonly:
             return
         if not self.config.getini(TERMINAL_SUMMARY):
             return  # `harness check` prints the summary itself

@@ -49,11 +49,24 @@ def busy_wait(seconds: float) -> None:
         pass
 
 
-def sleep_for(seconds: float) -> None:
-    """Wait `seconds` without computing (a slowdown that waits: a synchronisation, a lock, I/O)."""
-    until = time.perf_counter() + seconds
+def sleep_for(seconds: float, overshoot: float = 0.0) -> None:
+    """Wait `seconds` without computing (a slowdown that waits: a synchronisation, a lock, I/O).
+    time.sleep wakes late (timer slack and wake-up: ~70 us on Linux by default, as long as a whole
+    0.15 x 0.5 ms wait); `overshoot` (from `sleep_overshoot`) is asked for that much less, so the
+    wait lasts `seconds` on average, never computing."""
+    until = time.perf_counter() + seconds - overshoot
     while (left := until - time.perf_counter()) > 0:
         time.sleep(left)
+
+
+def sleep_overshoot(trials: int = 31, seconds: float = 1e-4) -> float:
+    """The median extra wall time of time.sleep(`seconds`) on this machine, now."""
+    late = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        time.sleep(seconds)
+        late.append(time.perf_counter() - start - seconds)
+    return sorted(late)[trials // 2]
 
 
 def peak_memory(fn: Callable[[], Any], device: str = "cpu") -> dict[str, int]:
