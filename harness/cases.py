@@ -18,6 +18,10 @@ never a test function.
     latency(run)    prefill, steady-state decode and generate() per path, then each user model's
     loading(run)    the load contract: every zoo model as shipped, llama-target's checkpoint variants
                     (harness/designs/loading.py `VARIANTS`), then each user model as shipped
+    stopping(run)   one stopping setting per case (eos list, stop strings, length limits, min_new_tokens,
+                    pad tokens in a batch of 2) on llama-target, then on each user model
+    streaming(run)  TextStreamer / TextIteratorStreamer on plain and assisted generate(), and a batch of 2
+                    (refused), on llama-target, then on each user model
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -455,3 +459,53 @@ def loading(run: RunSettings | None = None) -> list[Case]:
             + [load_case(TARGET, v) for v in LOAD_VARIANTS]
             + [load_case(m.name, "as-shipped", m.prompts[0].id if m.prompts else LOAD_PROMPT, own=True)
                for m in _users(run)])
+
+
+# ----------------------------------------------------------------------------------------------
+# stopping and streaming
+
+STOP_TOKENS = 12  # new tokens of a stopping or streaming case: a handful, the suite stays cheap
+STOP_PROMPTS = ("short-0", "short-1")  # the first runs alone; a batch of 2 holds both, cut to one length
+STOP_CHECKS = ("eos-list", "stop-string-hit", "stop-string-never", "max-new-tokens", "max-length",
+               "max-length-and-new-tokens", "min-new-tokens", "min-new-tokens-release", "pad-batch", "pad-batch-default")
+STOP_MODELS = (TARGET,)
+
+
+def _stop_prompts(model: UserModel) -> tuple[str, str]:
+    ids = [p.id for p in model.prompts] or list(STOP_PROMPTS)
+    return (ids[0], ids[1] if len(ids) > 1 else ids[0])
+
+
+def stop_cases(model: str, prompts: tuple[str, str]) -> list[Case]:
+    """`<model>.stop.<check>`: one stopping setting of `STOP_CHECKS` on the model's first prompt
+    (the batch checks: both prompts)."""
+    return [Case(model, "plain", "dynamic", prompts[0], new_tokens=STOP_TOKENS, name=f"{model}.stop.{check}",
+                 params=_p(check=check, prompts=prompts)) for check in STOP_CHECKS]
+
+
+def stopping(run: RunSettings | None = None) -> list[Case]:
+    """The stopping cases of the zoo's `STOP_MODELS`, then each user model's (its first two prompts)."""
+    return ([c for m in STOP_MODELS for c in stop_cases(m, STOP_PROMPTS)]
+            + [c for m in _users(run) for c in stop_cases(m.name, _stop_prompts(m))])
+
+
+def stream_cases(model: str, prompts: tuple[str, str], assistant: str | None) -> list[Case]:
+    """`<model>.stream.plain`, `<model>.stream.assisted` (with an assistant) and `<model>.stream.batch`
+    (a batch of 2, which the streamers refuse)."""
+    cases = [Case(model, "plain", "dynamic", prompts[0], new_tokens=STOP_TOKENS, name=f"{model}.stream.plain",
+                  params=_p(check="stream", prompts=prompts))]
+    if assistant is not None:
+        cases.append(Case(model, "assisted", "dynamic", prompts[0], new_tokens=STOP_TOKENS, draft_tokens=DRAFT_TOKENS,
+                          assistant=assistant, name=f"{model}.stream.assisted",
+                          params=_p(check="stream", prompts=prompts)))
+    cases.append(Case(model, "plain", "dynamic", prompts[0], new_tokens=STOP_TOKENS, name=f"{model}.stream.batch",
+                      params=_p(check="stream-batch", prompts=prompts)))
+    return cases
+
+
+def streaming(run: RunSettings | None = None) -> list[Case]:
+    """The streaming cases of llama-target (assisted by llama-assistant), then each user model's
+    (assisted where it has an assistant)."""
+    return stream_cases(TARGET, STOP_PROMPTS, ASSISTANT) + [
+        c for m in _users(run)
+        for c in stream_cases(m.name, _stop_prompts(m), m.assistant_name if "assisted" in m.paths else None)]

@@ -116,6 +116,8 @@ CACHE = "transformers.cache_utils"
 MASK = "transformers.masking_utils"
 QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
 PROC = "transformers.generation.logits_process"
+STOP = "transformers.generation.stopping_criteria"
+STREAM = "transformers.generation.streamers"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,6 +324,52 @@ FAULTS: tuple[Fault, ...] = (
           notes="imitates kingoflolz/mesh-transformer-jax#164 (\"top-k sampling off by 1 bug\": the mask "
                 "`indices_range > top_k` kept k + 1 tokens, fixed to `>=`); under transformers 5.x's default "
                 "top-k of 50 it moves only the 51st token's mass, a bias no black-box sample of this size sees"),
+    # stopping (suites/test_stopping.py: where each row stops, against the library's unstopped run) ---
+    Fault("stop-string-single-char-raises", "stopping",
+          "StopStringCriteria's preprocessing takes max() over the stop strings' internal positions without its "
+          "fallback: a one-character stop string has none, so generate(stop_strings=...) raises ValueError",
+          Catch("stopping", "llama-target.stop.stop-string-never", "error"),
+          (edit(STOP, "StopStringCriteria._stop_string_create_embedding_vec",
+                ("max_valid_positions = max(all_valid_positions) if all_valid_positions else 1",
+                 "max_valid_positions = max(all_valid_positions)")),),
+          notes="re-creates transformers #31435 (\"stop_strings Argument in model.generate() Results in Exception if "
+                "Generation Completes Without stop_string Being Generated\", 4.41.2: stop_strings=\"a\"), fixed by "
+                "#31448 (\"Fix single letter stop strings\": the max() gets a minimum of 1) - the fix reverted"),
+    Fault("eos-list-first-id-only", "stopping",
+          "EosTokenCriteria keeps only the first id of an eos list: generation runs past the other eos ids "
+          "(a list like Llama 3's [<|end_of_text|>, <|eot_id|>] stops only on the first)",
+          Catch("stopping", "llama-target.stop.eos-list", "stops_as_specified"),
+          (edit(STOP, "EosTokenCriteria.__init__",
+                ("self.eos_token_id = eos_token_id", "self.eos_token_id = eos_token_id[:1]")),),
+          notes="modelled on transformers #26959 (\"Generation doesn't stop despite provide stop tokens\": an eos "
+                "list that did not stop generation on each of its ids) - the eos mismatch that lets generation run "
+                "unbounded"),
+    Fault("min-new-tokens-released-late", "stopping",
+          "min_new_tokens releases the eos ids one step late: min_new_tokens=N forces N + 1 tokens before an eos",
+          Catch("stopping", "llama-target.stop.min-new-tokens-release", "stops_as_specified"),
+          (edit(PROC, "MinNewTokensLengthLogitsProcessor.__call__",
+                ("if new_tokens_length < self.min_new_tokens:", "if new_tokens_length <= self.min_new_tokens:")),),
+          notes="imitates vllm-project/vllm #46243 (\"Fix min_tokens off-by-one in the V2 GPU sampler\": stop tokens "
+                "were suppressed while pos < min_len with pos one behind the length, so min_tokens=N forced N + 1 "
+                "non-EOS tokens) in transformers' own MinNewTokensLengthLogitsProcessor"),
+    # streaming (suites/test_stopping.py: the streamed text against the tokenizer's decode) -----------
+    Fault("streamer-skip-prompt-streams-prompt", "streaming",
+          "TextStreamer.put clears its skip_prompt flag on the prompt but does not return: the prompt is streamed "
+          "although skip_prompt=True (TextIteratorStreamer inherits it)",
+          Catch("stopping", "llama-target.stream.plain", "streamed_equals_decode"),
+          (edit(STREAM, "TextStreamer.put",
+                ("self.next_tokens_are_prompt = False\n        return", "self.next_tokens_are_prompt = False")),),
+          notes="modelled on huggingface/trl #1866 (a chat CLI streaming the user's prompt back: TextIteratorStreamer "
+                "without a working skip_prompt; fixed by trl #2193 passing skip_prompt=True)"),
+    Fault("assisted-stream-drops-bonus-token", "streaming",
+          "assisted decoding streams the accepted drafts of each step but not the target's own next token "
+          "(the returned ids keep it)",
+          Catch("stopping", "llama-target.stream.assisted", "streamed_equals_decode"),
+          (edit(GEN, "GenerationMixin._assisted_decoding",
+                ("streamer.put(valid_tokens.cpu())", "streamer.put(valid_tokens[:, :-1].cpu())")),),
+          notes="modelled on neuralmagic/deepsparse #1292 (\"streaming skips generated token added from last prompt "
+                "token\": the token the model adds after the last known token was returned but never streamed), in "
+                "the one loop that streams several tokens a step"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",

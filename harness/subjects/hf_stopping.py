@@ -1,0 +1,191 @@
+"""The installed transformers' stopping and streaming as a subject: greedy generate() under a
+stopping setting (an eos list, stop strings, max_length / max_new_tokens, min_new_tokens, a pad
+token), with the verdict of every stopping criterion on every call recorded; and generate() with a
+`TextStreamer` / `TextIteratorStreamer` attached, the streamed text beside the returned ids.
+
+- `stop_run(...)` -> `Stopped`: the new tokens of each row (pads included), their top-2 margins,
+  and per row where the library's own criteria first said "stop" and which ones
+  (`record_criteria`: each `StoppingCriteria` subclass's `__call__` wrapped for the call), or the
+  exception transformers raised, as data;
+- `SuppressUntil`: the harness's own, independent statement of what min_new_tokens must do (the
+  given ids masked while fewer than `count` new tokens exist), passed as a logits processor to an
+  otherwise unstopped run, so the expected stream of a min_new_tokens case is the library's own
+  arithmetic without the library's min_new_tokens code;
+- `stream_run(...)` -> `Streamed`: what a streamer handed out (TextStreamer: what it printed to
+  stdout; TextIteratorStreamer: each piece its iterator yields) and the ids generate() returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness.subjects import error_of, is_subject_error
+
+# the library's criteria by the name a record uses
+CRITERIA = {"MaxLengthCriteria": "max_length", "EosTokenCriteria": "eos", "StopStringCriteria": "stop_string",
+            "MaxTimeCriteria": "max_time", "ConfidenceCriteria": "confidence"}
+STREAMERS = ("TextStreamer", "TextIteratorStreamer")
+DRAIN_TIMEOUT_S = 2.0  # a TextIteratorStreamer whose generate() never called end() stops being read after this
+
+
+@dataclass
+class Stopped:
+    rows: list[list[int]] = field(default_factory=list)  # new tokens per row, pads included
+    margins: list[list[float]] = field(default_factory=list)  # top-1 minus top-2 of each step's scores, per row
+    stops: list[dict[str, Any]] = field(default_factory=list)  # per row: {"new_tokens": n, "by": [criteria]}
+    error: dict[str, str] | None = None
+
+
+@contextlib.contextmanager
+def record_criteria(sink: list[tuple[str, list[bool], int]]) -> Iterator[None]:
+    """Every call of a stopping criterion of the installed version, as (name, done per row, the
+    sequence length it saw); the classes are restored afterwards."""
+    from transformers.generation import stopping_criteria as sc
+
+    classes = [c for c in vars(sc).values()
+               if inspect.isclass(c) and issubclass(c, sc.StoppingCriteria) and c is not sc.StoppingCriteria
+               and "__call__" in vars(c)]
+    originals = {c: vars(c)["__call__"] for c in classes}
+
+    def wrap(name: str, original: Any) -> Any:
+        @functools.wraps(original)
+        def __call__(self, input_ids, scores, **kwargs):
+            out = original(self, input_ids, scores, **kwargs)
+            done = out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else [bool(out)] * input_ids.shape[0]
+            sink.append((name, [bool(d) for d in done], int(input_ids.shape[-1])))
+            return out
+        return __call__
+
+    for c, original in originals.items():
+        c.__call__ = wrap(CRITERIA.get(c.__name__, c.__name__), original)
+    try:
+        yield
+    finally:
+        for c, original in originals.items():
+            c.__call__ = original
+
+
+def first_stops(calls: list[tuple[str, list[bool], int]], rows: int, prompt_len: int) -> list[dict[str, Any]]:
+    """Per row: the number of new tokens when a criterion first said stop for it, and every
+    criterion that said so at that length (sorted); {"new_tokens": None, "by": []} when none did."""
+    out: list[dict[str, Any]] = []
+    for row in range(rows):
+        hits = [(length, name) for name, done, length in calls if row < len(done) and done[row]]
+        if not hits:
+            out.append({"new_tokens": None, "by": []})
+            continue
+        first = min(length for length, _ in hits)
+        out.append({"new_tokens": first - prompt_len, "by": sorted({n for length, n in hits if length == first})})
+    return out
+
+
+class SuppressUntil:
+    """Mask `ids` (scores -inf) while fewer than `count` tokens follow the prompt: min_new_tokens as
+    its documentation states it, written here so the expected stream does not run the library's
+    MinNewTokensLengthLogitsProcessor."""
+
+    def __init__(self, prompt_len: int, count: int, ids: list[int]):
+        self.prompt_len, self.count, self.ids = prompt_len, count, list(ids)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[-1] - self.prompt_len >= self.count or not self.ids:
+            return scores
+        scores = scores.clone()
+        scores[:, self.ids] = float("-inf")
+        return scores
+
+
+def _margin(scores: torch.Tensor) -> float:
+    top = torch.topk(scores.float(), 2).values
+    return float(top[0] - top[1])
+
+
+def stop_run(model, tokenizer, input_ids: torch.Tensor, settings: dict[str, Any]) -> Stopped:
+    """One greedy generate() of `input_ids` ([B, T], no padding) with the stopping `settings`
+    (generate() keywords: eos_token_id, stop_strings, max_length, max_new_tokens, min_new_tokens,
+    pad_token_id, logits_processor); the tokenizer is passed when there are stop strings."""
+    kwargs: dict[str, Any] = dict(do_sample=False, return_dict_in_generate=True, output_scores=True, **settings)
+    if "stop_strings" in settings:
+        kwargs["tokenizer"] = tokenizer
+    if "logits_processor" in kwargs:
+        from transformers import LogitsProcessorList
+
+        kwargs["logits_processor"] = LogitsProcessorList(kwargs["logits_processor"])
+    calls: list[tuple[str, list[bool], int]] = []
+    try:
+        with record_criteria(calls), torch.no_grad():
+            result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+    except Exception as exc:
+        if not is_subject_error(exc):
+            raise
+        return Stopped(error=error_of(exc))
+    prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
+    return Stopped(rows=result.sequences[:, prompt_len:].tolist(),
+                   margins=[[_margin(s[r]) for s in result.scores] for r in range(rows)],
+                   stops=first_stops(calls, rows, prompt_len))
+
+
+# ----------------------------------------------------------------------------------------------
+# streaming
+
+
+@dataclass
+class Streamed:
+    pieces: list[str] = field(default_factory=list)  # what the streamer handed out, in order
+    tokens: list[int] = field(default_factory=list)  # the new ids generate() returned
+    margins: list[float] = field(default_factory=list)
+    error: dict[str, str] | None = None
+
+
+class _Writes(io.StringIO):
+    """stdout that keeps each write (print() writes the text, then its `end`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.writes.append(s)
+        return super().write(s)
+
+
+def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, streamer: str, skip_prompt: bool,
+               **path: Any) -> Streamed:
+    """One greedy generate() with a streamer of the installed version attached (`streamer`: a name
+    of `STREAMERS`): TextStreamer's printed writes (stdout captured), or the pieces
+    TextIteratorStreamer's iterator yields once generate() returned (its queue holds them all);
+    `path`: generate() keywords that put the call on a decoding path (an assistant)."""
+    import transformers
+
+    kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, do_sample=False, return_dict_in_generate=True,
+                                  output_scores=True, pad_token_id=model.config.pad_token_id, **path)
+    out = Streamed()
+    writes = _Writes()
+    try:
+        if streamer == "TextStreamer":
+            kwargs["streamer"] = transformers.TextStreamer(tokenizer, skip_prompt=skip_prompt)
+            with contextlib.redirect_stdout(writes), torch.no_grad():
+                result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+            out.pieces = [w for w in writes.writes if w]
+        else:
+            iterator = transformers.TextIteratorStreamer(tokenizer, skip_prompt=skip_prompt, timeout=DRAIN_TIMEOUT_S)
+            kwargs["streamer"] = iterator
+            with torch.no_grad():
+                result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+            out.pieces = list(iterator)
+    except Exception as exc:
+        if not is_subject_error(exc):
+            raise
+        out.error = error_of(exc)
+        return out
+    out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
+    out.margins = [_margin(s[0]) for s in result.scores]
+    return out
