@@ -100,17 +100,20 @@ def test_slowed_busy_waits_the_fraction_of_each_forward_and_is_removed(monkeypat
 
 def test_a_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
     """The mechanism end to end, at a slowdown it detects with near certainty (2x): a unit test must
-    not be a coin flip, nor depend on how busy the test machine is (busy detection off here; it
-    has tests of its own in tests/test_compare.py). The 15 % figures and the false-alarm rates of
-    whole runs are measured by benchmarks/latency_power.py, as the README states."""
+    not be a coin flip. The suite's own busy detection decides whether this machine can be judged
+    now (a loaded test machine descheduled a clean rerun to x1.70): a measurement it would not
+    judge skips the test with the reason, never passes or fails it. The 15 % figures and the
+    false-alarm rates of whole runs are measured by benchmarks/latency_power.py, as the README states."""
     zoo, model, ids = llama
     env = fingerprint()
-    never_busy = Thresholds(latency_busy_wall_cpu=1e9, latency_busy_spread=1e9, latency_busy_load=1e9)
-    policy = Policy(alpha=ALPHA, thresholds=never_busy, observed_env=env, baseline_env=env)
+    policy = Policy(alpha=ALPHA, thresholds=Thresholds(), observed_env=env, baseline_env=env)
     baseline = _decode(zoo, model, ids)
     clean = compare_latency("decode", _decode(zoo, model, ids), baseline, policy)
     with hf_latency.slowed(model, 1.0):
         slowed = compare_latency("decode", _decode(zoo, model, ids), baseline, policy)
+    for got in (clean, slowed):
+        if got.category == "not-judged":
+            pytest.skip(f"the machine is too busy to time now: {got.detail}")
     assert clean.status is not Status.REGRESSION, clean.detail
     assert slowed.status is Status.REGRESSION and slowed.category == "slowdown", slowed.detail
 
