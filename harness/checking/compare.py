@@ -304,14 +304,21 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
     (the float tolerance the field states), b = the baseline record's d (None: no baseline):
 
         d <= t                    pass; changed (fixed) when b > t - the deviation is gone
-        d > t, b > t, d <= b + t  changed (known-deviation): the baseline already has it, no larger
+        d > t, b > t, d <= b + t + r  changed (known-deviation): the baseline already has it, no larger
         d > t otherwise           regression (deviation): new, or larger than the baseline's
 
+    r is 0 on the same numerics; across numerics (another dtype, device, thread count) rounding moves
+    a deviation's size too, by the cross-numerics allowance every tensor gets:
+    r = tensor_cross_env_ulps x u(the coarser dtype) x b (bf16: 0.125 b).
     Deterministic: no sample, no alpha. The detail states the mechanism the field observed."""
     d, b = _deviation(observed, "observed"), _deviation(baseline, "baseline")
     t = float(observed.extras.get("detectable_tv", 0.0))
+    r = 0.0
+    if b is not None and policy.numerics_differences():
+        dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
+        r = policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"]) * b
     mechanism = "; ".join(observed.extras.get("mechanism") or []) or "no mechanism isolated"
-    diff = {"tv": d, "tv_baseline": b, "detectable_tv": t, "at": observed.extras.get("worst_at"),
+    diff = {"tv": d, "tv_baseline": b, "detectable_tv": t, "cross_numerics": r, "at": observed.extras.get("worst_at"),
             "mechanism": observed.extras.get("mechanism") or [], "observed": observed.extras.get("observed"),
             "exact": observed.extras.get("exact")}
     if d <= t:
@@ -321,9 +328,9 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
                            f"by {b:.3g} ({was or 'mechanism not recorded'})", "fixed", diff)
         return verdict(name, "deviation", Status.PASS, f"exact: TV {d:.2g} <= {t:g} over "
                        f"{observed.value.get('positions', '?')} positions", "", diff)
-    if b is not None and b > t and d <= b + t:
+    if b is not None and b > t and d <= b + t + r:
         return verdict(name, "deviation", Status.CHANGED, f"known deviation: TV {d:.3g} (baseline {b:.3g}, "
-                       f"tolerance {t:g}) at {observed.extras.get('worst_at')}: {mechanism}", "known-deviation", diff)
+                       f"tolerance {t + r:g}) at {observed.extras.get('worst_at')}: {mechanism}", "known-deviation", diff)
     was = "no baseline" if b is None else f"baseline {b:.3g}"
     return verdict(name, "deviation", Status.REGRESSION, f"deviates from the exact value: TV {d:.3g} > {t:g} ({was}) "
                    f"at {observed.extras.get('worst_at')}: {mechanism}", "deviation", diff)

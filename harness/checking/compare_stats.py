@@ -314,12 +314,13 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
 def compare_memory(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Bytes torch allocated in one call (peak of live allocations, total), deterministic for one
     torch build: a regression when either grows beyond (1 + memory_tolerance), changed when either
-    shrinks that much (less memory), pass otherwise. Across devices it is not compared."""
+    shrinks that much (less memory), pass otherwise. Across device types or dtypes it is not compared."""
     obs_env, base_env = policy.observed_env or {}, policy.baseline_env or {}
     kind_new, kind_old = obs_env.get("device", {}).get("type"), base_env.get("device", {}).get("type")
-    if kind_new != kind_old:
-        return verdict(name, "memory", Status.SKIPPED, f"memory is compared on one device type only: "
-                       f"{kind_old} vs {kind_new}", "not-comparable")
+    if kind_new != kind_old or obs_env.get("dtype") != base_env.get("dtype"):
+        return verdict(name, "memory", Status.SKIPPED, f"memory is compared on one device type and dtype only "
+                       f"(another dtype allocates other tensors): {kind_old} {base_env.get('dtype')} vs "
+                       f"{kind_new} {obs_env.get('dtype')}", "not-comparable")
     tol = policy.thresholds.memory_tolerance
     ratios = {k: observed.value[k] / baseline.value[k] for k in ("peak_bytes", "allocated_bytes")
               if baseline.value.get(k)}
