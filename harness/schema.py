@@ -95,6 +95,7 @@ class Category(str, Enum):
     CHECKPOINT_CHANGED = "checkpoint-changed"  # a file of your model differs from the baseline's (sha256)
     # records
     REAL_CHANGE = "real-change"
+    PRESENTATION_CHANGED = "presentation-changed"  # the same result presented otherwise (a streamer's cuts): changed
     KIND_CHANGED = "kind-changed"
     INVALID_VALUE = "invalid-value"
     REGENERATED = "regenerated"

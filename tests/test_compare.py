@@ -459,6 +459,16 @@ def test_memory(new, status, category):
     assert (got.status, got.category) == (status, category), got.detail
 
 
+def test_an_exact_field_of_presentation_changes_never_regresses():
+    """How a streamer cuts the same text (5.14: pieces end at a space; 5.24: words as they arrive)."""
+    old, new = ["and ", "she "], ["and she", " "]
+    got = compare_field("pieces", Field("exact", new, {"presentation": True}), Field("exact", old), SAME)
+    assert (got.status, got.category) == (Status.CHANGED, "presentation-changed")
+    assert compare_field("pieces", Field("exact", new), Field("exact", old), SAME).status is Status.REGRESSION
+    assert compare_field("pieces", Field("exact", old, {"presentation": True}), Field("exact", old), SAME).status \
+        is Status.PASS
+
+
 def test_memory_is_not_compared_across_dtypes():
     """bf16 on the CPU allocates other tensors (upcasts) than fp32: a numerics change, not a regression."""
     got = cmp("memory", {"peak_bytes": 5000, "allocated_bytes": 25000}, {"peak_bytes": 1000, "allocated_bytes": 5000},

@@ -14,8 +14,9 @@ tests/user_checkpoints.py), runs the README's own-model commands as a person wou
    under it (then the checkpoint is restored: step 5 runs clean against its records);
 4. Ctrl-C mid-run: the records untouched; exit 130 and no empty report folder;
 5. the upgrade, with the README's commands as written: another transformers installed with the pins
-   that follow it dropped, then `harness check --baseline <the recorded env> -- -k my-model`: exit 0,
-   nothing written for the new environment unless asked.
+   that follow it dropped, then `harness check --baseline <the recorded env> -- -k my-model`: exit 0
+   (5.14.0 against 5.24.0's records: a crash 5.24.0 has is `fixed`, the streamers cut text otherwise -
+   changes within policy, no regression), nothing written for the new environment unless asked.
 
 The commands are the README's, as written (tests/test_readme.py checks that each one appears here).
 Marked `journey` (deselected by default: about 4 minutes, and it installs packages - PyPI or pip's
@@ -207,7 +208,8 @@ def test_first_check_records_and_the_second_is_clean(journey: Journey) -> None:
     assert second.results is not None
     results = json.loads(second.results.read_text())
     statuses = {o["status"] for o in results["outcomes"]}
-    assert statuses <= {"pass", "skipped"}, statuses  # clean: nothing new, changed, missing or regressed
+    assert statuses <= {"pass", "skipped", "info"}, statuses  # clean: nothing new, changed, missing or regressed
+    assert "pass" in statuses  # (info rows are information beside the checks, never a check)
     assert results["meta"]["writes"] == []
     assert results["env"]["threads"] == 1  # the env key does not depend on where you run
     assert any(o["field"] == "checkpoint" and o["status"] == "pass" for o in results["outcomes"])
@@ -247,9 +249,11 @@ def test_ctrl_c_exits_130_and_leaves_no_empty_report_folder(journey: Journey) ->
 def test_the_readme_upgrade_runs_as_written_and_writes_nothing_unasked(journey: Journey) -> None:
     install, check = journey.steps["upgrade install"], journey.steps["upgrade check"]
     assert install.rc == 0, install.out[-3000:]
-    assert check.rc == 0 and "verdict: pass" in check.out, check.out[-3000:]  # the restored checkpoint: clean
+    assert check.rc == 0, check.out[-3000:]  # the restored checkpoint: no regression (exit 0 = pass or allowed changes)
+    assert "verdict: pass" in check.out or "verdict: changed within policy" in check.out, check.out[-3000:]
     results = json.loads(journey.latest_results(UPGRADED).read_text())
     assert results["env"]["transformers"] == "5.14.0" and results["meta"]["baseline_key"] == KEY
+    assert not [o for o in results["outcomes"] if o["status"] in ("regression", "missing")]
     assert f"records written: none (the baseline is another environment's ({KEY})" in check.out
     recorded = sorted(p.name for p in (journey.project / "golden" / "records").iterdir() if not p.name.startswith("."))
     assert recorded == [KEY]  # the new environment recorded nothing without --record

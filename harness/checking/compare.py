@@ -72,13 +72,18 @@ def _error_transition(name: str, old: Any, new: Any) -> Outcome | None:
 
 def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression,
-    except the transitions of a recorded exception (`_error_transition`: a fix is `changed`)."""
+    except the transitions of a recorded exception (`_error_transition`: a fix is `changed`) and a
+    field whose extras say `presentation` - how the same result is presented (a streamer's cuts of
+    text whose whole is checked elsewhere): `changed` (presentation-changed), never a regression."""
     diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
     if not diff:
         return verdict(name, "exact", Status.PASS, "identical")
     transition = _error_transition(name, baseline.value, observed.value)
     if transition is not None:
         return transition
+    if observed.extras.get("presentation"):
+        return verdict(name, "exact", Status.CHANGED, change_detail(baseline.value, observed.value),
+                       "presentation-changed", {"deepdiff": json.loads(diff.to_json())})
     return verdict(name, "exact", Status.REGRESSION, change_detail(baseline.value, observed.value), "real-change",
                    {"deepdiff": json.loads(diff.to_json())})
 

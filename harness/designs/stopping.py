@@ -38,7 +38,8 @@ which TextStreamer refuses ("only supports batch size 1") - recorded as the erro
   tokens      tokens  per combination: the returned new ids, with margins
   streamed    exact   per combination: the text handed out, concatenated (follows tokens)
   pieces      exact   per combination: the pieces, in order (how the streamer cuts text: 5.24 prints
-                      letters at once, 5.14 waited for a space)
+                      letters at once, 5.14 waited for a space); presentation - a difference is
+                      `changed`, never a regression: the contract is streamed_equals_decode
  references, computed in the run:
   streamed_equals_decode  exact  the concatenation equals the tokenizer's decode of the returned ids
                                  (the prompt's too unless skip_prompt; TextStreamer ends with a newline)
@@ -281,7 +282,7 @@ def stream(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", [r.tokens for r in ok.values()], kind="tokens", margins=[r.margins for r in ok.values()],
             combinations=list(ok))
     obs.add("streamed", {k: "".join(r.pieces) for k, r in ok.items()}, follows="tokens")
-    obs.add("pieces", {k: r.pieces for k, r in ok.items()}, follows="tokens")
+    obs.add("pieces", {k: r.pieces for k, r in ok.items()}, follows="tokens", presentation=True)
     prompt_text = tok.decode(single[0].tolist())
     expected = {k: expected_stream_text(prompt_text, tok.decode(r.tokens), k.split(".")[0], k.endswith("True"))
                 for k, r in ok.items()}
