@@ -334,7 +334,7 @@ def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | Non
             if margins is not None:
                 scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
                 rows = scores[0, -len(new):] if scores is not None and len(new) and scores.dim() == 3 else None
-                margins.append([_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
+                margins.append([top2_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
                                else [None] * len(new))
             return out
         return get_candidates
@@ -385,7 +385,8 @@ def draft_schedule(assistant, tokens: int | None) -> Iterator[None]:
         assistant.generation_config = own
 
 
-def _margin(scores: torch.Tensor) -> float:
+def top2_margin(scores: torch.Tensor) -> float:
+    """The gap between a step's two largest scores (a near-tie flips across numerics)."""
     top = torch.topk(scores.float(), 2).values
     return float(top[0] - top[1])
 
@@ -430,7 +431,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
         out.error = error_of(exc)
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
-    out.margins = [_margin(s[0]) for s in result.scores]
+    out.margins = [top2_margin(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
     out.target_forwards = counter["n"]
     return out

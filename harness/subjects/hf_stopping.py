@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from harness.subjects import error_of, is_subject_error
+from harness.subjects.hf import top2_margin
 
 # the library's criteria by the name a record uses
 CRITERIA = {"MaxLengthCriteria": "max_length", "EosTokenCriteria": "eos", "StopStringCriteria": "stop_string",
@@ -103,11 +104,6 @@ class SuppressUntil:
         return scores
 
 
-def _margin(scores: torch.Tensor) -> float:
-    top = torch.topk(scores.float(), 2).values
-    return float(top[0] - top[1])
-
-
 def stop_run(model, tokenizer, input_ids: torch.Tensor, settings: dict[str, Any]) -> Stopped:
     """One greedy generate() of `input_ids` ([B, T], no padding) with the stopping `settings`
     (generate() keywords: eos_token_id, stop_strings, max_length, max_new_tokens, min_new_tokens,
@@ -129,7 +125,7 @@ def stop_run(model, tokenizer, input_ids: torch.Tensor, settings: dict[str, Any]
         return Stopped(error=error_of(exc))
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     return Stopped(rows=result.sequences[:, prompt_len:].tolist(),
-                   margins=[[_margin(s[r]) for s in result.scores] for r in range(rows)],
+                   margins=[[top2_margin(s[r]) for s in result.scores] for r in range(rows)],
                    stops=first_stops(calls, rows, prompt_len))
 
 
@@ -187,5 +183,5 @@ def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, s
         out.error = error_of(exc)
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
-    out.margins = [_margin(s[0]) for s in result.scores]
+    out.margins = [top2_margin(s[0]) for s in result.scores]
     return out
