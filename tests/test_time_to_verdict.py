@@ -7,29 +7,18 @@ checked by benchmarks/verdict_equality.py (README, "Time to verdict")."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from benchmarks.verdict_equality import outcomes
 from harness.store.cache import AnswerCache
 
-REPO = Path(__file__).resolve().parents[1]
 SUBSET = ("outputs:llama-target.*.dynamic.short-0.greedy", "caches:llama-target", "backends:llama-target",
           "bias:lossless.ctx0")
 
 
 def run_suites(tmp: Path, name: str, *args: str) -> dict[tuple[str, ...], tuple[str, str]]:
-    results = tmp / f"{name}.json"
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--harness-strict",
-               "--harness-results", str(results), *(a for c in SUBSET for a in ("--harness-case", c)), *args]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    outcomes = json.loads(results.read_text())["outcomes"]
-    return {(o["suite"], o["case"], o["field"], o["against"]): (o["status"], o["category"]) for o in outcomes}
+    """The strict subset run's outcome set (benchmarks/verdict_equality.py runs the whole one)."""
+    return outcomes(tmp, name, *(a for c in SUBSET for a in ("--harness-case", c)), *args)[0]
 
 
 def test_parallel_and_cached_runs_decide_as_a_serial_uncached_one(tmp_path):
