@@ -14,6 +14,7 @@ from harness.store.env import (
     fingerprint,
     hardware_class,
     is_safe_key,
+    key_of,
     numerics_differences,
 )
 
@@ -44,6 +45,17 @@ def test_env_key_is_readable_and_safe():
     assert key == f"tf{transformers_version}-torch{torch_version}-cpu-{fp['device']['arch']}-fp32"
     assert is_safe_key(key)
     assert env_key(fingerprint(dtype="bf16")).endswith("-bf16")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bfloat16", "fp16", "torch.float64"])
+def test_the_cli_key_without_torch_is_the_fingerprints_key(dtype):
+    assert key_of(dtype=dtype, device="cpu") == env_key(fingerprint(dtype=dtype, device="cpu"))
+
+
+def test_the_cli_key_refuses_what_the_fingerprint_refuses():
+    for dtype, device, says in (("fp8", "cpu", "unknown dtype"), ("fp32", "tpu", "unknown device")):
+        with pytest.raises(ValueError, match=says):
+            key_of(dtype=dtype, device=device)
 
 
 def test_env_key_sanitises_hostile_values():

@@ -132,12 +132,11 @@ def check_fixtures(config: HarnessConfig) -> None:
 
 
 def current_env_key(run: RunSettings) -> str:
-    """The env key this machine's runs are recorded under (imports torch: only when needed)."""
-    from harness.store.env import env_key, fingerprint
+    """The env key this machine's runs are recorded under (imports torch only off the CPU)."""
+    from harness.store.env import key_of
 
     try:
-        return env_key(fingerprint(dtype=run.dtype, attn_implementation=run.attn, device=run.device,
-                                   threads=run.threads))
+        return key_of(dtype=run.dtype, device=run.device)
     except ValueError as exc:
         raise UsageError(f"--dtype/--device: {exc}") from exc
 

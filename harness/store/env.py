@@ -95,6 +95,17 @@ def _device_info(device: str) -> dict[str, Any]:
     raise ValueError(f"unknown device {device!r}; expected cpu, cuda[:N] or mps")
 
 
+def key_of(dtype: str = "fp32", device: str = "cpu") -> str:
+    """The env key a run on `device` in `dtype` records under, without importing torch where the
+    key needs nothing from it (a CPU: versions come from package metadata, the arch from the OS);
+    equal to ``env_key(fingerprint(dtype=dtype, device=device))`` (tests/test_env.py). The CLI
+    names its report folder with it before any pytest starts."""
+    if device.split(":", 1)[0] != "cpu":
+        return env_key(fingerprint(dtype=dtype, device=device))
+    return env_key({**{name: _version(name) for name in VERSIONED_PACKAGES},
+                    "device": {"type": "cpu", "arch": platform.machine()}, "dtype": canonical_dtype(dtype)})
+
+
 def fingerprint(
     dtype: str = "fp32",
     attn_implementation: str = "sdpa",
