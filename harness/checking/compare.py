@@ -36,7 +36,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from deepdiff import DeepDiff
 
 from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
@@ -70,12 +69,20 @@ def _error_transition(name: str, old: Any, new: Any) -> Outcome | None:
     return None
 
 
+def _deepdiff(old: Any, new: Any) -> Any:
+    """deepdiff's structural diff (imported on first use: with pydantic it takes ~0.2 s, paid by
+    every pytest start that loads the plugin, also where nothing is compared)."""
+    from deepdiff import DeepDiff
+
+    return DeepDiff(old, new, verbose_level=2)
+
+
 def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression,
     except the transitions of a recorded exception (`_error_transition`: a fix is `changed`) and a
     field whose extras say `presentation` - how the same result is presented (a streamer's cuts of
     text whose whole is checked elsewhere): `changed` (presentation-changed), never a regression."""
-    diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
+    diff = _deepdiff(baseline.value, observed.value)
     if not diff:
         return verdict(name, "exact", Status.PASS, "identical")
     transition = _error_transition(name, baseline.value, observed.value)
@@ -278,7 +285,7 @@ def compare_capability(name: str, observed: Field, baseline: Field, policy: Poli
                            {"ignored": lost, "old": baseline.value, "new": observed.value})
     new, old = _features(observed.value, name), _features(baseline.value, name)
     if new is None or old is None:
-        diff = DeepDiff(baseline.value, observed.value, verbose_level=2)
+        diff = _deepdiff(baseline.value, observed.value)
         if not diff:
             return verdict(name, "capability", Status.PASS, "unchanged")
         return verdict(name, "capability", Status.CHANGED, change_detail(baseline.value, observed.value),

@@ -22,8 +22,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
+
+
+class _Lazy:
+    """A module imported on first use: scipy.stats and scipy.optimize take ~0.4 s to import, and
+    every pytest start loads this module through the plugin, also where nothing statistical is
+    decided (a toy project, a collect-only run)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+optimize = _Lazy("scipy.optimize")
+sps = _Lazy("scipy.stats")
 
 # ----------------------------------------------------------------------------------------------
 # multiple testing
