@@ -2,7 +2,9 @@
 for themselves whether a run is strict, so the CI variable of the machine running them must not
 leak into those inner runs (a test that wants CI semantics sets it). The inner `harness check` /
 `regen` runs are serial unless a test asks for workers (`-n 2`): the outer `pytest -n 2` already
-uses every core, and nested xdist workers would only oversubscribe them."""
+uses every core, and nested xdist workers would only oversubscribe them. The inner runs also leave out hypothesis's
+pytest plugin (a dev dependency of this repository, not of the harness: ~1 s of every inner pytest
+start, and a user's project does not have it)."""
 
 from __future__ import annotations
 
@@ -17,3 +19,11 @@ def no_ci_in_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def serial_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "1")  # harness/cli/project.py default_workers
+
+
+@pytest.fixture(autouse=True)
+def no_hypothesis_plugin_in_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(filter(None, [os.environ.get("PYTEST_ADDOPTS"),
+                                                               "-p no:hypothesispytest"])))
