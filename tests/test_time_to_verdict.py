@@ -1,7 +1,8 @@
 """The everyday command's speed-ups change no verdict: the suites decide the same on two xdist
 workers as in one process, and with the reference engine's answers read from the on-disk cache as
 computed afresh (`--harness-no-cache`) - the outcome set (suite, case, field, against) -> (status,
-category) is identical. A subset of cases that exercises the engine's cached answers (greedy decode,
+category) is identical: serial uncached = two workers computing and storing the answers = one
+process reading them back. A subset of cases that exercises the engine's cached answers (greedy decode,
 a forward's logits, the rollback) keeps this inside the test budget; the whole run's equality is
 checked by benchmarks/verdict_equality.py (README, "Time to verdict")."""
 
@@ -24,8 +25,8 @@ def run_suites(tmp: Path, name: str, *args: str) -> dict[tuple[str, ...], tuple[
 def test_parallel_and_cached_runs_decide_as_a_serial_uncached_one(tmp_path):
     serial = run_suites(tmp_path, "serial", "--harness-no-cache")
     assert not (tmp_path / "cache").exists()  # --harness-no-cache writes nothing
-    cold = run_suites(tmp_path, "cold", "-n", "2")  # computes and stores the engine's answers
-    warm = run_suites(tmp_path, "warm", "-n", "2")  # reads them back
+    cold = run_suites(tmp_path, "cold", "-n", "2")  # two workers compute and store the engine's answers
+    warm = run_suites(tmp_path, "warm")  # one process reads them back (the script reads them on -n 2)
     assert any((tmp_path / "cache" / "genharness").rglob("*.pt"))
     assert len(serial) > 50 and serial == cold == warm
 
