@@ -27,3 +27,9 @@ def no_hypothesis_plugin_in_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(filter(None, [os.environ.get("PYTEST_ADDOPTS"),
                                                                "-p no:hypothesispytest"])))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked `long` first (stable otherwise): xdist hands the workers tests in collection
+    order, and a long test collected last leaves one worker idle while the other finishes it."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -265,6 +265,7 @@ def _check_runs(runs, clean) -> None:
     assert clean.cases >= len({(f.catch.suite, f.catch.case) for f in FAULTS if f.name in {r.fault for r in runs}})
 
 
+@pytest.mark.long
 def test_the_fast_pair_is_caught_each_run_clean_on_the_other_faults_cases(tmp_path, capfd):
     """Two faults of the catalogue (`Fault.fast`), crossed: each is injected into a strict run of
     both faults' cases and must regress its own field, while the other fault's cases - run clean in

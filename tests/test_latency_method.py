@@ -98,6 +98,7 @@ def test_slowed_busy_waits_the_fraction_of_each_forward_and_is_removed(monkeypat
     assert clock["t"] - start == pytest.approx(1.0)  # removed: no extra work after the block
 
 
+@pytest.mark.long
 def test_a_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
     """The mechanism end to end, at a slowdown it detects with near certainty (2x): a unit test must
     not be a coin flip. The suite's own busy detection decides whether this machine can be judged

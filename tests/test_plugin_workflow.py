@@ -419,6 +419,7 @@ def test_holm_within_a_test(pytester: pytest.Pytester):
     assert {o["field"]: o["status"] for o in results(pytester)["outcomes"]} == {"first": "regression", "second": "regression"}
 
 
+@pytest.mark.long
 def test_xdist_two_workers_merge_records_and_results(pytester: pytest.Pytester):
     """4 cases x 7 kinds = 28 tests on 2 workers: every record gets its 7 fields (merged from tests
     on both workers), results.json holds all 28 outcomes, written once by the controller."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.verdict_equality import outcomes
 from harness.store.cache import AnswerCache
 
@@ -22,6 +24,7 @@ def run_suites(tmp: Path, name: str, *args: str) -> dict[tuple[str, ...], tuple[
     return outcomes(tmp, name, *(a for c in SUBSET for a in ("--harness-case", c)), *args)[0]
 
 
+@pytest.mark.long
 def test_parallel_and_cached_runs_decide_as_a_serial_uncached_one(tmp_path):
     serial = run_suites(tmp_path, "serial", "--harness-no-cache")
     assert not (tmp_path / "cache").exists()  # --harness-no-cache writes nothing

@@ -223,6 +223,7 @@ def outcomes(results: Path) -> list[dict]:
 ONLY = "prod and not latency"  # timing is measured statistically; this test's verdicts are exact
 
 
+@pytest.mark.long
 def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_perturbed_weight(
         tmp_path, capfd, pytester: pytest.Pytester):
     ckpt = qwen3(tmp_path / "prod-qwen3")
@@ -281,6 +282,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
         == {"exact-distribution-changed"}
 
 
+@pytest.mark.long
 def test_a_one_off_model_run_works_where_there_is_no_project(tmp_path, monkeypatch, capfd, checkpoints):
     """`harness check --model PATH` in a directory with no [tool.harness]: it says where its records
     go, then writes them there (./golden/records, or --records DIR)."""
