@@ -173,3 +173,21 @@ def test_the_references_catch_a_model_whose_rope_is_not_scaled():
     plain = Field("tensor", plain_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist())
     assert compare_field("inv_freq_vs_engine", plain, expected, policy).status == Status.REGRESSION
     assert compare_field("inv_freq_vs_engine", expected, expected, policy).status == Status.PASS
+
+
+@pytest.mark.parametrize("rope, gap", [
+    ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192, "rope_theta": 5e5}, ""),
+    ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 1e4}, ""),
+    ({"rope_type": "longrope", "rope_theta": 1e4}, "longrope"),
+    ({"rope_type": "llama3", "rope_theta": 1e4}, "needs factor"),
+])
+def test_a_user_model_with_scaled_rope_has_the_engine_as_its_oracle(tmp_path, rope, gap):
+    from pathlib import Path
+
+    from harness.settings.models import UserModel
+    from harness.subjects.hf import Zoo
+
+    config = json.loads((CHECKOUT_ZOO / "llama-target" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "rope_parameters": rope}))
+    zoo = Zoo(user=[UserModel("mine", Path(tmp_path), "--model")])
+    assert (gap in zoo.engine_gap("mine")) if gap else zoo.engine_gap("mine") == ""
