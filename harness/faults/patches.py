@@ -69,7 +69,8 @@ def _rebind(module: Any, owner: Any, name: str, original: Any, replacement: Any)
     registries: list[tuple[dict, Any]] = []
     if owner is module:
         holders += [m for key, m in list(sys.modules.items())
-                    if key.startswith("transformers") and m is not module and getattr(m, name, None) is original]
+                    if key.startswith("transformers") and m is not module
+                    and vars(m).get(name) is original]  # not getattr: a lazy module would import on a miss
         registries = [(table, key) for table in list(vars(module).values()) if isinstance(table, dict)
                       for key, value in list(table.items()) if value is original]
     for holder in holders:
