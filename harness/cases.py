@@ -23,7 +23,7 @@ never a test function.
     streaming(run)  TextStreamer / TextIteratorStreamer on plain and assisted generate(), and a batch of 2
                     (refused), on llama-target, then on each user model
     long_context(run) the rope-scaled fixtures (llama3, yarn) driven past original_max_position_embeddings,
-                    llama3's config under the 4.x key `rope_scaling`, and mistral-sliding decoding past its window
+                    each also from a 4.x config (`rope_scaling`), and mistral-sliding decoding past its window
                     in a left-padded batch of 2 (zoo only: a real model's pretraining length is far past a cheap run)
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
@@ -524,6 +524,9 @@ def streaming(run: RunSettings | None = None) -> list[Case]:
 LONG_PROMPT = "long-0"  # 83 tokens: past the rope fixtures' original_max_position_embeddings (32) at once
 LONG_TOKENS = 20  # prompt + new tokens reach position 102, past 3 x 32
 ROPE_MODELS = tuple(s.name for s in SPECS if s.role == LONG_CONTEXT)
+# the 4.x config.json each rope model is also loaded from: Llama 3.1's (`rope_scaling` with `rope_type`) and the
+# form Qwen2.5's long-context recipe publishes for yarn (`rope_scaling` with `type`)
+LEGACY_TYPE_KEYS = ("rope_type", "type")
 SLIDING_MODEL = "mistral-sliding"
 SLIDING_PROMPTS = ("long-0", "long-1")  # two lengths, both past the window: the shorter row is left-padded
 SLIDING_TOKENS = 12
@@ -531,12 +534,12 @@ SLIDING_CUT = 48  # the second row's prompt tokens: three windows, 35 fewer than
 
 
 def long_context(run: RunSettings | None = None) -> list[Case]:
-    """`<rope model>.far` per rope-scaled fixture, `llama-rope-llama3.legacy-key` (its config.json under
-    4.x's `rope_scaling`), `mistral-sliding.batch-past-window` (harness/designs/long_context.py)."""
+    """`<rope model>.far` and `<rope model>.legacy-key` (its config.json under 4.x's `rope_scaling`) per
+    rope-scaled fixture, `mistral-sliding.batch-past-window` (harness/designs/long_context.py)."""
     far = [Case(m, prompt=LONG_PROMPT, new_tokens=LONG_TOKENS, name=f"{m}.far", params=_p(check="far"))
            for m in ROPE_MODELS]
-    legacy = [Case(m, prompt=LONG_PROMPT, new_tokens=LONG_TOKENS, name=f"{m}.legacy-key", params=_p(check="legacy-key"))
-              for m in ROPE_MODELS[:1]]
+    legacy = [Case(m, prompt=LONG_PROMPT, new_tokens=LONG_TOKENS, name=f"{m}.legacy-key",
+                   params=_p(check="legacy-key", type_key=key)) for m, key in zip(ROPE_MODELS, LEGACY_TYPE_KEYS, strict=True)]
     batch = Case(SLIDING_MODEL, prompt=SLIDING_PROMPTS[0], new_tokens=SLIDING_TOKENS,
                  name=f"{SLIDING_MODEL}.batch-past-window", params=_p(check="batch", prompts=SLIDING_PROMPTS, cut=SLIDING_CUT))
     return [*far, *legacy, batch]

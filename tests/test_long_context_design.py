@@ -136,10 +136,12 @@ def test_unsupported_rope_is_refused_not_run_as_plain():
 
 
 @pytest.mark.parametrize("name", cases.ROPE_MODELS)
-def test_the_legacy_key_reads_as_the_same_config(name):
+@pytest.mark.parametrize("type_key", ["rope_type", "type"])
+def test_the_legacy_key_reads_as_the_same_config(name, type_key):
     config = json.loads((CHECKOUT_ZOO / name / "config.json").read_text())
-    legacy = long_context.legacy_config(config)
+    legacy = long_context.legacy_config(config, type_key)
     assert "rope_parameters" not in legacy and legacy["rope_theta"] == config["rope_parameters"]["rope_theta"]
+    assert legacy["rope_scaling"][type_key] == config["rope_parameters"]["rope_type"]
     assert Config.from_dict(legacy) == Config.from_dict(config)
     assert Config.from_dict(config).rope_scaling is not None
 

@@ -26,9 +26,11 @@ same tokens:
  information (never a check): scaling_effect - how far the engine's logits at these positions move
  when the scaling is dropped (max |diff|, the steps whose argmax changes): what the checks can see.
 
-**`llama-rope-llama3.legacy-key`**: the same checkpoint with its config.json in transformers 4.x's
-form (`rope_scaling` with `rope_type`, `rope_theta` beside it; no `rope_parameters`), linked in the
-test's tmp dir and loaded with no arguments. Which key a version reads is the observation:
+**`<model>.legacy-key`**: the same checkpoint with its config.json in transformers 4.x's form
+(`rope_scaling`, `rope_theta` beside it; no `rope_parameters`) - llama3 with its type under
+`rope_type` (Llama 3.1's config.json), yarn under `type` (the key before 4.43, as Qwen2.5's
+long-context recipe still publishes it) - linked in the test's tmp dir and loaded with no arguments.
+Which keys a version reads is the observation:
 
   rope, inv_freq            as above
   rope_equals_as_shipped    ref exact   the loaded rope_type and scaling equal the as-shipped load's
@@ -76,13 +78,16 @@ ATTENTION_DIGITS = 6
 # pure logic
 
 
-def legacy_config(config: dict[str, Any]) -> dict[str, Any]:
+def legacy_config(config: dict[str, Any], type_key: str = "rope_type") -> dict[str, Any]:
     """config.json as transformers 4.x wrote it: the RoPE dict under `rope_scaling` (its theta moved
-    beside it as `rope_theta`), no `rope_parameters`."""
+    beside it as `rope_theta`), no `rope_parameters`; its type under `type_key` ("rope_type", or
+    "type": the key before 4.43)."""
     out = {k: v for k, v in config.items() if k != "rope_parameters"}
     rope = dict(config.get("rope_parameters") or {})
     if "rope_theta" in rope:
         out["rope_theta"] = rope.pop("rope_theta")
+    if "rope_type" in rope:
+        rope[type_key] = rope.pop("rope_type")
     out["rope_scaling"] = rope
     return out
 
@@ -204,7 +209,7 @@ def legacy_key(zoo: Any, case: Case, tmp: Path) -> Observation:
     for path in sorted(source.iterdir()):
         if path.name != "config.json":
             (target / path.name).symlink_to(path.resolve())
-    config = legacy_config(json.loads((source / "config.json").read_text(encoding="utf-8")))
+    config = legacy_config(json.loads((source / "config.json").read_text(encoding="utf-8")), case.param("type_key"))
     (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     model, _ = from_pretrained(target, dtype=zoo.dtype_of(case.model), device=zoo.device)
     got, shipped = rotary(model), rotary(zoo.load(case.model).model)
