@@ -394,9 +394,9 @@ FAULTS: tuple[Fault, ...] = (
                 "4.43.1\") and on v5's rope_scaling -> rope_parameters move that left scaling silently unread "
                 "(unslothai/unsloth #6907 \"Fix llama3 RoPE scaling dropped on transformers v5\"): the key read wrong"),
     Fault("sliding-window-mask-offset", "long context",
-          "DynamicSlidingWindowLayer.get_mask_sizes places a full window's keys one position early: the mask's "
-          "key positions are off by one once the cache slides, so a padded row reads the padding mask at the "
-          "wrong keys and the window's oldest key falls out",
+          "DynamicSlidingWindowLayer.get_mask_sizes places a full window's keys one position early: once the "
+          "cache slides, the mask's key positions are off by one - the window's oldest key falls out and a padded "
+          "row reads the padding mask one key off; a row alone goes wrong the same way, so only the engine sees it",
           Catch("long_context", "mistral-sliding.batch-past-window", "batch_*"),
           (edit(CACHE, "DynamicSlidingWindowLayer.get_mask_sizes",
                 ("kv_offset = max(self.cumulative_length - self.sliding_window + 1, 0)",
