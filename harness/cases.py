@@ -22,6 +22,9 @@ never a test function.
                     pad tokens in a batch of 2) on llama-target, then on each user model
     streaming(run)  TextStreamer / TextIteratorStreamer on plain and assisted generate(), and a batch of 2
                     (refused), on llama-target, then on each user model
+    long_context(run) the rope-scaled fixtures (llama3, yarn) driven past original_max_position_embeddings,
+                    each also from a 4.x config (`rope_scaling`), and mistral-sliding decoding past its window
+                    in a left-padded batch of 2 (zoo only: a real model's pretraining length is far past a cheap run)
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -45,6 +48,9 @@ NEW_TOKENS = 24
 DRAFT_TOKENS = 4
 ENSEMBLE_WEIGHTS = (0.3, 0.7)
 TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
+# the rope-scaled fixtures are the long_context suite's alone: the model-level suites (caches, backends,
+# loading) check llama-target, whose shape they share
+LONG_CONTEXT = "long-context"
 
 
 def _users(run: RunSettings | None) -> Sequence[UserModel]:
@@ -71,7 +77,8 @@ def draft_tokens_of(path: str) -> int | None:
 
 def models(run: RunSettings | None = None) -> list[Case]:
     """One case per checkpoint (its id is the model's name): the model-level suites."""
-    return [Case(s.name, name=s.name) for s in SPECS] + [Case(m.name, name=m.name) for m in _users(run)]
+    return ([Case(s.name, name=s.name) for s in SPECS if s.role != LONG_CONTEXT]
+            + [Case(m.name, name=m.name) for m in _users(run)])
 
 
 def user_outputs(model: UserModel) -> list[Case]:
@@ -455,7 +462,7 @@ def load_case(model: str, variant: str, prompt: str = LOAD_PROMPT, own: bool = F
 def loading(run: RunSettings | None = None) -> list[Case]:
     """Every zoo model as shipped, llama-target's variants, then each user model as shipped (on
     its first prompt)."""
-    return ([load_case(s.name, "as-shipped") for s in SPECS]
+    return ([load_case(s.name, "as-shipped") for s in SPECS if s.role != LONG_CONTEXT]
             + [load_case(TARGET, v) for v in LOAD_VARIANTS]
             + [load_case(m.name, "as-shipped", m.prompts[0].id if m.prompts else LOAD_PROMPT, own=True)
                for m in _users(run)])
@@ -509,3 +516,30 @@ def streaming(run: RunSettings | None = None) -> list[Case]:
     return stream_cases(TARGET, STOP_PROMPTS, ASSISTANT) + [
         c for m in _users(run)
         for c in stream_cases(m.name, _stop_prompts(m), m.assistant_name if "assisted" in m.paths else None)]
+
+
+# ----------------------------------------------------------------------------------------------
+# long context
+
+LONG_PROMPT = "long-0"  # 83 tokens: past the rope fixtures' original_max_position_embeddings (32) at once
+LONG_TOKENS = 20  # prompt + new tokens reach position 102, past 3 x 32
+ROPE_MODELS = tuple(s.name for s in SPECS if s.role == LONG_CONTEXT)
+# the 4.x config.json each rope model is also loaded from: Llama 3.1's (`rope_scaling` with `rope_type`) and the
+# form Qwen2.5's long-context recipe publishes for yarn (`rope_scaling` with `type`)
+LEGACY_TYPE_KEYS = ("rope_type", "type")
+SLIDING_MODEL = "mistral-sliding"
+SLIDING_PROMPTS = ("long-0", "long-1")  # two lengths, both past the window: the shorter row is left-padded
+SLIDING_TOKENS = 12
+SLIDING_CUT = 48  # the second row's prompt tokens: three windows, 35 fewer than the first row's
+
+
+def long_context(run: RunSettings | None = None) -> list[Case]:
+    """`<rope model>.far` and `<rope model>.legacy-key` (its config.json under 4.x's `rope_scaling`) per
+    rope-scaled fixture, `mistral-sliding.batch-past-window` (harness/designs/long_context.py)."""
+    far = [Case(m, prompt=LONG_PROMPT, new_tokens=LONG_TOKENS, name=f"{m}.far", params=_p(check="far"))
+           for m in ROPE_MODELS]
+    legacy = [Case(m, prompt=LONG_PROMPT, new_tokens=LONG_TOKENS, name=f"{m}.legacy-key",
+                   params=_p(check="legacy-key", type_key=key)) for m, key in zip(ROPE_MODELS, LEGACY_TYPE_KEYS, strict=True)]
+    batch = Case(SLIDING_MODEL, prompt=SLIDING_PROMPTS[0], new_tokens=SLIDING_TOKENS,
+                 name=f"{SLIDING_MODEL}.batch-past-window", params=_p(check="batch", prompts=SLIDING_PROMPTS, cut=SLIDING_CUT))
+    return [*far, *legacy, batch]

@@ -28,7 +28,7 @@ from harness.fixtures import load, prompts
 from harness.fixtures.zoo import SPECS, WINDOW
 from harness.subjects import hf
 
-DECODING = [s.name for s in SPECS if s.role in ("target", "mtp")]
+DECODING = [s.name for s in SPECS if s.role in ("target", "mtp", "long-context")]
 NEW_TOKENS = 40
 EOS = 2
 

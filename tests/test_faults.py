@@ -34,7 +34,7 @@ from harness.store.records import GoldenStore
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")
 AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "stopping",
-         "streaming", "latency"}
+         "streaming", "latency", "long context"}
 
 
 def env() -> str:
@@ -104,6 +104,20 @@ def test_a_module_function_is_rebound_where_it_was_imported():
     finally:
         undo()
     assert configuration_auto.resolve_trust_remote_code is original
+
+
+def test_a_module_function_is_rebound_in_its_module_s_registries():
+    """ROPE_INIT_FUNCTIONS holds the llama3 init by value: the edited function must be the one it hands out."""
+    from transformers import modeling_rope_utils
+
+    original = modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"]
+    undo = faults.inject("llama3-rope-returns-unscaled")
+    try:
+        assert modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"] is modeling_rope_utils._compute_llama3_parameters
+        assert modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"] is not original
+    finally:
+        undo()
+    assert modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"] is original
 
 
 def test_an_edit_that_does_not_match_the_installed_source_names_the_fault_and_the_text():

@@ -13,7 +13,8 @@ What differs per family is data, read from config.json into `Config`:
 - RoPE: rotate-half pairs (i, i + d/2) (Llama, Mistral, Qwen2, GLM, Mellum) or interleaved pairs
   (2i, 2i+1) (Llama 4); partial rotary (GLM: only the first `rotary_dim` dims rotate);
   NoPE layers (Llama 4 `no_rope_layers[i] == 0`); a theta per attention kind (Mellum:
-  `rope_parameters` keyed by layer type, e.g. sliding 1e4, full 5e5);
+  `rope_parameters` keyed by layer type, e.g. sliding 1e4, full 5e5); scaled frequencies for long
+  context (`RopeScaling`: Llama 3.1's "llama3" and YaRN's "yarn", formulas in `scaled_inv_freq`);
 - q/k/v biases (Qwen2, GLM with attention_bias), L2 q/k norm after RoPE (Llama 4 RoPE layers),
   per-head RMS q/k norm with weights before RoPE (Mellum, as Qwen3),
   attention temperature tuning on NoPE layers (Llama 4):
@@ -80,6 +81,7 @@ class Config:
     num_mtp_layers: int = 0
     qk_norm: bool = False  # weighted per-head RMS norm of q and k before RoPE (Mellum)
     rope_theta_by_kind: tuple[tuple[str, float], ...] = ()  # (layer type, theta) where it differs per kind
+    rope_scaling: RopeScaling | None = None  # scaled RoPE frequencies (long context); None: plain RoPE
     mtp_layer_types: tuple[str, ...] = ()  # attention kind of each MTP layer (Mellum); () = full attention
     # MoE (MTP layer of GLM-4.5)
     num_experts: int = 0
@@ -108,12 +110,15 @@ class Config:
             cfg = {**cfg, **cfg.get("text_config", {})}
         heads = cfg["num_attention_heads"]
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-        rope = cfg.get("rope_parameters") or {}
+        # transformers 5 writes `rope_parameters`; 4.x configs name the same dict `rope_scaling` (type in `type`)
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
         # per-kind RoPE (Mellum): {"full_attention": {...}, "sliding_attention": {...}}
         by_kind = {k: v for k, v in rope.items() if isinstance(v, dict)}
         for params in (by_kind or {"": rope}).values():
-            if params.get("rope_type", "default") != "default":
-                raise ValueError(f"reference engine implements default RoPE only, got {params.get('rope_type')!r}")
+            kind = rope_type_of(params)
+            if kind != "default" and (by_kind or kind not in SCALED_ROPE):
+                raise ValueError(f"reference engine implements default RoPE and, for one RoPE for every layer, "
+                                 f"{'/'.join(SCALED_ROPE)} scaling; got {kind!r}")
             if params.get("partial_rotary_factor", 1.0) != 1.0 and by_kind:
                 raise ValueError("reference engine: partial rotary per layer kind is not implemented")
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
@@ -143,6 +148,7 @@ class Config:
             routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
             qk_norm=model_type in ("mellum", "qwen3_5_text"),
             rope_theta_by_kind=tuple(sorted((k, float(v["rope_theta"])) for k, v in by_kind.items())),
+            rope_scaling=None if by_kind else RopeScaling.from_params(rope, cfg.get("max_position_embeddings")),
             mtp_layer_types=tuple(cfg.get("mtp_layer_types") or ()),
             **(_gemma2(cfg) if model_type == "gemma2" else {}),
             **(_qwen3_5(cfg) if model_type == "qwen3_5_text" else {}),
@@ -183,11 +189,126 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     return y if weight is None else weight * y
 
 
-def rope_angles(positions: torch.Tensor, rotary_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) of the angles pos * theta^(-2i/rotary_dim), each [T, rotary_dim/2]."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
-    angles = positions.float()[:, None] * inv_freq[None, :]
-    return angles.cos(), angles.sin()
+SCALED_ROPE = ("llama3", "yarn")
+
+
+def rope_type_of(params: Mapping) -> str:
+    """The RoPE type of a rope dict: `rope_type`, else 4.x's `type`, else "default"."""
+    return str(params.get("rope_type", params.get("type", "default")))
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """Scaled RoPE frequencies for contexts past the pretraining length `original_max` (L), by factor s.
+    llama3 (Llama 3.1): low_freq_factor, high_freq_factor. yarn (YaRN): beta_fast, beta_slow, an
+    explicit attention_factor (None: 0.1 ln s + 1), truncate (integer ramp bounds)."""
+
+    rope_type: str
+    factor: float
+    original_max: int
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    attention_factor: float | None = None
+    truncate: bool = True
+
+    @staticmethod
+    def from_params(params: Mapping, max_position_embeddings: int | None = None) -> RopeScaling | None:
+        """The scaling a flat rope dict asks for (None for plain RoPE). A missing
+        original_max_position_embeddings is max_position_embeddings (transformers' rule); a yarn
+        dict without a factor scales by max_position_embeddings / original_max (DeepSeek-V3's rule)."""
+        kind = rope_type_of(params)
+        if kind not in SCALED_ROPE:
+            return None
+        if params.get("mscale") and params.get("mscale_all_dim"):
+            raise ValueError("reference engine: yarn's mscale / mscale_all_dim attention factor is not implemented")
+        original = int(params.get("original_max_position_embeddings") or max_position_embeddings or 0)
+        factor = params.get("factor")
+        if factor is None and kind == "yarn" and max_position_embeddings and original:
+            factor = max_position_embeddings / original
+        if factor is None or not original:
+            raise ValueError(f"reference engine: {kind} RoPE needs factor and original_max_position_embeddings")
+        attention = params.get("attention_factor")
+        return RopeScaling(kind, float(factor), original,
+                           low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+                           high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+                           beta_fast=float(params.get("beta_fast") or 32.0), beta_slow=float(params.get("beta_slow") or 1.0),
+                           attention_factor=None if attention is None else float(attention),
+                           truncate=bool(params.get("truncate", True)))
+
+
+def plain_inv_freq(rotary_dim: int, theta: float) -> torch.Tensor:
+    """theta^(-2i/rotary_dim), i = 0 .. rotary_dim/2 - 1: RoPE's inverse frequencies."""
+    return 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+
+
+def llama3_inv_freq(inv_freq: torch.Tensor, s: RopeScaling) -> torch.Tensor:
+    """Llama 3.1 (Meta's reference `apply_scaling`): with wavelength w = 2 pi / f of a frequency f,
+    L = original_max, and the wavelength bounds w_high = L / high_freq_factor, w_low = L / low_freq_factor,
+        w < w_high          f                              (fast: kept)
+        w > w_low           f / factor                     (slow: interpolated)
+        otherwise           (1 - g) f / factor + g f,      g = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    g is 1 at w = w_high and 0 at w = w_low, so the three pieces join."""
+    wavelen = 2 * math.pi / inv_freq
+    high, low = s.original_max / s.high_freq_factor, s.original_max / s.low_freq_factor
+    smooth = (s.original_max / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    mixed = (1 - smooth) * inv_freq / s.factor + smooth * inv_freq
+    return torch.where(wavelen < high, inv_freq, torch.where(wavelen > low, inv_freq / s.factor, mixed))
+
+
+def yarn_ramp(rotary_dim: int, theta: float, s: RopeScaling) -> torch.Tensor:
+    """YaRN's ramp r_i in [0, 1] over the frequencies i = 0 .. d/2 - 1 (d = rotary_dim): 0 for the
+    dimensions that rotate more than beta_fast times over the original context L (kept), 1 for those
+    that rotate fewer than beta_slow times (interpolated), linear in i between. The dimension that
+    rotates n times over L is  dim(n) = d ln(L / (2 pi n)) / (2 ln theta)  (from L theta^(-2i/d) = 2 pi n);
+    the bounds are lo = floor(dim(beta_fast)), hi = ceil(dim(beta_slow)) (exact without truncate),
+    clamped to [0, d - 1]; r_i = clamp((i - lo) / (hi - lo), 0, 1) (hi += 0.001 where hi == lo)."""
+    def dim(n: float) -> float:
+        return rotary_dim * math.log(s.original_max / (n * 2 * math.pi)) / (2 * math.log(theta))
+
+    lo, hi = dim(s.beta_fast), dim(s.beta_slow)
+    if s.truncate:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, rotary_dim - 1)
+    if lo == hi:
+        hi += 0.001
+    return torch.clamp((torch.arange(rotary_dim // 2, dtype=torch.float) - lo) / (hi - lo), 0, 1)
+
+
+def yarn_inv_freq(rotary_dim: int, theta: float, s: RopeScaling) -> torch.Tensor:
+    """YaRN (Peng et al. 2023, "NTK-by-parts"): f_i' = (1 - r_i) f_i + r_i f_i / factor, r = `yarn_ramp`."""
+    inv_freq, ramp = plain_inv_freq(rotary_dim, theta), yarn_ramp(rotary_dim, theta, s)
+    return inv_freq / s.factor * ramp + inv_freq * (1 - ramp)
+
+
+def attention_factor(s: RopeScaling | None) -> float:
+    """What cos and sin are multiplied by: YaRN's attention temperature sqrt(1/t) = 0.1 ln(factor) + 1
+    (1 for factor <= 1), or the config's explicit attention_factor; 1 for llama3 and plain RoPE.
+    Scaling both q and k by it scales the attention logits by its square."""
+    if s is None or s.rope_type != "yarn":
+        return 1.0
+    if s.attention_factor is not None:
+        return s.attention_factor
+    return 1.0 if s.factor <= 1 else 0.1 * math.log(s.factor) + 1.0
+
+
+def scaled_inv_freq(rotary_dim: int, theta: float, s: RopeScaling | None) -> torch.Tensor:
+    """The inverse frequencies of a RoPE layer: plain, llama3 or yarn (`RopeScaling`)."""
+    if s is None:
+        return plain_inv_freq(rotary_dim, theta)
+    if s.rope_type == "llama3":
+        return llama3_inv_freq(plain_inv_freq(rotary_dim, theta), s)
+    return yarn_inv_freq(rotary_dim, theta, s)
+
+
+def rope_angles(positions: torch.Tensor, rotary_dim: int, theta: float,
+                scaling: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m cos, m sin) of the angles pos * f_i, each [T, rotary_dim/2]: f = `scaled_inv_freq`,
+    m = `attention_factor` (1 without YaRN)."""
+    angles = positions.float()[:, None] * scaled_inv_freq(rotary_dim, theta, scaling)[None, :]
+    m = attention_factor(scaling)
+    return (angles.cos(), angles.sin()) if m == 1.0 else (angles.cos() * m, angles.sin() * m)
 
 
 def apply_rope(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], interleaved: bool) -> torch.Tensor:
@@ -338,7 +459,7 @@ def block(x: torch.Tensor, positions: torch.Tensor, w: Weights, prefix: str, cfg
     if kind == LINEAR:
         a = linear_attention(h, w, prefix + "linear_attn.", cfg, cache)
     else:
-        rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind))
+        rope = rope if rope is not None else rope_angles(positions, cfg.rotary_dim, cfg.theta(kind), cfg.rope_scaling)
         a = attention(h, positions, w, prefix + "self_attn.", cfg, layer, kind, cache, rope)
     if cfg.sandwich_norms:  # Gemma 2: every sublayer's output is normed before its residual add
         x = x + norm(a, w, prefix + "post_attention_layernorm.weight", cfg)
@@ -393,7 +514,8 @@ class Model:
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
                 caches: list[LayerCache | RecurrentCache] | None) -> Output:
         cfg, x = self.cfg, self.embed(tokens)
-        ropes = {t: rope_angles(positions, cfg.rotary_dim, t) for t in {cfg.theta(k) for k in cfg.layer_types}}
+        ropes = {t: rope_angles(positions, cfg.rotary_dim, t, cfg.rope_scaling)
+                 for t in {cfg.theta(k) for k in cfg.layer_types}}
         for i in range(cfg.num_layers):
             kind = cfg.layer_types[i]
             x = block(x, positions, self.w, f"{self.prefix}layers.{i}.", cfg, i, kind,

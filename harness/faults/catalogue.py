@@ -118,6 +118,7 @@ QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
 PROC = "transformers.generation.logits_process"
 STOP = "transformers.generation.stopping_criteria"
 STREAM = "transformers.generation.streamers"
+ROPE = "transformers.modeling_rope_utils"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,6 +371,40 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on neuralmagic/deepsparse #1292 (\"streaming skips generated token added from last prompt "
                 "token\": the token the model adds after the last known token was returned but never streamed), in "
                 "the one loop that streams several tokens a step"),
+    # long context (suites/test_long_context.py: far positions against the engine's scaled RoPE) -----
+    Fault("llama3-rope-returns-unscaled", "long context",
+          "the llama3 RoPE init computes the scaled frequencies and returns the unscaled ones: positions past "
+          "original_max_position_embeddings rotate as if the model had no rope scaling",
+          Catch("long_context", "llama-rope-llama3.far", "*_vs_engine"),
+          (edit(ROPE, "_compute_llama3_parameters",
+                ("return inv_freq_llama, attention_factor", "return inv_freq, attention_factor")),),
+          notes="re-creates transformers PR #32330 (\"Llama 3.1: Fix incorrect `inv_freq` assignment\": the refactored "
+                "_compute_llama3_parameters returned `inv_freq`, not `inv_freq_llama`, so Llama 3.1's RoPE frequencies "
+                "were wrong - the 4.43 RoPE scaling trouble, invisible at short positions) - the fix reverted"),
+    Fault("rope-type-from-legacy-key", "long context",
+          "standardize_rope_params sets rope_type from 4.x's `type` key instead of defaulting to it: a config that "
+          "names its rope_type (every v5 config.json) is read as default RoPE, the scaling ignored",
+          Catch("long_context", "llama-rope-*.far", "*_vs_engine"),
+          (edit(ROPE, "RotaryEmbeddingConfigMixin.standardize_rope_params",
+                ('rope_parameters.setdefault("rope_type", rope_parameters.get("type", "default"))',
+                 'rope_parameters["rope_type"] = rope_parameters.get("type", "default")')),),
+          notes="modelled on the `type` -> `rope_type` rename of Llama 3.1's release (4.43: configs with "
+                "`rope_type` failed 4.42's validation, \"`rope_scaling` must be a dictionary with two fields, `type` "
+                "and `factor`\"; mosaicml/llm-foundry #1393 bumped to 4.43.2 for \"the rope incompatibility issue in "
+                "4.43.1\") and on v5's rope_scaling -> rope_parameters move that left scaling silently unread "
+                "(unslothai/unsloth #6907 \"Fix llama3 RoPE scaling dropped on transformers v5\"): the key read wrong"),
+    Fault("sliding-window-mask-offset", "long context",
+          "DynamicSlidingWindowLayer.get_mask_sizes places a full window's keys one position early: once the "
+          "cache slides, the mask's key positions are off by one - the window's oldest key falls out and a padded "
+          "row reads the padding mask one key off; a row alone goes wrong the same way, so only the engine sees it",
+          Catch("long_context", "mistral-sliding.batch-past-window", "batch_*"),
+          (edit(CACHE, "DynamicSlidingWindowLayer.get_mask_sizes",
+                ("kv_offset = max(self.cumulative_length - self.sliding_window + 1, 0)",
+                 "kv_offset = max(self.cumulative_length - self.sliding_window, 0)")),),
+          notes="modelled on transformers #37574 (\"Wrong KV cache update for sliding-window attention (SWA) layers "
+                "when total sequence length reaches window size\", fixed by PR #38046 \"Fix cache update!\") and PR "
+                "#35681 (\"Fix mask slicing for models with HybridCache\": mask slicing wrong whenever the sequence "
+                "is longer than the window, garbage with padding) - the off-by-one at the window's edge"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",

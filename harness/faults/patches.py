@@ -11,7 +11,8 @@ original object, and `Fault`, one catalogue row (harness/faults/catalogue.py).
                 of its own CPU time after it returns
 
 A module-level function is rebound in every loaded transformers module that imported it by name,
-so a patched `resolve_trust_remote_code` is the one `AutoConfig` calls.
+so a patched `resolve_trust_remote_code` is the one `AutoConfig` calls, and in its own module's
+registries (a module-level dict holding it as a value: `ROPE_INIT_FUNCTIONS["llama3"]`).
 """
 
 from __future__ import annotations
@@ -65,15 +66,23 @@ def _rebind(module: Any, owner: Any, name: str, original: Any, replacement: Any)
     """Set owner.name = replacement; for a module-level function, also every transformers module
     that imported the same object by that name. Returns the undo."""
     holders = [owner]
+    registries: list[tuple[dict, Any]] = []
     if owner is module:
         holders += [m for key, m in list(sys.modules.items())
-                    if key.startswith("transformers") and m is not module and getattr(m, name, None) is original]
+                    if key.startswith("transformers") and m is not module
+                    and vars(m).get(name) is original]  # not getattr: a lazy module would import on a miss
+        registries = [(table, key) for table in list(vars(module).values()) if isinstance(table, dict)
+                      for key, value in list(table.items()) if value is original]
     for holder in holders:
         setattr(holder, name, replacement)
+    for table, key in registries:
+        table[key] = replacement
 
     def undo() -> None:
         for holder in holders:
             setattr(holder, name, original)
+        for table, key in registries:
+            table[key] = original
     return undo
 
 

@@ -231,7 +231,7 @@ class Zoo:
 
     def engine_gap(self, name: str) -> str:
         """Why the reference engine cannot be the expected side for this model ('' when it can)."""
-        from harness.engine.model import SUPPORTED
+        from harness.engine.model import SCALED_ROPE, SUPPORTED, RopeScaling, rope_type_of
 
         config = self.config_json(name)
         model_type = config.get("model_type", "?")
@@ -240,8 +240,15 @@ class Zoo:
         if not self.is_user(name):
             return ""
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-        if rope.get("rope_type", rope.get("type", "default")) != "default":
-            return f"the reference engine implements default RoPE only, {name} uses {rope.get('rope_type')!r}"
+        per_kind = [rope_type_of(v) for v in rope.values() if isinstance(v, dict)]
+        kind = rope_type_of(rope)
+        if any(k != "default" for k in per_kind) or (not per_kind and kind not in ("default", *SCALED_ROPE)):
+            return (f"the reference engine implements default RoPE and, one for every layer, "
+                    f"{'/'.join(SCALED_ROPE)} scaling; {name} uses {per_kind or kind!r}")
+        try:
+            RopeScaling.from_params(rope if not per_kind else {}, config.get("max_position_embeddings"))
+        except ValueError as exc:
+            return f"the reference engine cannot run {name}'s {kind!r} RoPE: {exc}"
         if config.get("eos_token_id") != EOS:
             return f"the reference engine stops at token {EOS} only, {name}'s eos_token_id is {config.get('eos_token_id')!r}"
         return ""
