@@ -370,6 +370,31 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on neuralmagic/deepsparse #1292 (\"streaming skips generated token added from last prompt "
                 "token\": the token the model adds after the last known token was returned but never streamed), in "
                 "the one loop that streams several tokens a step"),
+    # batching (suites/test_batching.py: each prompt in a left-padded batch against its solo run) ----
+    Fault("position-ids-ignore-padding", "batching",
+          "generate() derives position ids from a mask of ones instead of the attention mask: a left-padded row's "
+          "tokens are counted from the first pad (positions 63..82 for a 20-token prompt behind 63 pads, not 0..19)",
+          Catch("batching", "llama-target.batch.greedy", "positions_as_solo"),
+          (edit(GEN, "GenerationMixin._prepare_position_ids_for_generation",
+                ("position_ids = attention_mask.long().cumsum(-1) - 1",
+                 "position_ids = torch.ones_like(attention_mask).long().cumsum(-1) - 1")),),
+          notes="the class of unslothai/unsloth #3699 (\"batched generation with left-padding produces garbage for "
+                "shorter sequences\"; fixed by unsloth #3795 \"compute position_ids from attention_mask for batched "
+                "generation\": position_ids had been the cache_position shared by the batch) and TransformerLens #1609 "
+                "(\"ignores attention_mask when deriving position_ids, so left-padded input silently returns wrong "
+                "logits\"), in transformers' own derivation; the line is the same in 5.13.1, 5.14.0 and 5.24.0"),
+    Fault("sdpa-prefill-skips-left-padding", "batching",
+          "the SDPA mask builder's prefill shortcut (is_causal instead of a materialised mask when the cache is "
+          "empty) checks only the last query's padding column: a left-padded prompt's first step attends to its pads",
+          Catch("batching", "llama-target.batch.greedy", "first_logits_as_solo"),
+          (edit(MASK, "_ignore_causal_mask_sdpa",
+                ("fast_all(padding_mask[:, :q_length])", "fast_all(padding_mask[:, q_length - 1])")),),
+          notes="the class of transformers #48821 (\"Always materialize the causal mask in Doge so sdpa stays causal\": "
+                "create_causal_mask returned None - the is_causal skip - where the mask was not plain causal) and "
+                "ml-explore/mlx-lm #1906 (\"batch generation ignores the left-padding mask\": the prompt pass got the "
+                "plain causal mask); the outcome is #47651's (\"Major Bug in parallel generation / left padding\": "
+                "left-padded logits differ from solo). The prefill shortcut exists from 5.14.0: on 5.13.1 the edit "
+                "does not apply (FaultError)"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",

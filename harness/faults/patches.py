@@ -243,7 +243,7 @@ class Fault:
     """One injectable defect: its name, what it breaks, where it must be caught, how it is made."""
 
     name: str
-    area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping,
+    area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping, batching,
     # streaming, latency
     breaks: str
     catch: Catch
