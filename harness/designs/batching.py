@@ -222,8 +222,8 @@ def observe(zoo: Any, case: Case) -> Observation:
                 follows="tokens")
         return obs
     if case.decoding == "greedy":
-        obs.reference("tokens_as_solo", got.rows, [padded_to(s.rows[0], len(r), pad) for s, r in zip(solos, got.rows)],
-                      kind="tokens", observed_extras={"margins": got.margins},
+        expected = [padded_to(s.rows[0], len(r), pad) for s, r in zip(solos, got.rows, strict=True)]
+        obs.reference("tokens_as_solo", got.rows, expected, kind="tokens", observed_extras={"margins": got.margins},
                       expected_extras={"margins": [s.margins[0] for s in solos]})
     else:
         obs.info("tokens_as_solo", "seeded sampling: a batch draws from the generator in another order than each "

@@ -395,6 +395,27 @@ FAULTS: tuple[Fault, ...] = (
                 "plain causal mask); the outcome is #47651's (\"Major Bug in parallel generation / left padding\": "
                 "left-padded logits differ from solo). The prefill shortcut exists from 5.14.0: on 5.13.1 the edit "
                 "does not apply (FaultError)"),
+    Fault("sdpa-decode-skips-left-padding", "batching",
+          "a misplaced parenthesis in the SDPA mask builder's skip test: a decode step (one query) skips the mask "
+          "whether or not the batch is padded, so after a correct first step the padded rows attend to their pads",
+          Catch("batching", "llama-target.batch.greedy", "tokens_as_solo"),
+          (edit(MASK, "_ignore_causal_mask_sdpa",
+                ("if (q_length == 1 or kv_length == q_length) and (padding_mask is None or fast_all(padding_mask)):",
+                 "if q_length == 1 or (kv_length == q_length and (padding_mask is None or fast_all(padding_mask))):")),),
+          notes="the class of OpenNMT/OpenNMT-py #2532 (\"Apply the attention mask in all decoding steps (LM inference)\": "
+                "outputs degraded for heterogeneous batches because the padding mask was applied on the first step "
+                "only) and mlx-lm #1906's decode steps (\"every decode step takes the N == 1 branch and runs with no mask "
+                "at all\"); the first step is right, so first_logits_as_solo stays clean and the tokens show it. The "
+                "condition has this form from 5.14.0: on 5.13.1 the edit does not apply (FaultError)"),
+    Fault("padding-mask-first-row", "batching",
+          "the 2D padding mask is read at batch row 0 for every row (a dropped batch index): each row is masked "
+          "with the first row's padding, in every materialised mask (eager attention and SDPA alike)",
+          Catch("batching", "gemma2-softcap.batch.greedy", "first_logits_as_solo"),
+          (edit(MASK, "padding_mask_function",
+                ("return padding_mask[batch_idx, kv_idx]", "return padding_mask[0, kv_idx]")),),
+          notes="the class of microsoft/onnxruntime-genai #1639 (\"Fix attention-mask stride bug for static masking "
+                "(batch > 1)\": the rows' masks laid out as one row's) in transformers' own mask function; the line is "
+                "the same in 5.13.1, 5.14.0 and 5.24.0, and it reaches Gemma 2's eager soft-capped attention"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",
