@@ -22,6 +22,9 @@ never a test function.
                     pad tokens in a batch of 2) on llama-target, then on each user model
     streaming(run)  TextStreamer / TextIteratorStreamer on plain and assisted generate(), and a batch of 2
                     (refused), on llama-target, then on each user model
+    batching(run)   each prompt alone vs inside a padded batch (greedy, seeded sampling, right padding,
+                    assisted and prompt lookup) on llama-target, greedy on mistral-sliding and
+                    gemma2-softcap, then each user model's
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
