@@ -61,13 +61,20 @@ def _resolve(module: str, qualname: str) -> tuple[Any, Any, str]:
     return mod, owner, name
 
 
+def _own(module: Any, name: str) -> Any:
+    """`module.name` if the module itself holds it: read from its namespace, never through a lazy
+    module's __getattr__ (transformers 5.13 / 5.14 import a submodule - and its optional
+    dependencies, e.g. torchvision - when an unknown name is asked of one)."""
+    return getattr(module, "__dict__", {}).get(name)
+
+
 def _rebind(module: Any, owner: Any, name: str, original: Any, replacement: Any) -> Undo:
     """Set owner.name = replacement; for a module-level function, also every transformers module
     that imported the same object by that name. Returns the undo."""
     holders = [owner]
     if owner is module:
         holders += [m for key, m in list(sys.modules.items())
-                    if key.startswith("transformers") and m is not module and getattr(m, name, None) is original]
+                    if key.startswith("transformers") and m is not module and _own(m, name) is original]
     for holder in holders:
         setattr(holder, name, replacement)
 
