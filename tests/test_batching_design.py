@@ -91,6 +91,27 @@ def test_the_pad_token_a_batch_uses(config_pad, tok_pad, eos, expected):
     assert batching.pad_id(model, Obj(pad_token_id=tok_pad)) == expected
 
 
+def test_padding_warnings_are_kept_from_the_library_s_loggers_even_when_it_is_quieted():
+    import logging
+    import warnings
+
+    from harness.subjects.hf_batching import record_padding_warnings
+
+    library = logging.getLogger("transformers")
+    before = library.level
+    library.setLevel(logging.ERROR)  # TRANSFORMERS_VERBOSITY=error
+    try:
+        sink: list[str] = []
+        with record_padding_warnings(sink):
+            logging.getLogger("transformers.generation.utils").warning("right-padding was detected!")
+            logging.getLogger("transformers.generation.utils").warning("something else")
+            warnings.warn("Padding side matters", UserWarning, stacklevel=1)
+        assert sink == ["right-padding was detected!", "Padding side matters"]
+        assert library.level == logging.ERROR
+    finally:
+        library.setLevel(before)
+
+
 def test_the_table_names_each_case_once_and_reaches_a_user_model():
     from harness.fixtures.prompts import BY_ID
     from harness.settings.models import UserModel

@@ -97,11 +97,15 @@ class _Keep(logging.Handler):
 
 @contextlib.contextmanager
 def record_padding_warnings(sink: list[str]) -> Iterator[None]:
-    """The padding warnings of the block: transformers' logger (its own handlers stay) and Python
-    warnings, in order, each message once as raised."""
+    """The padding warnings of the block: transformers' logger (its own handlers stay; its level is
+    lowered to WARNING for the block, so a quieter TRANSFORMERS_VERBOSITY does not hide one) and
+    Python warnings, in order, each message once as raised."""
     handler = _Keep(sink)
     logger = logging.getLogger("transformers")
+    level = logger.level
     logger.addHandler(handler)
+    if level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -109,6 +113,7 @@ def record_padding_warnings(sink: list[str]) -> Iterator[None]:
         sink.extend(str(w.message) for w in caught if PADDING_WORD in str(w.message).lower())
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def batch_run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, pad_token_id: int,
