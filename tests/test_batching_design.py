@@ -73,6 +73,16 @@ def test_attended_reads_a_missing_mask_as_all_keys():
     assert batching.attended([Forward(None, [[0, 1]], None)], 0) == [None]
 
 
+@pytest.mark.parametrize(("rows", "solos", "steps"), [
+    ([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], 3),
+    ([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]], 2),  # row 1 leaves at step 1: its scores there still count
+    ([[1, 2, 0], [4, 5, 6]], [[1, 2], [4, 5, 6]], 2),      # row 0's solo run stopped after 2 tokens (eos)
+    ([[7, 2, 3]], [[1, 2, 3]], 1),
+])
+def test_the_steps_whose_scores_follow_the_solo_prefix(rows, solos, steps):
+    assert batching.comparable_steps(rows, solos) == steps
+
+
 def test_a_solo_row_that_stopped_is_filled_with_pads_and_divergences_are_per_row():
     assert batching.padded_to([5, 2], 4, 0) == [5, 2, 0, 0]
     assert batching.padded_to([5, 6], 2, 0) == [5, 6]
@@ -170,7 +180,7 @@ def test_the_references_catch_a_perturbed_batch(zoo, monkeypatch):
         got.forwards = [dataclasses.replace(
             f, position_ids=[[p + pads for p in f.position_ids[0]], *f.position_ids[1:]],
             attention_mask=[[1] * len(f.attention_mask[0]), *f.attention_mask[1:]]) for f in got.forwards]
-        got.first_scores[0] = [s + 0.01 * i for i, s in enumerate(got.first_scores[0])]
+        got.scores[0][0] = [s + 0.01 * i for i, s in enumerate(got.scores[0][0])]
         step = max(range(len(got.margins[0])), key=lambda i: got.margins[0][i])  # where the row is surest
         got.rows[0] = list(got.rows[0])
         got.rows[0][step] = (got.rows[0][step] + 1) % 512
@@ -179,4 +189,5 @@ def test_the_references_catch_a_perturbed_batch(zoo, monkeypatch):
     monkeypatch.setattr(batching, "batch_run", perturbed)
     assert _verdicts(batching.observe(zoo, GREEDY)) == {
         "tokens_as_solo": Status.REGRESSION, "first_logits_as_solo": Status.REGRESSION,
-        "positions_as_solo": Status.REGRESSION, "mask_as_solo": Status.REGRESSION}
+        "scores_as_solo": Status.REGRESSION, "positions_as_solo": Status.REGRESSION,
+        "mask_as_solo": Status.REGRESSION}

@@ -41,6 +41,9 @@ runs of equal values ([[0, 63], [1, 20]]: 63 pads, then 20 tokens).
                                changes the reduction shapes, so a near-tie may flip) - greedy only
   first_logits_as_solo tensor  per row: the first step's scores within the dtype's tolerance of the
                                solo run's (the distribution check of the sample check)
+  scores_as_solo       tensor  greedy: every step's scores, over the steps every row shares a prefix
+                               with its solo run (`comparable_steps`) - a decode step that goes wrong
+                               after a right first step shows here before any token flips
   positions_as_solo    exact   per row: the real tokens' position ids equal the solo run's - a
                                left-padded row counts from its first real token, not from the pads
   mask_as_solo         exact   per row and call: the mask with its leading pads dropped equals the
@@ -144,6 +147,15 @@ def attended(forwards: Sequence[Forward], r: int) -> list[list[list[int]] | None
     return out
 
 
+def comparable_steps(rows: Sequence[Sequence[int]], solos: Sequence[Sequence[int]]) -> int:
+    """How many leading steps of every row were scored after the same prefix as its solo run: up
+    to and including a row's first divergence (its scores there still follow the same prefix;
+    after it they do not), and no further than a solo run that stopped (eos)."""
+    steps = [len(s) if (d := first_divergence(list(r[:len(s)]), list(s))) is None else d + 1
+             for r, s in zip(rows, solos, strict=True)]
+    return min(steps, default=0)
+
+
 def divergences(rows: Sequence[Sequence[int]], solos: Sequence[Sequence[int]]) -> list[int | None]:
     """Per row, the first step where it leaves its solo stream (None: it does not)."""
     return [first_divergence(list(a), list(b)) for a, b in zip(rows, solos, strict=True)]
@@ -204,7 +216,7 @@ def observe(zoo: Any, case: Case) -> Observation:
         return obs
     rows = range(len(ids))
     obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
-    obs.add("first_logits", top_values(got.first_scores), kind="tensor")
+    obs.add("first_logits", top_values([row[0] for row in got.scores]), kind="tensor")
     positions = [real_positions(got.forwards, r) for r in rows]
     obs.add("positions", positions)
     obs.add("mask_runs", [mask_runs(got.forwards, r) for r in rows])
@@ -221,15 +233,18 @@ def observe(zoo: Any, case: Case) -> Observation:
                                                           for s, r in zip(solos, got.rows, strict=True)]),
                 follows="tokens")
         return obs
+    obs.reference("first_logits_as_solo", *narrowed(torch.tensor([row[0] for row in got.scores]),
+                                                    torch.tensor([s.scores[0][0] for s in solos])), kind="tensor")
     if case.decoding == "greedy":
         expected = [padded_to(s.rows[0], len(r), pad) for s, r in zip(solos, got.rows, strict=True)]
         obs.reference("tokens_as_solo", got.rows, expected, kind="tokens", observed_extras={"margins": got.margins},
                       expected_extras={"margins": [s.margins[0] for s in solos]})
+        steps = comparable_steps(got.rows, [s.rows[0] for s in solos])
+        obs.reference("scores_as_solo", *narrowed(torch.tensor([row[:steps] for row in got.scores]),
+                                                  torch.tensor([s.scores[0][:steps] for s in solos])), kind="tensor")
     else:
         obs.info("tokens_as_solo", "seeded sampling: a batch draws from the generator in another order than each "
                                    "prompt alone, so its tokens are not the solo runs' (the first step's scores are)")
-    obs.reference("first_logits_as_solo", *narrowed(torch.tensor(got.first_scores),
-                                                    torch.tensor([s.first_scores[0] for s in solos])), kind="tensor")
     # a row whose solo run stopped (eos) is compared over the solo run's forward calls: after it the
     # batch goes on for the other rows, filling this one with pads (the stopping suite's pad_fill)
     solo_positions = [real_positions(s.forwards, 0) for s in solos]

@@ -1,8 +1,8 @@
 """The installed transformers' batching as a subject: one generate() call on a padded batch (or
 on one prompt alone), with what reached the model recorded.
 
-- `batch_run(...)` -> `BatchRun`: the new tokens of each row, their top-2 margins, the first
-  step's processed scores per row, every forward call's 2D attention mask and position ids as the
+- `batch_run(...)` -> `BatchRun`: the new tokens of each row, their top-2 margins, each step's
+  processed scores per row, every forward call's 2D attention mask and position ids as the
   top-level model received them (`record_forwards`: the model's `forward` wrapped for the call),
   and the padding warnings transformers logged (`record_padding_warnings`) - or the exception
   transformers raised (a speculative path that refuses a batch), as data.
@@ -52,7 +52,7 @@ def _key_length(kwargs: dict[str, Any]) -> int | None:
 class BatchRun:
     rows: list[list[int]] = field(default_factory=list)  # new tokens per row
     margins: list[list[float]] = field(default_factory=list)  # top-1 minus top-2 of each step's scores, per row
-    first_scores: list[list[float]] = field(default_factory=list)  # per row: the first step's processed scores
+    scores: list[list[list[float]]] = field(default_factory=list)  # per row, per step: the processed scores
     forwards: list[Forward] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # padding warnings transformers logged or warned
     error: dict[str, str] | None = None
@@ -139,5 +139,5 @@ def batch_run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     out.rows = result.sequences[:, prompt_len:].tolist()
     out.margins = [[top2_margin(s[r]) for s in result.scores] for r in range(rows)]
-    out.first_scores = [result.scores[0][r].float().tolist() for r in range(rows)] if result.scores else []
+    out.scores = [[s[r].float().tolist() for s in result.scores] for r in range(rows)]
     return out
