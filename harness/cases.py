@@ -25,6 +25,9 @@ never a test function.
     long_context(run) the rope-scaled fixtures (llama3, yarn) driven past original_max_position_embeddings,
                     each also from a 4.x config (`rope_scaling`), and mistral-sliding decoding past its window
                     in a left-padded batch of 2 (zoo only: a real model's pretraining length is far past a cheap run)
+    batching(run)   each prompt alone vs inside a padded batch (greedy, seeded sampling, right padding,
+                    assisted and prompt lookup) on llama-target, greedy on mistral-sliding and
+                    gemma2-softcap, then each user model's
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -543,3 +546,38 @@ def long_context(run: RunSettings | None = None) -> list[Case]:
     batch = Case(SLIDING_MODEL, prompt=SLIDING_PROMPTS[0], new_tokens=SLIDING_TOKENS,
                  name=f"{SLIDING_MODEL}.batch-past-window", params=_p(check="batch", prompts=SLIDING_PROMPTS, cut=SLIDING_CUT))
     return [*far, *legacy, batch]
+
+
+# ----------------------------------------------------------------------------------------------
+# batching: each prompt alone vs inside a padded batch
+
+BATCH_PROMPTS = ("short-0", "long-0", "short-1")  # 20, 83 and 19 tokens: two rows left-padded by ~60
+BATCH_CHECKS = ("greedy", "sample", "right-padded", "assisted", "prompt_lookup")
+# padding meets sliding windows (every layer) and soft-capped eager attention: plain greedy only
+BATCH_ALSO = ("mistral-sliding", "gemma2-softcap")
+
+
+def _batch_prompts(model: UserModel) -> tuple[str, ...]:
+    ids = [p.id for p in model.prompts] or list(BATCH_PROMPTS)
+    return tuple(ids[:len(BATCH_PROMPTS)])
+
+
+def batch_case(model: str, check: str, prompts: tuple[str, ...], assistant: str | None = None) -> Case:
+    """`<model>.batch.<check>`: the prompts in one padded batch (harness/designs/batching.py says
+    what each check runs), STOP_TOKENS new tokens."""
+    path = check if check in ("assisted", "prompt_lookup") else "plain"
+    return Case(model, path, "dynamic", prompts[0], "sample" if check == "sample" else "greedy",
+                seed=0 if check == "sample" else None, draft_tokens=draft_tokens_of(path),
+                assistant=assistant if path == "assisted" else None, new_tokens=STOP_TOKENS,
+                name=f"{model}.batch.{check}", params=_p(check=check, prompts=prompts))
+
+
+def batching(run: RunSettings | None = None) -> list[Case]:
+    """Every check on llama-target (assisted by llama-assistant), plain greedy on `BATCH_ALSO`, then
+    each user model's greedy, right-padded and speculative checks on its first prompts."""
+    cases = [batch_case(TARGET, c, BATCH_PROMPTS, ASSISTANT) for c in BATCH_CHECKS]
+    cases += [batch_case(m, "greedy", BATCH_PROMPTS) for m in BATCH_ALSO]
+    for m in _users(run):
+        checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in m.paths]
+        cases += [batch_case(m.name, c, _batch_prompts(m), m.assistant_name) for c in checks]
+    return cases

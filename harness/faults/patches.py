@@ -62,6 +62,13 @@ def _resolve(module: str, qualname: str) -> tuple[Any, Any, str]:
     return mod, owner, name
 
 
+def _own(module: Any, name: str) -> Any:
+    """`module.name` if the module itself holds it: read from its namespace, never through a lazy
+    module's __getattr__ (transformers 5.13 / 5.14 import a submodule - and its optional
+    dependencies, e.g. torchvision - when an unknown name is asked of one)."""
+    return getattr(module, "__dict__", {}).get(name)
+
+
 def _rebind(module: Any, owner: Any, name: str, original: Any, replacement: Any) -> Undo:
     """Set owner.name = replacement; for a module-level function, also every transformers module
     that imported the same object by that name. Returns the undo."""
@@ -69,8 +76,7 @@ def _rebind(module: Any, owner: Any, name: str, original: Any, replacement: Any)
     registries: list[tuple[dict, Any]] = []
     if owner is module:
         holders += [m for key, m in list(sys.modules.items())
-                    if key.startswith("transformers") and m is not module
-                    and vars(m).get(name) is original]  # not getattr: a lazy module would import on a miss
+                    if key.startswith("transformers") and m is not module and _own(m, name) is original]
         registries = [(table, key) for table in list(vars(module).values()) if isinstance(table, dict)
                       for key, value in list(table.items()) if value is original]
     for holder in holders:
@@ -252,7 +258,7 @@ class Fault:
     """One injectable defect: its name, what it breaks, where it must be caught, how it is made."""
 
     name: str
-    area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping,
+    area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping, batching,
     # streaming, latency
     breaks: str
     catch: Catch

@@ -5,6 +5,7 @@
 - `hf_cache.py`: its KV caches and attention calls (layer classes, lengths, crop, SDPA masks);
 - `hf_contracts.py`: its API contracts (return types, validation, feature acceptance);
 - `hf_stopping.py`: its stopping criteria and streamers;
+- `hf_batching.py`: generate() on a padded batch, with the mask and position ids that reached forward;
 - `engine.py`: the reference engine (harness/engine/) as the expected side of a case.
 
 The subject boundary lives here, in one place: `observe(fn)` runs a call into the subject and
