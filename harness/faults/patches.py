@@ -244,7 +244,7 @@ class Fault:
 
     name: str
     area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping,
-    # streaming, latency
+    # streaming, latency, tokenizers, chat
     breaks: str
     catch: Catch
     patches: tuple[Patch, ...]
