@@ -69,8 +69,14 @@ import torch
 
 from harness.schema import Case, Observation
 from harness.subjects import hf
-from harness.subjects.hf_text import chat_tokenizer, configured_clean_up, pipeline, render_chat, supports_tools, \
-    tokenize_texts
+from harness.subjects.hf_text import (
+    chat_tokenizer,
+    configured_clean_up,
+    pipeline,
+    render_chat,
+    supports_tools,
+    tokenize_texts,
+)
 
 TEXTS: dict[str, str] = {
     "plain": "Hello world",

@@ -74,6 +74,10 @@ def _type(value: Any) -> str:
     return type_name(value)
 
 
+def _decode(tok: Any, ids: Any, **kwargs: Any) -> Any:
+    return _call(lambda: tok.decode(ids, **kwargs))
+
+
 def tokenize_texts(tok: Any, texts: dict[str, str]) -> Tokenized:
     """Every call of `Tokenized`'s fields on `texts` (id -> text), in the text set's order."""
     out = Tokenized()
@@ -89,13 +93,13 @@ def tokenize_texts(tok: Any, texts: dict[str, str]) -> Tokenized:
         out.ids[key], out.ids_special[key] = ids, ids_special
         if not isinstance(ids_special, list):
             continue
-        out.decoded[key] = _call(lambda: tok.decode(ids_special))
-        out.skip_special[key] = _call(lambda: tok.decode(ids_special, skip_special_tokens=True))
-        out.special_dropped[key] = _call(lambda: tok.decode([i for i in ids_special if i not in special]))
-        out.clean_up[key] = _call(lambda: tok.decode(ids_special, clean_up_tokenization_spaces=True))
-        out.clean_up_as_set[key] = _call(lambda: tok.decode(ids_special, clean_up_tokenization_spaces=clean_attr))
+        out.decoded[key] = _decode(tok, ids_special)
+        out.skip_special[key] = _decode(tok, ids_special, skip_special_tokens=True)
+        out.special_dropped[key] = _decode(tok, [i for i in ids_special if i not in special])
+        out.clean_up[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=True)
+        out.clean_up_as_set[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=clean_attr)
         if isinstance(ids, list):
-            out.round_trip[key] = _call(lambda: tok.decode(ids))
+            out.round_trip[key] = _decode(tok, ids)
     texts_list = list(texts.values())
     batch = _call(lambda: tok(texts_list))
     out.batch_ids = _ids(batch)
