@@ -46,6 +46,18 @@ def test_the_generation_prompt_is_what_follows_the_prompt_less_text():
     assert text.appended("xb<hdr>", "ab") == {"prefix": False, "appended": None}  # the turns themselves changed
 
 
+@pytest.mark.parametrize(("seen", "header", "reads_flag", "holds"), [
+    ({"prefix": True, "appended": "<hdr>"}, "<hdr>", True, True),  # the fixture: exactly its header
+    ({"prefix": True, "appended": ""}, "<hdr>", True, False),  # ... dropped
+    ({"prefix": True, "appended": "assistant:"}, None, True, True),  # a user's template that reads the flag
+    ({"prefix": True, "appended": ""}, None, True, False),  # ... and appends nothing
+    ({"prefix": True, "appended": ""}, None, False, True),  # a Llama-2-style template: no header to add
+    ({"prefix": False, "appended": None}, None, True, False),  # the flag changed the turns themselves
+])
+def test_the_generation_prompt_expected_of_the_fixture_and_of_a_user_s_template(seen, header, reads_flag, holds):
+    assert (text.expected_generation_prompt(seen, header, reads_flag) == seen) is holds
+
+
 def test_the_fixture_template_s_generation_prompt_is_the_header_the_design_expects():
     assert repr(text.HEADER)[1:-1] in text.TEMPLATE_FILE.read_text()
 

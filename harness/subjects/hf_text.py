@@ -59,7 +59,7 @@ class Tokenized:
     skip_special: dict[str, Any] = field(default_factory=dict)  # decode(ids_special, skip_special_tokens=True)
     special_dropped: dict[str, Any] = field(default_factory=dict)  # decode(ids_special minus all_special_ids)
     clean_up: dict[str, Any] = field(default_factory=dict)  # decode(ids_special, clean_up_tokenization_spaces=True)
-    clean_up_as_set: dict[str, Any] = field(default_factory=dict)  # ... =the tokenizer's own attribute, explicit
+    clean_up_as_set: dict[str, Any] = field(default_factory=dict)  # ... =`clean_up` passed explicitly
     round_trip: dict[str, Any] = field(default_factory=dict)  # decode(ids)
     batch_ids: Any = None  # tok(list of texts).input_ids
     batch_decoded: Any = None  # batch_decode(ids_special list, skip_special_tokens=True)
@@ -78,11 +78,13 @@ def _decode(tok: Any, ids: Any, **kwargs: Any) -> Any:
     return _call(lambda: tok.decode(ids, **kwargs))
 
 
-def tokenize_texts(tok: Any, texts: dict[str, str]) -> Tokenized:
-    """Every call of `Tokenized`'s fields on `texts` (id -> text), in the text set's order."""
+def tokenize_texts(tok: Any, texts: dict[str, str], clean_up: bool | None = None) -> Tokenized:
+    """Every call of `Tokenized`'s fields on `texts` (id -> text), in the text set's order; `clean_up`:
+    the clean_up_tokenization_spaces value `clean_up_as_set` passes (None: the tokenizer's attribute)."""
     out = Tokenized()
     special = set(tok.all_special_ids)
     clean_attr = getattr(tok, "clean_up_tokenization_spaces", None)
+    clean_set = clean_attr if clean_up is None else clean_up
     out.setup = {"special_tokens": {k: str(v) for k, v in sorted(tok.special_tokens_map.items())},
                  "all_special_ids": sorted(special), "vocab_size": len(tok),
                  "clean_up_tokenization_spaces": clean_attr, "split_special_tokens": getattr(tok, "split_special_tokens", None),
@@ -97,7 +99,7 @@ def tokenize_texts(tok: Any, texts: dict[str, str]) -> Tokenized:
         out.skip_special[key] = _decode(tok, ids_special, skip_special_tokens=True)
         out.special_dropped[key] = _decode(tok, [i for i in ids_special if i not in special])
         out.clean_up[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=True)
-        out.clean_up_as_set[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=clean_attr)
+        out.clean_up_as_set[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=clean_set)
         if isinstance(ids, list):
             out.round_trip[key] = _decode(tok, ids)
     texts_list = list(texts.values())
