@@ -146,3 +146,28 @@ def test_the_chat_references_fail_when_a_template_drops_the_system_message_and_t
     assert broken != template
     monkeypatch.setattr(text, "TEMPLATE_FILE", SimpleNamespace(read_text=lambda: broken))
     assert _failed(text.chat(zoo, case)) == {"generation_prompt_appended", "messages_in_order"}
+
+
+def test_the_sanitized_chat_reference_fails_when_the_flag_is_ignored():
+    from harness.subjects.hf_text import chat_tokenizer, supports_sanitize
+
+    if not supports_sanitize():
+        pytest.skip("this transformers' apply_chat_template has no sanitize_control_tokens")
+    tok, error = chat_tokenizer(MODELS_DIR / cases.TARGET, text.TEMPLATE_FILE.read_text())
+    assert error is None
+    obs = text.Observation()
+    text.control_tokens(obs, tok)
+    bos, eos = tok.bos_token_id, tok.eos_token_id  # the template's bos, the message's eos + bos text, the turn's eos
+    assert _failed(obs) == set() and obs.fields["control_tokens_in_content"].value["special_ids"] == [bos, eos, bos, eos]
+
+    original = type(tok).apply_chat_template
+
+    class IgnoresSanitize(type(tok)):
+        def apply_chat_template(self, conversation, **kwargs):
+            kwargs.pop("sanitize_control_tokens", None)
+            return original(self, conversation, **kwargs)
+
+    tok.__class__ = IgnoresSanitize
+    obs = text.Observation()
+    text.control_tokens(obs, tok)
+    assert _failed(obs) == {"sanitized_content_is_text"}

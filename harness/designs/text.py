@@ -49,6 +49,10 @@ where apply_chat_template takes `tools`.
   ids            exact   the default tokenized call's input_ids (add_generation_prompt=True)
   return_types   exact   tokenize=False / True (default) / return_dict=False / True -> type name (v5:
                          BatchEncoding by default, list with return_dict=False)
+  supports_sanitize_control_tokens exact (capability) apply_chat_template takes sanitize_control_tokens
+                         (5.24.0; not 5.13.1 / 5.14.0)
+  control_tokens_in_content exact a user message holding the eos + bos text: the special ids of its
+                         tokenized chat (the content's text becomes control tokens by default)
   tokens         tokens  generate() greedy on the ids: `CHAT_TOKENS` new tokens, with margins
   text           exact   the new tokens decoded (follows tokens)
  references, computed in the run:
@@ -61,6 +65,9 @@ where apply_chat_template takes `tools`.
                               add_generation_prompt, none when it does not)
   messages_in_order    exact  every message's content (the system's too) occurs in the rendered text,
                               in the conversation's order
+  sanitized_content_is_text exact with sanitize_control_tokens=True the chat's special ids are those of
+                              the same chat without the eos + bos text (the template's own only);
+                              skipped where the version lacks the argument
 """
 
 from __future__ import annotations
@@ -75,10 +82,12 @@ import torch
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_text import (
+    chat_ids,
     chat_tokenizer,
     configured_clean_up,
     pipeline,
     render_chat,
+    supports_sanitize,
     supports_tools,
     tokenize_texts,
 )
@@ -214,6 +223,32 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
 # chat templates
 
 
+def control_tokens(obs: Observation, tok: Any) -> None:
+    """A user message whose content holds the tokenizer's eos and bos text (`injected`): the special
+    ids of its default tokenized chat (the content's text becomes control tokens), and, where
+    apply_chat_template takes sanitize_control_tokens, that with it the chat holds exactly the
+    special ids of the same chat with that text left out (the template's own)."""
+    marker = "".join(t for t in (tok.eos_token, tok.bos_token) if t) or "".join(tok.all_special_tokens[:2])
+    supported = supports_sanitize()
+    obs.add("supports_sanitize_control_tokens", supported, kind="capability")
+    if not marker:
+        obs.skipped("sanitized_content_is_text", "exact", "the tokenizer has no special tokens to put in a message")
+        return
+    special = set(tok.all_special_ids)
+
+    def controls(ids: Any) -> Any:
+        return [i for i in ids if i in special] if isinstance(ids, list) else ids
+
+    injected, plain = [{"role": "user", "content": f"Say {marker} now"}], [{"role": "user", "content": "Say  now"}]
+    obs.add("control_tokens_in_content", {"marker": marker, "special_ids": controls(chat_ids(tok, injected))})
+    if not supported:
+        obs.skipped("sanitized_content_is_text", "exact",
+                    f"transformers {hf.version()}'s apply_chat_template has no sanitize_control_tokens")
+        return
+    obs.reference("sanitized_content_is_text", controls(chat_ids(tok, injected, sanitize_control_tokens=True)),
+                  controls(chat_ids(tok, plain)), implementations_differ=False)
+
+
 def chat(zoo: Any, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
@@ -257,6 +292,7 @@ def chat(zoo: Any, case: Case) -> Observation:
                   implementations_differ=False)
     obs.reference("messages_in_order", contents_in_order(with_prompt, [m["content"] for m in messages]), True,
                   implementations_differ=False)
+    control_tokens(obs, tok)
     if not isinstance(got.ids, list) or not got.ids or not all(isinstance(i, int) for i in got.ids):
         return obs.stop(f"apply_chat_template gave no ids to generate from: {got.ids!r}"[:300])
     ran = hf.generate(lm.model, torch.tensor([got.ids], device=zoo.device), CHAT_TOKENS)

@@ -14,7 +14,8 @@ the types its batch calls return, and `apply_chat_template` rendered, tokenized 
   (the file a v5 checkpoint ships its template in);
 - `render_chat(tok, messages, tools)` -> `Chat`: apply_chat_template with and without the
   generation prompt, with tools where the signature takes them, tokenized by default and with
-  return_dict False / True, and the type name of each return.
+  return_dict False / True, and the type name of each return; `chat_ids(tok, messages, **kwargs)`:
+  one tokenized call's ids (`sanitize_control_tokens` where `supports_sanitize()`).
 """
 
 from __future__ import annotations
@@ -176,6 +177,20 @@ def supports_tools() -> bool:
     from transformers import PreTrainedTokenizerBase
 
     return "tools" in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+
+
+def supports_sanitize() -> bool:
+    """apply_chat_template takes `sanitize_control_tokens` (5.24: special-token text in a message's
+    content is encoded as text, not as the control token), by introspection."""
+    from transformers import PreTrainedTokenizerBase
+
+    return "sanitize_control_tokens" in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+
+
+def chat_ids(tok: Any, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+    """input_ids of apply_chat_template(messages, add_generation_prompt=True, **kwargs) (or its error)."""
+    return _ids(_call(lambda: tok.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                                      **kwargs)))
 
 
 @dataclass
