@@ -28,6 +28,9 @@ never a test function.
     batching(run)   each prompt alone vs inside a padded batch (greedy, seeded sampling, right padding,
                     assisted and prompt lookup) on llama-target, greedy on mistral-sliding and
                     gemma2-softcap, then each user model's
+    tokenizers(run) one case per distinct zoo tokenizer (the manifest's digests of its tokenizer files),
+                    then each user model's own
+    chats(run)      the chat-template fixture on llama-target, then each user model's own template
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -42,6 +45,7 @@ from typing import Any
 
 from harness.engine.cache import has_linear_attention
 from harness.engine.processors import Sampling
+from harness.fixtures import load as fixtures_load
 from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
 from harness.settings.models import UserModel
@@ -581,3 +585,45 @@ def batching(run: RunSettings | None = None) -> list[Case]:
         checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in m.paths]
         cases += [batch_case(m.name, c, _batch_prompts(m), m.assistant_name) for c in checks]
     return cases
+
+
+# ----------------------------------------------------------------------------------------------
+# text: tokenizers and chat templates
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "added_tokens.json")
+CHAT_MODELS = (TARGET,)
+
+
+def tokenizer_groups(manifest: dict[str, Any] | None, names: Sequence[str]) -> list[tuple[str, ...]]:
+    """The zoo models grouped by their tokenizer files' digests in the manifest (one group per
+    distinct tokenizer, each in `names`' order, groups in the order of their first model); a model the
+    manifest does not list is a group of its own."""
+    groups: dict[Any, list[str]] = {}
+    for name in names:
+        files = ((manifest or {}).get("models", {}).get(name) or {}).get("files")
+        key = tuple(sorted((f, d) for f, d in files.items() if f in TOKENIZER_FILES)) if files else name
+        groups.setdefault(key, []).append(name)
+    return [tuple(g) for g in groups.values()]
+
+
+def _zoo_manifest(run: RunSettings | None) -> dict[str, Any] | None:
+    try:
+        return fixtures_load.manifest(run.config.models_dir) if run is not None else fixtures_load.manifest()
+    except fixtures_load.FixtureError:
+        return None  # every model its own group; loading it reports the missing manifest
+
+
+def tokenizers(run: RunSettings | None = None) -> list[Case]:
+    """`<model>.tokenizer`: the first model of each distinct zoo tokenizer (`shared_by` names the
+    group), then each user model's own tokenizer."""
+    groups = tokenizer_groups(_zoo_manifest(run), [s.name for s in SPECS])
+    return ([Case(g[0], name=f"{g[0]}.tokenizer", params=_p(shared_by=g)) for g in groups]
+            + [Case(m.name, name=f"{m.name}.tokenizer", params=_p(own=True)) for m in _users(run)])
+
+
+def chats(run: RunSettings | None = None) -> list[Case]:
+    """`<model>.chat`: the chat-template fixture (harness/fixtures/chat_template.jinja) with the
+    zoo's `CHAT_MODELS`, then each user model's own template."""
+    return ([Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
+            + [Case(m.name, name=f"{m.name}.chat", params=_p(own=True)) for m in _users(run)])

@@ -239,7 +239,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
                        "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json",
                        *sorted(f"stopping/{c.id}.json" for c in tables.stop_cases("prod", ("story", "story"))
-                               + tables.stream_cases("prod", ("story", "story"), None))]
+                               + tables.stream_cases("prod", ("story", "story"), None)),
+                       "text/prod.chat.json", "text/prod.tokenizer.json"]
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}

@@ -119,6 +119,8 @@ PROC = "transformers.generation.logits_process"
 STOP = "transformers.generation.stopping_criteria"
 STREAM = "transformers.generation.streamers"
 ROPE = "transformers.modeling_rope_utils"
+TOK = "transformers.tokenization_utils_base"
+TOK_BACKEND = "transformers.tokenization_utils_tokenizers"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -452,6 +454,46 @@ FAULTS: tuple[Fault, ...] = (
           notes="the class of microsoft/onnxruntime-genai #1639 (\"Fix attention-mask stride bug for static masking "
                 "(batch > 1)\": the rows' masks laid out as one row's) in transformers' own mask function; the line is "
                 "the same in 5.13.1, 5.14.0 and 5.24.0, and it reaches Gemma 2's eager soft-capped attention"),
+    # tokenizers (suites/test_text.py: a text set encoded and decoded, against the same tokenizer's single calls) --
+    Fault("batch-decode-ignores-skip-special-tokens", "tokenizers",
+          "decode of a batch (a list of id lists, and batch_decode, which forwards to it) drops skip_special_tokens: "
+          "special tokens stay in every batch-decoded text while a single decode removes them",
+          Catch("text", "llama-target.tokenizer", "batch_decode_equals_single"),
+          (edit(TOK, "PreTrainedTokenizerBase.decode",
+                ("token_ids=seq,\n                skip_special_tokens=skip_special_tokens,",
+                 "token_ids=seq,\n                skip_special_tokens=False,")),),
+          notes="modelled on transformers #10202 (\"Fast Tokenizers instantiated via vocab/merge files do not respect "
+                "skip_special_tokens=True\") and #44811 / PR #44820 (\"fix(whisper): respect skip_special_tokens in "
+                "batch_decode\": batched input ignored the flag) in the one loop v5's decode runs for a batch"),
+    Fault("bpe-clean-up-strips-spaces", "tokenizers",
+          "the BPE guard of TokenizersBackend._decode loses its `not`: clean_up_tokenization_spaces=True runs the "
+          "WordPiece clean-up on byte-level BPE text again, deleting real spaces (`x != y` -> `x!= y`, ` ,` -> `,`)",
+          Catch("text", "llama-target.tokenizer", "decoded_clean_up"),
+          (edit(TOK_BACKEND, "TokenizersBackend._decode",
+                ("and not self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output",
+                 "and self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")),),
+          notes="undoes transformers PR #44915 (\"skip `clean_up_tokenization` for BPE tokenizers\": Llama 3 configs "
+                "set clean_up_tokenization_spaces=true and decode turned `x != y` into `x!= y`) - the space damage in "
+                "decoded code behind #31890 (\"[Severe Bug] Performance Degradation Starting from v4.42.*\": extra / "
+                "lost spaces cut BigCodeBench scores) and sglang #1510 (HumanEval spaces dropped by the clean-up)"),
+    # chat templates (suites/test_text.py: a Llama-3-shaped template rendered, tokenized, generated from) -------
+    Fault("chat-generation-prompt-dropped", "chat",
+          "apply_chat_template no longer passes add_generation_prompt to the template: the assistant header is "
+          "never appended, and generate() continues the user's turn",
+          Catch("text", "llama-target.chat", "generation_prompt_appended"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("add_generation_prompt=add_generation_prompt,\n        **template_kwargs,", "**template_kwargs,")),),
+          notes="modelled on transformers #30893 (\"add_generation_prompt=False in Tokenizer.apply_chat_template has no "
+                "effect\") and #27926 (\"Can't get add_generation_prompt to work correctly in apply_chat_template\"): "
+                "the flag not reaching the rendered text"),
+    Fault("chat-template-returns-ids-list", "chat",
+          "apply_chat_template(tokenize=True) returns a list of ids by default again instead of v5's BatchEncoding",
+          Catch("text", "llama-target.chat", "return_types"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("return_dict: bool = True,", "return_dict: bool = False,")),),
+          notes="re-creates what transformers PR #42567 fixed (\"[V5] Return a BatchEncoding dict from "
+                "apply_chat_template by default again\": PR #41626's v5 default was clobbered in the tokenizer "
+                "refactor) - the return type every caller indexes (trl #4448, vllm #33372 adapted to it)"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",

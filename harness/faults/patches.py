@@ -259,7 +259,7 @@ class Fault:
 
     name: str
     area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping, batching,
-    # streaming, latency
+    # long context, streaming, latency, tokenizers, chat
     breaks: str
     catch: Catch
     patches: tuple[Patch, ...]

@@ -1,0 +1,225 @@
+"""The installed transformers' text side as a subject: a tokenizer's encode / decode of a text set,
+the types its batch calls return, and `apply_chat_template` rendered, tokenized and fed to generate().
+
+- `tokenize_texts(tok, texts)` -> `Tokenized`: per text the ids without and with special tokens,
+  the decodes (default, skip_special_tokens, clean_up_tokenization_spaces=True, of the ids without
+  special tokens: the round trip), the decode with the special ids dropped by hand, the batch calls
+  (`__call__` on the list, batch_decode, decode of a list of lists) and the type name each call
+  returns - every exception transformers raises, as data;
+- `pipeline(tok)`: the backend tokenizer's normalizer / pre-tokenizer / decoder / model types
+  (from its own JSON), and `configured_clean_up(directory)`: the checkpoint's
+  tokenizer_config.json value of clean_up_tokenization_spaces (None: not set);
+- `chat_tokenizer(directory, template)`: a tokenizer loaded by `AutoTokenizer.from_pretrained`
+  from a temporary directory holding a checkpoint's tokenizer files and `chat_template.jinja`
+  (the file a v5 checkpoint ships its template in);
+- `render_chat(tok, messages, tools)` -> `Chat`: apply_chat_template with and without the
+  generation prompt, with tools where the signature takes them, tokenized by default and with
+  return_dict False / True, and the type name of each return; `chat_ids(tok, messages, **kwargs)`:
+  one tokenized call's ids (`sanitize_control_tokens` where `supports_sanitize()`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.subjects import observe, type_name
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "added_tokens.json")
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    """The call's result, or its error as data ({"error": {type, message}}) when transformers raised."""
+    result, error = observe(fn)
+    return {"error": error} if error is not None else result
+
+
+def _ids(encoding: Any) -> Any:
+    """input_ids of what a tokenizer call returned (a BatchEncoding, a dict, or the ids themselves)."""
+    if isinstance(encoding, dict) and "error" in encoding and len(encoding) == 1:
+        return encoding
+    try:
+        ids = encoding["input_ids"]
+    except (TypeError, KeyError, IndexError):
+        ids = encoding
+    return ids.tolist() if hasattr(ids, "tolist") else ids
+
+
+@dataclass
+class Tokenized:
+    ids: dict[str, Any] = field(default_factory=dict)  # text id -> ids, add_special_tokens=False
+    ids_special: dict[str, Any] = field(default_factory=dict)  # add_special_tokens=True (the default)
+    decoded: dict[str, Any] = field(default_factory=dict)  # decode(ids_special)
+    skip_special: dict[str, Any] = field(default_factory=dict)  # decode(ids_special, skip_special_tokens=True)
+    special_dropped: dict[str, Any] = field(default_factory=dict)  # decode(ids_special minus all_special_ids)
+    clean_up: dict[str, Any] = field(default_factory=dict)  # decode(ids_special, clean_up_tokenization_spaces=True)
+    clean_up_as_set: dict[str, Any] = field(default_factory=dict)  # ... =`clean_up` passed explicitly
+    round_trip: dict[str, Any] = field(default_factory=dict)  # decode(ids)
+    batch_ids: Any = None  # tok(list of texts).input_ids
+    batch_decoded: Any = None  # batch_decode(ids_special list, skip_special_tokens=True)
+    list_decoded: Any = None  # decode(ids_special list, skip_special_tokens=True)
+    types: dict[str, str] = field(default_factory=dict)  # call -> type name of its return (or "error: <type>")
+    setup: dict[str, Any] = field(default_factory=dict)  # special tokens, all_special_ids, attributes
+
+
+def _type(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return f"error: {value['error']['type']}"
+    return type_name(value)
+
+
+def _decode(tok: Any, ids: Any, **kwargs: Any) -> Any:
+    return _call(lambda: tok.decode(ids, **kwargs))
+
+
+def tokenize_texts(tok: Any, texts: dict[str, str], clean_up: bool | None = None) -> Tokenized:
+    """Every call of `Tokenized`'s fields on `texts` (id -> text), in the text set's order; `clean_up`:
+    the clean_up_tokenization_spaces value `clean_up_as_set` passes (None: the tokenizer's attribute)."""
+    out = Tokenized()
+    special = set(tok.all_special_ids)
+    clean_attr = getattr(tok, "clean_up_tokenization_spaces", None)
+    clean_set = clean_attr if clean_up is None else clean_up
+    out.setup = {"special_tokens": {k: str(v) for k, v in sorted(tok.special_tokens_map.items())},
+                 "all_special_ids": sorted(special), "vocab_size": len(tok),
+                 "clean_up_tokenization_spaces": clean_attr, "split_special_tokens": getattr(tok, "split_special_tokens", None),
+                 "add_prefix_space": getattr(tok, "add_prefix_space", None)}
+    for key, text in texts.items():
+        ids = _ids(_call(lambda text=text: tok(text, add_special_tokens=False)))
+        ids_special = _ids(_call(lambda text=text: tok(text)))
+        out.ids[key], out.ids_special[key] = ids, ids_special
+        if not isinstance(ids_special, list):
+            continue
+        out.decoded[key] = _decode(tok, ids_special)
+        out.skip_special[key] = _decode(tok, ids_special, skip_special_tokens=True)
+        out.special_dropped[key] = _decode(tok, [i for i in ids_special if i not in special])
+        out.clean_up[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=True)
+        out.clean_up_as_set[key] = _decode(tok, ids_special, clean_up_tokenization_spaces=clean_set)
+        if isinstance(ids, list):
+            out.round_trip[key] = _decode(tok, ids)
+    texts_list = list(texts.values())
+    batch = _call(lambda: tok(texts_list))
+    out.batch_ids = _ids(batch)
+    rows = [out.ids_special[k] for k in texts if isinstance(out.ids_special.get(k), list)]
+    batch_decoded = _call(lambda: tok.batch_decode(rows, skip_special_tokens=True))
+    list_decoded = _call(lambda: tok.decode(rows, skip_special_tokens=True))
+    out.batch_decoded, out.list_decoded = batch_decoded, list_decoded
+    first = texts_list[0]
+    tensors = _call(lambda: tok(texts_list[:2], padding=True, return_tensors="pt"))
+    out.types = {
+        "tok(str)": _type(_call(lambda: tok(first))),
+        "tok(str).input_ids": _type(_call(lambda: tok(first)["input_ids"])),
+        "tok(list)": _type(batch),
+        "tok(list).input_ids": _type(out.batch_ids),
+        "tok(list, padding=True, return_tensors='pt')": _type(tensors),
+        "tok(list, padding=True, return_tensors='pt').input_ids": _type(_call(lambda: tensors["input_ids"])
+                                                         if not (isinstance(tensors, dict) and "error" in tensors)
+                                                         else tensors),
+        "encode(str)": _type(_call(lambda: tok.encode(first))),
+        "decode(list[int])": _type(_call(lambda: tok.decode(rows[0]))),
+        "decode(list[list[int]])": _type(list_decoded),
+        "batch_decode(list[list[int]])": _type(batch_decoded),
+    }
+    return out
+
+
+def pipeline(tok: Any) -> dict[str, Any]:
+    """The backend tokenizer's stages as its JSON names them: {normalizer, pre_tokenizer, decoder,
+    model} (a Sequence lists its members' types); {} for a tokenizer without a `tokenizers` backend."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        return {}
+    data = json.loads(backend.to_str())
+
+    def kind(stage: Any) -> Any:
+        if not isinstance(stage, dict):
+            return None
+        members = stage.get("pretokenizers") or stage.get("decoders") or stage.get("normalizers")
+        return [kind(m) for m in members] if stage.get("type") == "Sequence" and members else stage.get("type")
+
+    return {"normalizer": kind(data.get("normalizer")), "pre_tokenizer": kind(data.get("pre_tokenizer")),
+            "decoder": kind(data.get("decoder")), "model": kind(data.get("model"))}
+
+
+def configured_clean_up(directory: Path) -> Any:
+    """clean_up_tokenization_spaces as the checkpoint's tokenizer_config.json sets it (None: unset)."""
+    path = Path(directory) / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("clean_up_tokenization_spaces")
+
+
+# ----------------------------------------------------------------------------------------------
+# chat templates
+
+
+def chat_tokenizer(directory: Path, template: str) -> tuple[Any, dict[str, str] | None]:
+    """(tokenizer, None), or (None, error): `AutoTokenizer.from_pretrained` of a temporary copy of
+    `directory`'s tokenizer files beside a `chat_template.jinja` holding `template`."""
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="harness-chat-") as tmp:
+        for name in TOKENIZER_FILES:
+            if (Path(directory) / name).is_file():
+                shutil.copyfile(Path(directory) / name, Path(tmp) / name)
+        (Path(tmp) / "chat_template.jinja").write_text(template)
+        return observe(lambda: AutoTokenizer.from_pretrained(tmp, trust_remote_code=False))
+
+
+def supports_tools() -> bool:
+    """apply_chat_template takes `tools` (by introspection)."""
+    from transformers import PreTrainedTokenizerBase
+
+    return "tools" in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+
+
+def supports_sanitize() -> bool:
+    """apply_chat_template takes `sanitize_control_tokens` (5.24: special-token text in a message's
+    content is encoded as text, not as the control token), by introspection."""
+    from transformers import PreTrainedTokenizerBase
+
+    return "sanitize_control_tokens" in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+
+
+def chat_ids(tok: Any, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+    """input_ids of apply_chat_template(messages, add_generation_prompt=True, **kwargs) (or its error)."""
+    return _ids(_call(lambda: tok.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                                      **kwargs)))
+
+
+@dataclass
+class Chat:
+    rendered: dict[str, Any] = field(default_factory=dict)  # variant -> text (or error)
+    ids: Any = None  # the default tokenized call's input_ids
+    ids_by_return_dict: dict[str, Any] = field(default_factory=dict)  # "False"/"True" -> input_ids
+    types: dict[str, str] = field(default_factory=dict)  # call -> type name of its return
+
+
+def render_chat(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[dict] | None) -> Chat:
+    """apply_chat_template of `messages`: rendered (tokenize=False) with and without the generation
+    prompt, and with `tools` (None: the version does not take them); tokenized with the generation
+    prompt by default and with return_dict False and True; each return's type name."""
+    out = Chat()
+    msgs = [dict(m) for m in messages]
+    variants = {"generation_prompt": dict(add_generation_prompt=True),
+                "no_generation_prompt": dict(add_generation_prompt=False)}
+    if tools is not None:
+        variants["tools"] = dict(add_generation_prompt=True, tools=[dict(t) for t in tools])
+    for name, kwargs in variants.items():
+        out.rendered[name] = _call(lambda kwargs=kwargs: tok.apply_chat_template(msgs, tokenize=False, **kwargs))
+    default = _call(lambda: tok.apply_chat_template(msgs, add_generation_prompt=True))
+    out.ids = _ids(default)
+    as_list = _call(lambda: tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=False))
+    as_dict = _call(lambda: tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True))
+    out.ids_by_return_dict = {"False": _ids(as_list), "True": _ids(as_dict)}
+    out.types = {"tokenize=False": _type(out.rendered["generation_prompt"]),
+                 "tokenize=True": _type(default),
+                 "tokenize=True, return_dict=False": _type(as_list),
+                 "tokenize=True, return_dict=True": _type(as_dict)}
+    return out

@@ -1,0 +1,173 @@
+"""The text suite's pure logic (harness/designs/text.py, harness/cases.py `tokenizers` / `chats`):
+when a pipeline promises a lossless round trip, messages found in order, the generation prompt as
+what follows the prompt-less text, the zoo's tokenizers grouped by their files' digests; and that
+the suite's references fail on a perturbed tokenizer and a perturbed template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness import cases
+from harness.designs import text
+from harness.fixtures.zoo import MODELS_DIR
+
+
+@pytest.mark.parametrize(("stages", "promised"), [
+    ({"normalizer": None, "pre_tokenizer": "ByteLevel", "decoder": "ByteLevel", "model": "BPE"}, True),
+    ({"normalizer": None, "pre_tokenizer": ["Split", "ByteLevel"], "decoder": "ByteLevel", "model": "BPE"}, True),
+    ({"normalizer": "NFC", "pre_tokenizer": "ByteLevel", "decoder": "ByteLevel", "model": "BPE"}, False),  # rewrites
+    ({"normalizer": None, "pre_tokenizer": "Whitespace", "decoder": None, "model": "WordLevel"}, False),  # <unk>s
+    ({"normalizer": None, "pre_tokenizer": "Metaspace", "decoder": "Metaspace", "model": "Unigram"}, False),
+    ({}, False),  # no tokenizers backend: nothing to read the promise from
+])
+def test_a_lossless_round_trip_is_promised_by_a_byte_level_pipeline_without_normalizer(stages, promised):
+    why = text.round_trip_promise(stages)
+    assert (why == "") is promised
+    assert promised or why  # a refusal says why
+
+
+@pytest.mark.parametrize(("rendered", "contents", "found"), [
+    ("<s>sys: A</s>user: B</s>", ["A", "B"], True),
+    ("<s>user: B</s>", ["A", "B"], False),  # the system message dropped
+    ("<s>B then A", ["A", "B"], False),  # out of order
+    ("A A", [" A ", "A"], True),  # stripped, and a repeated content found twice
+    ("A", ["A", "A"], False),  # ... but not once for two messages
+])
+def test_messages_are_found_stripped_and_in_the_conversation_s_order(rendered, contents, found):
+    assert text.contents_in_order(rendered, contents) is found
+
+
+def test_the_generation_prompt_is_what_follows_the_prompt_less_text():
+    assert text.appended("ab<hdr>", "ab") == {"prefix": True, "appended": "<hdr>"}
+    assert text.appended("ab", "ab") == {"prefix": True, "appended": ""}  # dropped: nothing appended
+    assert text.appended("xb<hdr>", "ab") == {"prefix": False, "appended": None}  # the turns themselves changed
+
+
+@pytest.mark.parametrize(("seen", "header", "reads_flag", "holds"), [
+    ({"prefix": True, "appended": "<hdr>"}, "<hdr>", True, True),  # the fixture: exactly its header
+    ({"prefix": True, "appended": ""}, "<hdr>", True, False),  # ... dropped
+    ({"prefix": True, "appended": "assistant:"}, None, True, True),  # a user's template that reads the flag
+    ({"prefix": True, "appended": ""}, None, True, False),  # ... and appends nothing
+    ({"prefix": True, "appended": ""}, None, False, True),  # a Llama-2-style template: no header to add
+    ({"prefix": False, "appended": None}, None, True, False),  # the flag changed the turns themselves
+])
+def test_the_generation_prompt_expected_of_the_fixture_and_of_a_user_s_template(seen, header, reads_flag, holds):
+    assert (text.expected_generation_prompt(seen, header, reads_flag) == seen) is holds
+
+
+def test_the_fixture_template_s_generation_prompt_is_the_header_the_design_expects():
+    assert repr(text.HEADER)[1:-1] in text.TEMPLATE_FILE.read_text()
+
+
+def test_zoo_tokenizers_group_by_the_digests_of_their_tokenizer_files_only():
+    manifest = {"models": {
+        "a": {"files": {"tokenizer.json": "t1", "tokenizer_config.json": "c1", "model.safetensors": "w1"}},
+        "b": {"files": {"tokenizer.json": "t1", "tokenizer_config.json": "c1", "model.safetensors": "w2"}},
+        "c": {"files": {"tokenizer.json": "t1", "tokenizer_config.json": "c2"}},  # another config: another tokenizer
+    }}
+    assert cases.tokenizer_groups(manifest, ["b", "a", "c", "d"]) == [("b", "a"), ("c",), ("d",)]
+    assert cases.tokenizer_groups(None, ["a", "b"]) == [("a",), ("b",)]  # no manifest: each its own
+
+
+def test_the_tables_name_each_case_once_and_reach_a_user_model():
+    from harness.settings.models import UserModel
+
+    zoo = cases.tokenizers() + cases.chats()
+    assert len({c.id for c in zoo}) == len(zoo)
+    shared = [m for c in cases.tokenizers() for m in c.param("shared_by")]
+    assert sorted(shared) == sorted(s.name for s in cases.SPECS)  # every zoo model's tokenizer is observed once
+
+    class Run:
+        user_models = (UserModel("mine", Path("/nowhere"), "--model", paths=("plain",)),)
+        config = SimpleNamespace(models_dir=MODELS_DIR)
+        deep = False
+
+    mine = [c.id for c in cases.tokenizers(Run()) + cases.chats(Run()) if c.model == "mine"]
+    assert mine == ["mine.tokenizer", "mine.chat"]
+    assert all(c.param("own") for c in cases.tokenizers(Run()) + cases.chats(Run()) if c.model == "mine")
+
+
+# ----------------------------------------------------------------------------------------------
+# the references catch a perturbed subject
+
+
+def _failed(obs) -> set[str]:
+    return {name for name, r in obs.references.items() if r.observed.value != r.expected.value}
+
+
+class _Zoo:
+    """The one zoo model these tests load, with its tokenizer replaceable."""
+
+    device = "cpu"
+
+    def __init__(self, tokenizer=None):
+        from harness.fixtures.load import load_hf
+
+        model, tok = load_hf(cases.TARGET)
+        self.loaded = SimpleNamespace(model=model, tokenizer=tokenizer or tok)
+
+    def load(self, name):
+        return self.loaded
+
+    def directory(self, name):
+        return MODELS_DIR / name
+
+
+def test_the_tokenizer_references_hold_and_fail_when_batch_decode_keeps_special_tokens():
+    zoo = _Zoo()
+    case = cases.tokenizers()[0]
+    assert _failed(text.tokenizer(zoo, case)) == set()
+
+    tok = zoo.loaded.tokenizer
+    original = type(tok).decode
+
+    class KeepsSpecial(type(tok)):
+        def decode(self, token_ids, skip_special_tokens=False, **kwargs):
+            batched = isinstance(token_ids, list) and token_ids and isinstance(token_ids[0], list)
+            return original(self, token_ids, skip_special_tokens=skip_special_tokens and not batched, **kwargs)
+
+    tok.__class__ = KeepsSpecial
+    try:
+        assert _failed(text.tokenizer(zoo, case)) == {"batch_decode_equals_single"}
+    finally:
+        tok.__class__ = KeepsSpecial.__bases__[0]
+
+
+def test_the_chat_references_fail_when_a_template_drops_the_system_message_and_the_generation_prompt(monkeypatch):
+    zoo = _Zoo()
+    case = cases.chats()[0]
+    assert _failed(text.chat(zoo, case)) == set()
+    template = text.TEMPLATE_FILE.read_text()
+    broken = (template.replace("+ system_message -}}", "-}}")
+              .replace("{%- if add_generation_prompt -%}", "{%- if false -%}"))
+    assert broken != template
+    monkeypatch.setattr(text, "TEMPLATE_FILE", SimpleNamespace(read_text=lambda: broken))
+    assert _failed(text.chat(zoo, case)) == {"generation_prompt_appended", "messages_in_order"}
+
+
+def test_the_sanitized_chat_reference_fails_when_the_flag_is_ignored():
+    from harness.subjects.hf_text import chat_tokenizer, supports_sanitize
+
+    if not supports_sanitize():
+        pytest.skip("this transformers' apply_chat_template has no sanitize_control_tokens")
+    tok, error = chat_tokenizer(MODELS_DIR / cases.TARGET, text.TEMPLATE_FILE.read_text())
+    assert error is None
+    obs = text.Observation()
+    text.control_tokens(obs, tok)
+    bos, eos = tok.bos_token_id, tok.eos_token_id  # the template's bos, the message's eos + bos text, the turn's eos
+    assert _failed(obs) == set() and obs.fields["control_tokens_in_content"].value["special_ids"] == [bos, eos, bos, eos]
+
+    original = type(tok).apply_chat_template
+
+    class IgnoresSanitize(type(tok)):
+        def apply_chat_template(self, conversation, **kwargs):
+            kwargs.pop("sanitize_control_tokens", None)
+            return original(self, conversation, **kwargs)
+
+    tok.__class__ = IgnoresSanitize
+    obs = text.Observation()
+    text.control_tokens(obs, tok)
+    assert _failed(obs) == {"sanitized_content_is_text"}
