@@ -9,6 +9,12 @@ start, and a user's project does not have it)."""
 from __future__ import annotations
 
 import pytest
+import transformers.modeling_utils  # noqa: F401  (see below)
+
+# pytester's in-process runs drop from sys.modules whatever the inner run imported; the modules that
+# register torch operators (torch.distributed's, which transformers' modeling code imports) cannot
+# run twice in one process ("Only a single TORCH_LIBRARY can be used to register the namespace
+# c10d_functional"), so they are imported once here, before any inner run, and survive its clean-up.
 
 
 @pytest.fixture(autouse=True)

@@ -234,7 +234,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     # first run through the CLI (a pytest subprocess): records written under <env-key>/<suite>/
     assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
-    assert records == ["backends/prod.json", "caches/prod.json", "loading/prod.as-shipped.json",
+    assert records == ["backends/prod.json", "batching/prod.batch.greedy.json", "batching/prod.batch.right-padded.json",
+                       "caches/prod.json", "loading/prod.as-shipped.json",
                        "outputs/prod.plain.dynamic.story.greedy.json",
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
                        "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json",
@@ -274,6 +275,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert {o.field for f in first.under for o in f.outcomes} >= {"first_logits", "joint", "distribution"}
     regressed = {(o["case"], o["field"]) for o in perturbed if o["status"] == "regression"}
     assert regressed == {("prod", "logits"), ("prod.plain.dynamic.story.greedy", "first_logits"),
+                         ("prod.batch.greedy", "first_logits"), ("prod.batch.right-padded", "first_logits"),
                          ("prod.plain.static.story.greedy", "first_logits"),
                          ("prod.plain.dynamic.story.sample0", "first_logits"),
                          ("prod.plain.dynamic.story.sample0", "tokens"), ("prod.plain.dynamic.story.sample0", "text"),
