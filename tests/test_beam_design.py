@@ -174,3 +174,17 @@ def test_the_tables_name_each_case_once_and_reach_a_user_model():
 
     mine = [c for c in cases.beam(Run()) + cases.beam_modes(Run()) if c.model == "mine"]
     assert len(mine) == len(cases.BEAM_SETTINGS) + len(cases.BEAM_MODES)
+
+
+def test_a_reference_derived_from_tie_flipped_rows_inherits_the_tie_flip():
+    rules = Rules(alpha=0.01, thresholds=Thresholds(), env={"dtype": "fp32"})
+    check = CaseCheck("beam", "toy", rules)
+    check.reference("tokens_vs_reference", Field("tokens", [[1, 2, 3]]), Field("tokens", [[1, 2, 4]],
+                                                                               {"margins": [[5.0, 5.0, 1e-5]]}))
+    check.reference("scores_vs_reference", Field("tensor", [-1.0], {"follows": "tokens_vs_reference"}),
+                    Field("tensor", [-2.0]))
+    check.reference("unrelated", Field("tensor", [-1.0]), Field("tensor", [-2.0]))
+    got = {o.field: (o.status, o.category.value) for o in check.outcomes()}
+    assert got["tokens_vs_reference"] == (Status.PASS, "tie-flip")
+    assert got["scores_vs_reference"] == (Status.PASS, "tie-flip")
+    assert got["unrelated"][0] == Status.REGRESSION

@@ -249,15 +249,16 @@ def beam(zoo: Any, case: Case) -> Observation:
     ends = row_ends(got.beam_indices)
     obs.add("tokens", got.rows, kind="tokens", margins=margins)
     obs.add("pad_fill", [row[end:] for row, end in zip(got.rows, ends, strict=True)], follows="tokens")
-    obs.add("sequences_scores", got.scores, kind="tensor")
-    obs.add("beam_indices", got.beam_indices, kind="tokens", margins=margins)
+    obs.add("sequences_scores", got.scores, kind="tensor", follows="tokens")
+    obs.add("beam_indices", got.beam_indices, kind="tokens", margins=margins, follows="tokens")
     trimmed = [row[:end] for row, end in zip(got.rows, ends, strict=True)]
     obs.reference("tokens_vs_reference", trimmed, [r for e in expected for r in e.rows], kind="tokens",
                   expected_extras={"margins": margins})
-    obs.reference("scores_vs_reference", got.scores, [s for e in expected for s in e.scores], kind="tensor")
+    obs.reference("scores_vs_reference", got.scores, [s for e in expected for s in e.scores], kind="tensor",
+                  observed_extras={"follows": "tokens_vs_reference"})
     want = padded([s for b, e in enumerate(expected) for s in with_offset(e.slots, b, num_beams)], -1)
     obs.reference("beam_indices_vs_reference", got.beam_indices, want, kind="tokens",
-                  expected_extras={"margins": margins})
+                  observed_extras={"follows": "tokens_vs_reference"}, expected_extras={"margins": margins})
     obs.reference("scores_from_transitions", got.scores,
                   [normalised(s, max(end, 1), lp) for s, end in zip(got.transition_sums, ends, strict=True)],
                   kind="tensor", implementations_differ=False)
