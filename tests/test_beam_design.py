@@ -118,9 +118,18 @@ def test_candidates_kept(num_beams, n_eos, keep):
     assert beam.candidates_kept(num_beams, n_eos) == keep
 
 
-def test_step_margin_is_the_smallest_gap_among_the_kept_and_the_first_dropped():
-    assert beam.step_margin([-1.0, -1.5, -1.6, -3.0, -3.01], keep=3) == pytest.approx(0.1)
-    assert beam.step_margin([-1.0], keep=3) == math.inf
+@pytest.mark.parametrize(("scores", "finished", "margin"), [
+    # two beams, K = 4: the edge of the 2 best (-1.5 / -1.6), and of the 2 best unfinished (-1.5 / -3.0)
+    ([-1.0, -1.5, -1.6, -3.0, -3.01], [False] * 5, 0.1),
+    # the best is finished: the running edge is -1.6 / -3.0; the pool's edge -1.5 / -1.6
+    ([-1.0, -1.5, -1.6, -3.0, -3.01], [True, False, False, False, False], 0.1),
+    ([-1.0, -1.5, -2.5, -3.0, -3.01], [True, False, False, False, False], 0.5),
+    # only two unfinished within K: their edge against the first dropped candidate
+    ([-1.0, -1.2, -2.0, -2.5, -4.0], [True, True, False, False, False], 0.8),
+])
+def test_step_margin_is_the_gap_at_each_selection_s_edge(scores, finished, margin):
+    assert beam.step_margin(scores, finished, num_beams=2, keep=4) == pytest.approx(margin)
+    assert beam.step_margin(scores[:1], finished[:1], num_beams=2, keep=4) == math.inf
 
 
 def test_pick_eos_takes_each_row_s_new_token_at_the_step_once():

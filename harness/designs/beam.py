@@ -26,10 +26,11 @@ row must not depend on the other rows: transformers #38778):
     after that nothing is added;
   - the result is the pool, best first, cut to num_return_sequences; shorter rows are padded.
 
-Tokens are compared tie-aware: each step's margin is the smallest gap between consecutive
-candidates' accumulated scores among the K + 1 best (a near-tie there can reorder the beams across
-numerics); scores within the dtype's tolerance (the two sides are different code: cached vs
-uncached forwards).
+Tokens are compared tie-aware: each step's margin is the gap at the edge of the step's selections
+(`step_margin`: the num_beams best candidates, the num_beams best unfinished ones) - a near-tie
+there can change what the beams hold across numerics; scores within the dtype's tolerance (the two
+sides are different code: cached vs uncached forwards). A reference derived from the rows (scores,
+beam indices) follows tokens_vs_reference: a tie-flip there is not a second finding.
 
   setup          exact   the generate() keywords of the case (eos list with the picked id), prompt length, rows
   error          exact   the exception generate() raised, or None
@@ -92,7 +93,7 @@ class Searched:
     rows: list[list[int]] = field(default_factory=list)  # best first, num_return_sequences rows, unpadded
     scores: list[float] = field(default_factory=list)
     slots: list[list[int]] = field(default_factory=list)
-    margins: list[float] = field(default_factory=list)  # per step: the smallest gap among the K + 1 best
+    margins: list[float] = field(default_factory=list)  # per step: `step_margin`
 
 
 def candidates_kept(num_beams: int, n_eos: int) -> int:
@@ -121,10 +122,18 @@ def can_improve(pool: Sequence[Hypothesis], num_beams: int, best_running: float,
     return normalised(best_running, judged, length_penalty) > min(h.score for h in pool)
 
 
-def step_margin(scores: Sequence[float], keep: int) -> float:
-    """The smallest gap between consecutive scores among the `keep` + 1 best (sorted descending)."""
-    best = list(scores[:keep + 1])
-    return min((a - b for a, b in zip(best, best[1:], strict=False)), default=math.inf)
+def step_margin(scores: Sequence[float], finished: Sequence[bool], num_beams: int, keep: int) -> float:
+    """How far a step's decisions are from flipping: the gap at the edge of each selection among the
+    `keep` + 1 best candidates (sorted descending; `finished`: each ends in an eos id or at
+    max_new_tokens) - the num_beams best (the ones a finished candidate must be among to enter the
+    pool), and the num_beams best unfinished within the `keep` (the running beams)."""
+    gaps = [scores[num_beams - 1] - scores[num_beams]] if len(scores) > num_beams else []
+    running = [s for s, f in zip(scores[:keep], finished[:keep], strict=True) if not f]
+    if len(running) > num_beams:
+        gaps.append(running[num_beams - 1] - running[num_beams])
+    elif len(running) == num_beams and len(scores) > keep:
+        gaps.append(running[-1] - scores[keep])
+    return min(gaps, default=math.inf)
 
 
 def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Sequence[int], *, num_beams: int,
@@ -145,9 +154,9 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             cands += [(h.score + float(v), slot, int(t)) for v, t in zip(values, ids, strict=True)]
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         cands = cands[:keep + 1]
-        margins.append(step_margin([c[0] for c in cands], keep))
-        cands = cands[:keep]
         length, last = step + 1, step + 1 == max_new
+        margins.append(step_margin([c[0] for c in cands], [last or c[2] in eos for c in cands], num_beams, keep))
+        cands = cands[:keep]
         full = len(pool) == num_beams and early_stopping is True
         next_running = []
         for rank, (score, slot, token) in enumerate(cands):
