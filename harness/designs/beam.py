@@ -32,7 +32,8 @@ there can change what the beams hold across numerics; scores within the dtype's 
 sides are different code: cached vs uncached forwards). A reference derived from the rows (scores,
 beam indices) follows tokens_vs_reference: a tie-flip there is not a second finding.
 
-  setup          exact   the generate() keywords of the case (eos list with the picked id), prompt length, rows
+  setup          exact   the generate() keywords of the case (eos list with the picked ids), prompt length,
+                         rows (follows tokens: the picked ids come from the run's own near-tied beams)
   error          exact   the exception generate() raised, or None
   tokens         tokens  the returned rows' new tokens (pads included), with the reference's step margins
   pad_fill       exact   per row, the ids after its end (5.x fills with `pad_token_id or eos`: a pad id 0
@@ -247,7 +248,9 @@ def beam(zoo: Any, case: Case) -> Observation:
     pad = model.config.pad_token_id
     settings = dict(num_beams=num_beams, length_penalty=lp, early_stopping=es, num_return_sequences=num_return,
                     eos_token_id=eos_list, max_new_tokens=n, pad_token_id=pad)
-    obs.add("setup", {**settings, "prompt_tokens": ids.shape[1], "rows": ids.shape[0]})
+    # the extra eos ids come from this run's reference beams: across numerics (fp32 vs bf16) near-tied
+    # beams pick other ids, so the setup follows the tokens' tie-flip
+    obs.add("setup", {**settings, "prompt_tokens": ids.shape[1], "rows": ids.shape[0]}, follows="tokens")
     got = beam_run(model, ids, settings)
     obs.add("error", got.error)
     if got.error is not None:
