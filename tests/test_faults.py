@@ -33,7 +33,7 @@ from harness.store.records import GoldenStore
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")
-AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "stopping",
+AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "stopping", "beam",
          "streaming", "latency"}
 
 
