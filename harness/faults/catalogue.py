@@ -381,13 +381,12 @@ FAULTS: tuple[Fault, ...] = (
           notes="re-creates transformers #26624 (\"Beam search calculates mean logprobs wrong?\": the sum of the "
                 "generated log-probs divided by the whole sequence length, prompt included), fixed by #27351 "
                 "(\"Fix beam score calculation issue for decoder-only models\": decoder_prompt_len) - the fix "
-                "reverted; the length in this division is what moved between releases in #38116's class (beam "
-                "output changed on ~10 % of inputs between 4.46 and 4.51, the vectorised rewrite #35802)"),
+                "reverted"),
     Fault("beam-indices-no-batch-offset", "beam",
           "the beam index stored for each new token is the beam's slot in its own batch row, without the row's "
           "offset (row * num_beams): beam_indices of every row but the first point into the first row, and the "
           "cache is reordered from the first row's beams",
-          Catch("beam", "llama-target.beam.n4.batch", "beam_indices_vs_reference"),
+          Catch("beam", "llama-target.beam.n3.batch", "beam_indices_vs_reference"),
           (edit(GEN, "GenerationMixin._get_top_k_continuations",
                 ("batch_modified_indices = topk_current_beam_indices + batch_offset",
                  "batch_modified_indices = topk_current_beam_indices")),),
@@ -407,6 +406,18 @@ FAULTS: tuple[Fault, ...] = (
                 "score computation and handling\": the best possible score taken at the current length although a "
                 "positive length penalty rewards longer rows), settled by #21368 (\"Generate: standardize beam "
                 "search behavior across frameworks\": early_stopping=\"never\" uses the maximum length)"),
+    Fault("beam-heuristic-across-batch", "beam",
+          "a batch row whose early-stopping heuristic is satisfied (no running beam can beat its finished ones) "
+          "still takes new finished hypotheses while another row runs on: a row's result depends on the batch",
+          Catch("beam", "llama-target.beam.n3.batch", "tokens_vs_reference"),
+          (edit(GEN, "GenerationMixin._update_finished_beams",
+                ("topk_log_probs += (~is_early_stop_heuristic_unsatisfied).to(torch.float32) * -1.0e9",
+                 "topk_log_probs += (~is_early_stop_heuristic_unsatisfied.any()).to(torch.float32) * -1.0e9")),),
+          notes="re-creates transformers #38778 (\"fix(generation): stop beam search per-instance when heuristic "
+                "satisfied\": since the vectorised rewrite #35802 (4.50) the heuristic was judged across the whole "
+                "batch, so a finished row kept taking hypotheses - batch-dependent output, parity with < 4.50 "
+                "restored by the fix); the class of #38116 (\"4.51.2 vs 4.51 Beam search is sometimes different\": "
+                "batched beam search differing from 4.46 on ~10 % of inputs)"),
     # latency -------------------------------------------------------------------------------------
     Fault("slower-forward-15", "latency",
           "every forward of a generating model is 15 % slower, computing (CPU busy wait after it returns)",
