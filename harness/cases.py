@@ -31,6 +31,10 @@ never a test function.
     tokenizers(run) one case per distinct zoo tokenizer (the manifest's digests of its tokenizer files),
                     then each user model's own
     chats(run)      the chat-template fixture on llama-target, then each user model's own template
+    beam(run)       beam search settings (num_beams, length_penalty, early_stopping, num_return_sequences,
+                    a batch of 2) on llama-target, then each user model's
+    beam_modes(run) the decoding modes moved out of the library (group beam, contrastive, constrained, DoLa):
+                    run, refused or redirected to the hub, per version
 
 The draft schedule is part of a case: a biased verifier's output depends on how drafts are cut
 into blocks, so both transformers and the reference engine run a constant draft length
@@ -627,3 +631,57 @@ def chats(run: RunSettings | None = None) -> list[Case]:
     zoo's `CHAT_MODELS`, then each user model's own template."""
     return ([Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
             + [Case(m.name, name=f"{m.name}.chat", params=_p(own=True)) for m in _users(run)])
+
+
+# ----------------------------------------------------------------------------------------------
+# beam search, and the decoding modes moved out of the library
+
+BEAM_TOKENS = 6  # new tokens of a beam case: a handful, the suite stays cheap
+BEAM_PROMPTS = ("short-0", "short-1")  # the batch case holds both, cut to one length
+# (name, num_beams, length_penalty, early_stopping, num_return_sequences); "batch": a batch of 2
+BEAM_SETTINGS: tuple[tuple[str, int, float, bool | str, int], ...] = (
+    ("n2", 2, 1.0, False, 1),
+    ("n3", 3, 1.0, False, 3),
+    ("n3.lp0", 3, 0.0, False, 3),
+    ("n4.lp2", 4, 2.0, False, 4),
+    ("n3.early-true", 3, 1.0, True, 3),
+    ("n3.early-never", 3, 1.0, "never", 3),
+    ("n3.batch", 3, 1.0, False, 3),
+)
+# (name, generate() settings, the prompt's last token forced as a word)
+BEAM_MODES: tuple[tuple[str, tuple[tuple[str, Any], ...], bool], ...] = (
+    ("group-beam", _p(num_beams=4, num_beam_groups=2, diversity_penalty=1.0), False),
+    ("contrastive", _p(penalty_alpha=0.6, top_k=4), False),
+    ("constrained-beam", _p(num_beams=2), True),
+    ("dola", _p(dola_layers="low"), False),
+)
+
+
+def beam_cases(model: str, prompts: tuple[str, str]) -> list[Case]:
+    """`<model>.beam.<name>`: one beam-search setting of `BEAM_SETTINGS` on the first prompt; the batch
+    case holds both, the second first (its beams finish early while the other row's run on)."""
+    cases = []
+    for name, k, lp, es, ret in BEAM_SETTINGS:
+        batch = name.endswith("batch")
+        order = (prompts[1], prompts[0]) if batch else prompts
+        cases.append(Case(model, "plain", "dynamic", order[0], new_tokens=BEAM_TOKENS, name=f"{model}.beam.{name}",
+                          params=_p(num_beams=k, length_penalty=lp, early_stopping=es, num_return_sequences=ret,
+                                    rows=2 if batch else 1, prompts=order)))
+    return cases
+
+
+def beam(run: RunSettings | None = None) -> list[Case]:
+    """llama-target's beam-search cases, then each user model's (its first two prompts)."""
+    return beam_cases(TARGET, BEAM_PROMPTS) + [c for m in _users(run) for c in beam_cases(m.name, _stop_prompts(m))]
+
+
+def beam_mode_cases(model: str, prompt: str) -> list[Case]:
+    """`<model>.mode.<name>`: generate() with the settings of a decoding mode v5 moved to the hub."""
+    return [Case(model, "plain", "dynamic", prompt, new_tokens=BEAM_TOKENS, name=f"{model}.mode.{name}",
+                 params=_p(settings=settings, force_prompt_token=force)) for name, settings, force in BEAM_MODES]
+
+
+def beam_modes(run: RunSettings | None = None) -> list[Case]:
+    """llama-target's moved-mode cases, then each user model's (its first prompt)."""
+    return beam_mode_cases(TARGET, BEAM_PROMPTS[0]) + [c for m in _users(run)
+                                                        for c in beam_mode_cases(m.name, _stop_prompts(m)[0])]

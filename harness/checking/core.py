@@ -130,7 +130,11 @@ class CaseCheck:
         low_precision = str((self.rules.env or {}).get("dtype")) in LOW_PRECISION
         policy = self._policy(self.rules.env, implementations_differ or low_precision)
         outcome = compare_field(name, observed, expected, policy)
-        self._checks[name] = _Check(self._place(outcome, "reference"), policy, observed, expected)
+        # a reference derived from another reference's token streams (the scores of beam rows that
+        # tie-flipped) inherits its tie-flip, as a field does (observe)
+        follows = observed.extras.get("follows") or ()
+        follows = (follows,) if isinstance(follows, str) else tuple(follows)
+        self._checks[name] = _Check(self._place(outcome, "reference"), policy, observed, expected, follows)
         return self._checks[name].outcome
 
     def add(self, outcome: Outcome) -> Outcome:
