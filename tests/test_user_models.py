@@ -234,14 +234,16 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     # first run through the CLI (a pytest subprocess): records written under <env-key>/<suite>/
     assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
-    assert records == ["backends/prod.json", "batching/prod.batch.greedy.json", "batching/prod.batch.right-padded.json",
+    assert records == sorted(["backends/prod.json", "batching/prod.batch.greedy.json", "batching/prod.batch.right-padded.json",
                        "caches/prod.json", "loading/prod.as-shipped.json",
                        "outputs/prod.plain.dynamic.story.greedy.json",
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
                        "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json",
                        *sorted(f"stopping/{c.id}.json" for c in tables.stop_cases("prod", ("story", "story"))
                                + tables.stream_cases("prod", ("story", "story"), None)),
-                       "text/prod.chat.json", "text/prod.tokenizer.json"]
+                       *(f"beam/{c.id}.json" for c in tables.beam_cases("prod", ("story", "story"))
+                         + tables.beam_mode_cases("prod", "story")),
+                       "text/prod.chat.json", "text/prod.tokenizer.json"])
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
@@ -274,6 +276,12 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert first.sentence().startswith("the checkpoint of prod changed (model.safetensors sha256 ")
     assert {o.field for f in first.under for o in f.outcomes} >= {"first_logits", "joint", "distribution"}
     regressed = {(o["case"], o["field"]) for o in perturbed if o["status"] == "regression"}
+    # beam search ranks sequences by the log-softmax of the scaled logits: every case's scores move, and a
+    # search may take other paths (tokens, beam indices, and the setup's extra eos ids that follow them)
+    beam = {r for r in regressed if ".beam." in r[0]}
+    assert {c for c, f in beam if f == "sequences_scores"} == {f"prod.beam.{s[0]}" for s in tables.BEAM_SETTINGS}
+    assert {f for _, f in beam} <= {"sequences_scores", "tokens", "beam_indices", "setup"}
+    regressed -= beam
     assert regressed == {("prod", "logits"), ("prod.plain.dynamic.story.greedy", "first_logits"),
                          ("prod.batch.greedy", "first_logits"), ("prod.batch.right-padded", "first_logits"),
                          ("prod.plain.static.story.greedy", "first_logits"),
