@@ -451,9 +451,16 @@ V4_ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
     ("AttentionMaskConverter", _A + "AttentionMaskConverter", None),
     ("PreTrainedTokenizerFast", "transformers.PreTrainedTokenizerFast", None),
     ("TokenizersBackend", "transformers.TokenizersBackend", None),
+    ("GreedySearchDecoderOnlyOutput", "transformers.generation.utils.GreedySearchDecoderOnlyOutput", None),
 )
-API_V4: tuple[Case, ...] = tuple(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
-                                 for name, target, workload in V4_ENTRY_POINTS)
+API_V4: tuple[Case, ...] = (
+    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
+      for name, target, workload in V4_ENTRY_POINTS),
+    # v5 folds batch_decode into decode and encode_plus into __call__ (the migration guide)
+    contract("tokenizer-decode-batch", "tokenizer_decode", params=_p(call="decode")),
+    contract("tokenizer-batch-decode", "tokenizer_decode", params=_p(call="batch_decode")),
+    contract("tokenizer-encode-plus", "tokenizer", params=_p(call="encode_plus")),
+)
 
 
 def contracts(run: RunSettings | None = None) -> list[Case]:
