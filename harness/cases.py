@@ -450,10 +450,40 @@ API: tuple[Case, ...] = (
     *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(model=name), model=name) for name in STATEFUL),
 )
 
+# The v4 API surface (transformers 4.57): the cache, mask and tokenizer entry points a v4 caller
+# used that v5 removed, renamed or kept only for compatibility - a signature each ("<missing>" where a
+# version has none), so the 4.57 -> 5.x report says which calls a caller must change.
+_A = "transformers.modeling_attn_mask_utils."
+V4_ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
+    ("DynamicCache.from_legacy_cache", _C + "DynamicCache.from_legacy_cache", None),
+    ("DynamicCache.to_legacy_cache", _C + "DynamicCache.to_legacy_cache", None),
+    ("SlidingWindowCache", _C + "SlidingWindowCache", None),
+    ("HybridCache", _C + "HybridCache", None),
+    ("HybridChunkedCache", _C + "HybridChunkedCache", None),
+    ("OffloadedCache", _C + "OffloadedCache", None),
+    ("SlidingWindowLayer", _C + "SlidingWindowLayer", None),
+    ("ChunkedSlidingLayer", _C + "ChunkedSlidingLayer", None),
+    ("Cache.get_max_cache_shape", _C + "Cache.get_max_cache_shape", None),
+    ("GenerationMixin._get_cache", _G + "_get_cache", None),
+    ("_prepare_4d_causal_attention_mask", _A + "_prepare_4d_causal_attention_mask", None),
+    ("AttentionMaskConverter", _A + "AttentionMaskConverter", None),
+    ("PreTrainedTokenizerFast", "transformers.PreTrainedTokenizerFast", None),
+    ("TokenizersBackend", "transformers.TokenizersBackend", None),
+    ("GreedySearchDecoderOnlyOutput", "transformers.generation.utils.GreedySearchDecoderOnlyOutput", None),
+)
+API_V4: tuple[Case, ...] = (
+    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
+      for name, target, workload in V4_ENTRY_POINTS),
+    # v5 folds batch_decode into decode and encode_plus into __call__ (the migration guide)
+    contract("tokenizer-decode-batch", "tokenizer_decode", params=_p(call="decode")),
+    contract("tokenizer-batch-decode", "tokenizer_decode", params=_p(call="batch_decode")),
+    contract("tokenizer-encode-plus", "tokenizer", params=_p(call="encode_plus")),
+)
+
 
 def contracts(run: RunSettings | None = None) -> list[Case]:
     """The contracts suite's table (the same in every run)."""
-    return [*CONTRACTS, *API]
+    return [*CONTRACTS, *API, *API_V4]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -264,6 +264,13 @@ class Observation:
         return self
 
 
+class NotSupported(Exception):
+    """The installed library has no support for what a case needs - a model family it does not have
+    (harness/subjects/hf.py `family_gap`). Raised by a subject before anything runs; the plugin
+    reports the case skipped (category unsupported) with this message as the reason, a per-version
+    fact in results.json, never a harness error."""
+
+
 class RecordError(Exception):
     """A golden record that cannot be used. The message starts with the file's path."""
 

@@ -97,3 +97,10 @@ def test_report_html_shows_findings_then_claims():
     assert "1 distinct finding (1 regression)" in html
     assert 'data-claim="lm-head" data-verdict="observed"' in html
 
+
+
+def test_the_committed_v5_migration_claims_file_loads_and_names_the_guide_claims():
+    claims = load_claims(ROOT / "docs" / "claims" / "transformers-5.0.json")
+    ids = {c["id"] for c in claims["claims"]}
+    assert {"tokenizers-backend", "decode-unified", "encode-plus", "dynamic-weight-loading", "default-cache-by-model",
+            "generation-params-not-in-config", "output-aliases-removed"} <= ids

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -48,6 +49,11 @@ def test_corpus_is_reproducible_and_prompts_are_held_out():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_loads_through_auto_class_and_generates(name):
+    from harness.subjects.hf import family_gap
+
+    gap = family_gap(json.loads((load.MODELS_DIR / name / "config.json").read_text()))
+    if gap:  # 4.57 has no mellum / qwen3_5_text: a per-version fact, the suites skip these cases too
+        pytest.skip(gap)
     model, tok = load.load_hf(name)
     assert type(model).__name__ == spec(name).architecture
     ids = tok(HELD_OUT[0].text, return_tensors="pt").input_ids

@@ -33,7 +33,7 @@ from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY
 from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name
 from harness.report.writes import writes_lines
-from harness.schema import Outcome, RecordError, Results, Status, count_statuses
+from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import RunSettings, SettingsError
 from harness.store.env import env_key, fingerprint
@@ -43,6 +43,9 @@ PLUGIN_NAME = "harness-session"
 WORKER_KEY = "harness"
 SETTINGS = pytest.StashKey[RunSettings]()
 GOLDEN_KEY = pytest.StashKey[Golden]()
+
+
+UNSUPPORTED_FIELD = "<supported>"  # the field a NotSupported case's skip is reported under
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,12 @@ class HarnessSession:
             if golden is not None:
                 golden.finish()  # checks made before a skip (e.g. a capability) are kept
             raise
+        except NotSupported as exc:  # this version has no such family: a per-version fact, not a break
+            if golden is not None:
+                golden.outcome(UNSUPPORTED_FIELD, Status.SKIPPED, detail=str(exc), category=Category.UNSUPPORTED,
+                               against="baseline")
+                golden.finish()
+            raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
         except BaseException:
             if golden is not None:
                 golden.finish(write=False)  # a test that broke leaves its record untouched

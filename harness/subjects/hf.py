@@ -30,7 +30,7 @@ import torch
 
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
-from harness.schema import Case, Observation
+from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
 from harness.store.cache import AnswerCache
 from harness.subjects import error_of, is_subject_error
@@ -113,6 +113,22 @@ def from_pretrained(directory: Path | str, attn: str | None = None, dtype: str =
     plain = {key: sorted(str(x) if not isinstance(x, (tuple, list)) else str(x[0]) for x in value)
              for key, value in sorted(info.items())}
     return model.to(device).eval(), plain
+
+
+def family_gap(config: dict[str, Any]) -> str:
+    """Why the installed transformers cannot load a checkpoint of this family ('' when it can): its
+    `model_type` is not registered (4.57 has no mellum, no qwen3_5_text), or a class its
+    `architectures` names is missing. Read from the library's registry, never its version number."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    model_type = config.get("model_type", "?")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        return f"transformers {version()} has no model family {model_type!r} (its config.json model_type)"
+    missing = [a for a in config.get("architectures") or () if not hasattr(transformers, a)]
+    if missing:
+        return f"transformers {version()} has no class {missing[0]} (model_type {model_type!r})"
+    return ""
 
 
 def linear_attention_kernels() -> dict[str, bool]:
@@ -224,6 +240,9 @@ class Zoo:
             from transformers import AutoTokenizer
 
             directory = self.directory(name)
+            gap = family_gap(self.config_json(name))
+            if gap:
+                raise NotSupported(f"{name}: {gap}")
             model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
             tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
             self._loaded[key] = Loaded(model, tokenizer, info)

@@ -258,6 +258,26 @@ def probe_forward_cache_keyword(zoo: Zoo, params: dict[str, Any], tmp: Path) -> 
     return obs
 
 
+def probe_tokenizer_decode(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """`tok.<call>(ids)` on a batch of two id lists (v5 folds batch_decode into decode: a batch in
+    gives a list of texts out; 4.57's decode took one sequence): the returned type, the types of its
+    items, or the error."""
+    tok = zoo.load(TARGET).tokenizer
+    batch = [tok.encode("the cat sat"), tok.encode("on the mat")]
+    obs = Observation()
+    method = getattr(tok, params["call"], None)
+    if method is None:
+        obs.add("result", {"missing": True})
+        return obs
+    out, err = observe(lambda: method(batch))
+    if err:
+        obs.add("result", {"error": err})
+        return obs
+    items = sorted({type_name(x) for x in out}) if isinstance(out, (list, tuple)) else None
+    obs.add("result", {"type": type_name(out), "items": items})
+    return obs
+
+
 def probe_save_pretrained_side_effects(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
     """What save_pretrained changes on the model it saves (5.13 - 5.24: config.dtype becomes a
     str, which 5.24's MtpModel.from_pretrained then fails on)."""
