@@ -20,6 +20,9 @@ CASES = [  # (config, keys the portable form adds with their values)
      {"rope_theta": 5e5, "partial_rotary_factor": 0.5, "rotary_emb_base": 5e5, "rotary_pct": 0.5}),
     ({"model_type": "mellum", "rope_parameters": {"full_attention": ROPE, "sliding_attention": ROPE}}, {}),
     ({"model_type": "gpt_bigcode"}, {}),
+    ({"model_type": "llama", "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 4.0,
+                                                 "original_max_position_embeddings": 32}},
+     {"rope_theta": 1e4, "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": 32}}),
 ]
 
 
