@@ -129,6 +129,9 @@ def test_the_tokenizer_references_hold_and_fail_when_batch_decode_keeps_special_
             batched = isinstance(token_ids, list) and token_ids and isinstance(token_ids[0], list)
             return original(self, token_ids, skip_special_tokens=skip_special_tokens and not batched, **kwargs)
 
+        def batch_decode(self, sequences, skip_special_tokens=False, **kwargs):  # 4.57's does not go through decode
+            return [original(self, s, skip_special_tokens=False, **kwargs) for s in sequences]
+
     tok.__class__ = KeepsSpecial
     try:
         assert _failed(text.tokenizer(zoo, case)) == {"batch_decode_equals_single"}
@@ -171,3 +174,34 @@ def test_the_sanitized_chat_reference_fails_when_the_flag_is_ignored():
     obs = text.Observation()
     text.control_tokens(obs, tok)
     assert _failed(obs) == {"sanitized_content_is_text"}
+
+
+def test_a_decode_that_refuses_a_batch_is_v4s_api_not_a_reference_failure_while_batch_decode_still_counts():
+    """4.57's decode takes one sequence (a batch: TypeError) - `return_types` records that across
+    versions; the reference then holds batch_decode alone to the single decodes."""
+    zoo = _Zoo()
+    case = cases.tokenizers()[0]
+    tok = zoo.loaded.tokenizer
+    original = type(tok).decode
+
+    class V4Decode(type(tok)):
+        def decode(self, token_ids, **kwargs):
+            if isinstance(token_ids, list) and token_ids and isinstance(token_ids[0], list):
+                return self._decode(token_ids)  # raises in transformers' code, as 4.57's decode does
+            return original(self, token_ids, **kwargs)
+
+        def batch_decode(self, sequences, **kwargs):
+            return [self.decode(s, **kwargs) for s in sequences]
+
+    class V4DecodeKeepsSpecial(V4Decode):
+        def batch_decode(self, sequences, **kwargs):
+            return [self.decode(s, **{**kwargs, "skip_special_tokens": False}) for s in sequences]
+
+    try:
+        tok.__class__ = V4Decode
+        obs = text.tokenizer(zoo, case)
+        assert _failed(obs) == set() and "decode" not in obs.references["batch_decode_equals_single"].observed.value
+        tok.__class__ = V4DecodeKeepsSpecial
+        assert _failed(text.tokenizer(zoo, case)) == {"batch_decode_equals_single"}
+    finally:
+        tok.__class__ = V4Decode.__bases__[0]

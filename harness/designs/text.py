@@ -31,7 +31,8 @@ punctuation (what clean_up_tokenization_spaces removes) and the empty text.
                               the tokenizer's attribute) - #42898's class, a default that ignores the file
   batch_encode_equals_single exact tok(list).input_ids == [tok(x).input_ids for x]
   batch_decode_equals_single exact batch_decode(rows, skip_special_tokens=True) and decode(rows, ...)
-                              == [decode(row, skip_special_tokens=True) for row]
+                              == [decode(row, skip_special_tokens=True) for row]; decode(rows) only where
+                              the version decodes a batch (4.57 raises TypeError: `return_types` records it)
 
 **Chat templates.** `<model>.chat`: the zoo tokenizer loaded (`AutoTokenizer.from_pretrained`) from
 its files beside harness/fixtures/chat_template.jinja - a Llama-3-shaped template: a system turn that
@@ -214,8 +215,12 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
     obs.reference("batch_encode_equals_single", got.batch_ids, [got.ids_special[k] for k in TEXTS],
                   implementations_differ=False)
     singles = [got.skip_special[k] for k in TEXTS if k in got.skip_special]
-    obs.reference("batch_decode_equals_single", {"batch_decode": got.batch_decoded, "decode": got.list_decoded},
-                  {"batch_decode": singles, "decode": singles}, implementations_differ=False)
+    observed, expected = {"batch_decode": got.batch_decoded, "decode": got.list_decoded}, {"batch_decode": singles}
+    if is_error(got.list_decoded):  # decode of a batch is v5's API (4.57: TypeError): the refusal is `return_types`'
+        del observed["decode"]       # record, compared across versions; batch_decode must still equal the singles
+    else:
+        expected["decode"] = singles
+    obs.reference("batch_decode_equals_single", observed, expected, implementations_differ=False)
     return obs
 
 
