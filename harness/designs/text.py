@@ -86,6 +86,7 @@ from harness.subjects.hf_text import (
     chat_ids,
     chat_tokenizer,
     configured_clean_up,
+    is_error,
     pipeline,
     render_chat,
     supports_sanitize,
@@ -172,11 +173,6 @@ def expected_generation_prompt(seen: dict[str, Any], header: str | None, reads_f
     if not reads_flag:
         return {"prefix": True, "appended": ""}
     return {"prefix": True, "appended": seen["appended"] or "(the template reads add_generation_prompt: some text)"}
-
-
-def is_error(value: Any) -> bool:
-    """A value the subject recorded as transformers' exception ({"error": {...}})."""
-    return isinstance(value, dict) and set(value) == {"error"}
 
 
 def sha256(text: str) -> str:

@@ -41,9 +41,14 @@ def _call(fn: Callable[[], Any]) -> Any:
     return {"error": error} if error is not None else result
 
 
+def is_error(value: Any) -> bool:
+    """A value `_call` recorded as transformers' exception ({"error": {...}})."""
+    return isinstance(value, dict) and set(value) == {"error"}
+
+
 def _ids(encoding: Any) -> Any:
     """input_ids of what a tokenizer call returned (a BatchEncoding, a dict, or the ids themselves)."""
-    if isinstance(encoding, dict) and "error" in encoding and len(encoding) == 1:
+    if is_error(encoding):
         return encoding
     try:
         ids = encoding["input_ids"]
@@ -70,7 +75,7 @@ class Tokenized:
 
 
 def _type(value: Any) -> str:
-    if isinstance(value, dict) and set(value) == {"error"}:
+    if is_error(value):
         return f"error: {value['error']['type']}"
     return type_name(value)
 
