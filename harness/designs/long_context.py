@@ -64,6 +64,7 @@ from typing import Any
 import torch
 
 from harness.checking.compare import first_divergence
+from harness.designs.batching import LEFT, pad_rows
 from harness.engine.model import Model, attention_factor, scaled_inv_freq
 from harness.schema import Case, Observation
 from harness.subjects import engine
@@ -178,8 +179,9 @@ def far(zoo: Any, case: Case) -> Observation:
     ours_freq, ours_factor = engine_rope(reference)
     obs.reference("inv_freq_vs_engine", got.inv_freq, ours_freq, kind="tensor")
     obs.reference("attention_scaling_vs_engine", [got.attention_scaling], [ours_factor], kind="tensor")
+    pad = lm.model.config.pad_token_id or 0
     run = zoo.memo(("long-context-greedy", case.model, tuple(prompt), case.new_tokens),
-                   lambda: greedy(lm.model, [prompt], case.new_tokens, lm.model.config.pad_token_id or 0))
+                   lambda: greedy(lm.model, *pad_rows([prompt], pad, LEFT), case.new_tokens, pad))
     obs.add("error", run.error)
     if run.error is not None:
         return obs.stop(f"generate() raised {run.error['type']}: {run.error['message']}")
@@ -236,13 +238,13 @@ def batch_past_window(zoo: Any, case: Case) -> Observation:
     width = max(len(r) for r in rows)
     obs.add("setup", {"prompt_tokens": [len(r) for r in rows], "pads": [width - len(r) for r in rows],
                       "window": zoo.config_json(case.model).get("sliding_window")})
-    batch = greedy(lm.model, rows, case.new_tokens, pad)
+    batch = greedy(lm.model, *pad_rows(rows, pad, LEFT), case.new_tokens, pad)
     obs.add("error", batch.error)
     if batch.error is not None:
         return obs.stop(f"the padded batch raised {batch.error['type']}: {batch.error['message']}")
     obs.add("tokens", batch.tokens, kind="tokens", margins=batch.margins)
     solo = [zoo.memo(("long-context-greedy", case.model, tuple(r), case.new_tokens),
-                     lambda r=r: greedy(lm.model, [r], case.new_tokens, pad)) for r in rows]
+                     lambda r=r: greedy(lm.model, *pad_rows([r], pad, LEFT), case.new_tokens, pad)) for r in rows]
     failed = next((s.error for s in solo if s.error is not None), None)
     if failed is not None:
         obs.skipped("batch_equals_solo", "tokens", f"a row alone raised {failed['type']}: {failed['message']}")

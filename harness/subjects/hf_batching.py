@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from harness.subjects import error_of, is_subject_error
+from harness.subjects import observe
 from harness.subjects.hf import draft_schedule, path_kwargs, top2_margin
 
 PADDING_WORD = "padding"  # a warning is kept when it mentions padding (others, e.g. warning_once ones, are not ours)
@@ -127,14 +127,14 @@ def batch_run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_
     out = BatchRun()
     if seed is not None:
         torch.manual_seed(seed)
-    try:
+
+    def run() -> Any:
         with (record_forwards(model, out.forwards), record_padding_warnings(out.warnings),
               draft_schedule(assistant, draft_tokens), torch.no_grad()):
-            result = model.generate(input_ids, attention_mask=attention_mask, **kwargs)
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        out.error = error_of(exc)
+            return model.generate(input_ids, attention_mask=attention_mask, **kwargs)
+
+    result, out.error = observe(run)
+    if out.error is not None:
         return out
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     out.rows = result.sequences[:, prompt_len:].tolist()

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from harness.subjects import error_of, is_subject_error
+from harness.subjects import observe
 
 
 @dataclass
@@ -42,15 +42,17 @@ def beam_run(model, input_ids: torch.Tensor, settings: dict[str, Any]) -> Beamed
     keywords: num_beams, length_penalty, early_stopping, num_return_sequences, eos_token_id,
     max_new_tokens, pad_token_id)."""
     kwargs: dict[str, Any] = dict(do_sample=False, return_dict_in_generate=True, output_scores=True, **settings)
-    try:
+
+    def run() -> tuple[Any, torch.Tensor]:
         with torch.no_grad():
             out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-            transitions = model.compute_transition_scores(out.sequences, out.scores, out.beam_indices,
-                                                          normalize_logits=False)
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        return Beamed(error=error_of(exc))
+            return out, model.compute_transition_scores(out.sequences, out.scores, out.beam_indices,
+                                                        normalize_logits=False)
+
+    ran, error = observe(run)
+    if error is not None:
+        return Beamed(error=error)
+    out, transitions = ran
     prompt = input_ids.shape[1]
     return Beamed(rows=out.sequences[:, prompt:].tolist(), scores=[float(s) for s in out.sequences_scores],
                   beam_indices=out.beam_indices.tolist(),
@@ -116,12 +118,9 @@ def generation_mode(settings: dict[str, Any]) -> tuple[str | None, str | None, d
     import transformers
     from transformers.generation import utils as gen_utils
 
-    try:
-        mode = transformers.GenerationConfig(**settings).get_generation_mode()
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        return None, None, error_of(exc)
+    mode, error = observe(lambda: transformers.GenerationConfig(**settings).get_generation_mode())
+    if error is not None:
+        return None, None, error
     target = getattr(gen_utils, "GENERATION_MODES_MAPPING", {}).get(mode)
     name = getattr(mode, "name", str(mode))
     return name, (target if isinstance(target, str) and "/" in target else None), None
@@ -134,17 +133,17 @@ def mode_run(model, input_ids: torch.Tensor, settings: dict[str, Any]) -> ModeRu
     if config_error is not None:
         out.error = config_error
         return out
-    try:
+
+    def run() -> Any:
         with no_custom_generate(out.custom_generate_requested), torch.no_grad():
-            result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                    return_dict_in_generate=True, **settings)
+            return model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                  return_dict_in_generate=True, **settings)
+
+    try:  # the harness's own guard raises CustomGenerateBlocked: observe() lets a harness error through
+        result, out.error = observe(run)
     except CustomGenerateBlocked as exc:
         out.error = {"type": "custom_generate refused by the harness", "message": str(exc)}
-        return out
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        out.error = error_of(exc)
+    if out.error is not None:
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     return out

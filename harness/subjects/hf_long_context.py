@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from harness.subjects import error_of, is_subject_error
+from harness.subjects import observe
 from harness.subjects.hf import top2_margin
 
 
@@ -46,26 +46,19 @@ class Greedy:
     error: dict[str, str] | None = None
 
 
-def left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids [B, T], attention_mask [B, T]): each row right-aligned, pads (mask 0) on its left."""
-    width = max(len(r) for r in rows)
-    ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    return ids, mask
+def greedy(model: Any, ids: list[list[int]], mask: list[list[int]], n: int, pad: int) -> Greedy:
+    """Greedy generate() of n new tokens for one batch, `ids` [B][T] with its `attention_mask`, padded
+    by the design (harness/designs/batching.py `pad_rows`; one row: no padding)."""
+    ids, mask = torch.tensor(ids, device=model.device), torch.tensor(mask, device=model.device)
 
-
-def greedy(model: Any, rows: list[list[int]], n: int, pad: int) -> Greedy:
-    """Greedy generate() of n new tokens for the rows as one left-padded batch (one row: no padding)."""
-    ids, mask = left_padded(rows, pad)
-    ids, mask = ids.to(model.device), mask.to(model.device)
-    try:
+    def run() -> Any:
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=pad,
-                                 return_dict_in_generate=True, output_logits=True)
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        return Greedy(error=error_of(exc))
+            return model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=pad,
+                                  return_dict_in_generate=True, output_logits=True)
+
+    out, error = observe(run)
+    if error is not None:
+        return Greedy(error=error)
     steps = torch.stack([s.float().cpu() for s in out.logits], dim=1)  # [B, n, V]
     return Greedy(tokens=out.sequences[:, ids.shape[1]:].tolist(), scores=steps.tolist(),
                   margins=[[top2_margin(s) for s in row] for row in steps])

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from harness.subjects import error_of, is_subject_error
+from harness.subjects import observe
 from harness.subjects.hf import top2_margin
 
 # the library's criteria by the name a record uses
@@ -116,13 +116,14 @@ def stop_run(model, tokenizer, input_ids: torch.Tensor, settings: dict[str, Any]
 
         kwargs["logits_processor"] = LogitsProcessorList(kwargs["logits_processor"])
     calls: list[tuple[str, list[bool], int]] = []
-    try:
+
+    def run() -> Any:
         with record_criteria(calls), torch.no_grad():
-            result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        return Stopped(error=error_of(exc))
+            return model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+
+    result, error = observe(run)
+    if error is not None:
+        return Stopped(error=error)
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     return Stopped(rows=result.sequences[:, prompt_len:].tolist(),
                    margins=[[top2_margin(s[r]) for s in result.scores] for r in range(rows)],
@@ -165,7 +166,8 @@ def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, s
                                   output_scores=True, pad_token_id=model.config.pad_token_id, **path)
     out = Streamed()
     writes = _Writes()
-    try:
+
+    def run() -> Any:
         if streamer == "TextStreamer":
             kwargs["streamer"] = transformers.TextStreamer(tokenizer, skip_prompt=skip_prompt)
             with contextlib.redirect_stdout(writes), torch.no_grad():
@@ -177,10 +179,10 @@ def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, s
             with torch.no_grad():
                 result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
             out.pieces = list(iterator)
-    except Exception as exc:
-        if not is_subject_error(exc):
-            raise
-        out.error = error_of(exc)
+        return result
+
+    result, out.error = observe(run)
+    if out.error is not None:
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
