@@ -15,6 +15,7 @@ from harness.store.env import (
     hardware_class,
     is_safe_key,
     key_of,
+    machine_differences,
     numerics_differences,
 )
 
@@ -87,6 +88,29 @@ def test_numerics_differences_and_hardware_class():
     assert numerics_differences(a, None) == list(NUMERICS_KEYS)
     assert hardware_class(a) != hardware_class(b)  # threads are part of a CPU's hardware class
     assert hardware_class(a) == hardware_class({**a, "dtype": "bf16"})
+
+
+def test_fingerprint_names_the_cpu_kernels_torch_dispatches_to():
+    kernels = fingerprint()["cpu_kernels"]
+    assert kernels["isa"] == str(torch.backends.cpu.get_cpu_capability())
+    config = torch.__config__.show()
+    assert kernels["onednn"] in config and kernels["blas"] in config  # read from torch's build config
+    assert set(kernels["sdpa_backends"]) <= {"flash", "efficient", "math", "cudnn"}
+    assert ("math" in kernels["sdpa_backends"]) is torch.backends.cuda.math_sdp_enabled()
+
+
+def test_another_isa_is_another_hardware_class_and_other_numerics_and_the_report_says_so():
+    a = fingerprint(threads=1)
+    other_isa = {**a, "cpu_kernels": {**a["cpu_kernels"], "isa": "AVX2" if a["cpu_kernels"]["isa"] != "AVX2" else "AMX"}}
+    assert hardware_class(a) != hardware_class(other_isa)  # latency never compared across ISA levels
+    assert "isa=" + a["cpu_kernels"]["isa"] in hardware_class(a)
+    assert numerics_differences(a, other_isa) == ["cpu_kernels"]
+    note = machine_differences(a, other_isa)
+    assert "CPU ISA " + other_isa["cpu_kernels"]["isa"] + " -> " + a["cpu_kernels"]["isa"] in note
+    assert machine_differences(a, dict(a)) == "" and machine_differences(a, None) == ""
+    old_record = {k: v for k, v in a.items() if k != "cpu_kernels"}  # a record made before the ISA was recorded
+    assert "not recorded" in machine_differences(a, old_record)
+    assert hardware_class(old_record) != hardware_class(a)
 
 
 def test_a_package_that_is_not_installed_is_recorded_as_absent(monkeypatch):

@@ -13,6 +13,7 @@ from harness.checking.humane import printable, shorten
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.schema import Results, Status
+from harness.store.env import machine_differences
 
 MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
 MAX_FINDINGS = 30  # findings listed in the terminal summary
@@ -56,6 +57,9 @@ def print_summary(results: Results, title: str) -> None:
     fault = results.meta.get("injected_fault") if isinstance(results.meta, dict) else None
     if fault:
         print(printable(f"INJECTED FAULT: {fault['name']} - {fault['breaks']}"))
+    machine = machine_differences(results.env, results.baseline_env)
+    if machine:
+        print(printable(machine))
     counts = results.counts()
     print("fields compared, by status (pytest's 'passed' above counts tests):")
     for line in table(("status", "fields"), ((s, n) for s, n in counts.items())):
@@ -102,9 +106,10 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     No HTML gets through (`escape_markdown`): summary.md is pasted into pull requests."""
     meta = results.meta
     findings = group_findings(results.outcomes)
+    machine = machine_differences(results.env, results.baseline_env)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             "", f"## {headline(findings)}", ""]
+             *(["", machine] if machine else []), "", f"## {headline(findings)}", ""]
     for number, finding in numbered(findings):
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")

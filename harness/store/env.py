@@ -8,7 +8,12 @@ holds everything that can change what `generate()` returns or how fast it runs:
 - device: ``{"type": "cpu", "name": <CPU model>, "arch": <machine>}`` or
   ``{"type": "cuda", "name": <GPU name>, "capability": "9.0", "arch": <host machine>}``,
 - numerics: dtype, thread count, attention implementation, deterministic-algorithms flag,
-  float32 matmul precision.
+  float32 matmul precision,
+- CPU kernels (`cpu_kernels`): what decides which kernels torch runs on this CPU - the ISA level its
+  dispatcher picked (``torch.backends.cpu.get_cpu_capability()``: DEFAULT / AVX2 / AVX512 / AMX ...),
+  the oneDNN and BLAS torch was built with (``torch.__config__.show()``) and the SDPA backends that
+  are enabled. Two machines of one arch with another ISA level round differently (another GEMM
+  micro-kernel) and time differently, so the ISA is part of the numerics and of the hardware class.
 
 The env key is the short, readable part of it, e.g. ``tf5.24.0-torch2.13.0-cpu-x86_64-fp32``
 (``...-cuda-sm90-bf16`` on a GPU). It is a safe directory name (``[A-Za-z0-9._-]`` only). The
@@ -37,7 +42,7 @@ VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors")
 
 # Fingerprint entries that change floating-point results (not only speed). Two envs that differ
 # in any of them may legitimately flip a near-tie or drift within a tolerance.
-NUMERICS_KEYS = ("device", "dtype", "threads", "torch", "attn_implementation", "matmul_precision")
+NUMERICS_KEYS = ("device", "dtype", "threads", "torch", "attn_implementation", "matmul_precision", "cpu_kernels")
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -95,6 +100,33 @@ def _device_info(device: str) -> dict[str, Any]:
     raise ValueError(f"unknown device {device!r}; expected cpu, cuda[:N] or mps")
 
 
+def _built_with(config: str, pattern: str) -> str:
+    match = re.search(pattern, config)
+    return match.group(1) if match else "unknown"
+
+
+def cpu_kernels() -> dict[str, Any]:
+    """What decides the CPU kernels torch dispatches to, read from torch as it is now:
+    ``{"isa": "AVX512", "onednn": "3.12.0", "blas": "mkl", "sdpa_backends": ["flash", ...]}``.
+
+    The SDPA flags are torch's global backend switches (``torch.backends.cuda.*_sdp_enabled``: on a
+    CPU they choose between the fused flash kernel and the math one too)."""
+    import torch
+
+    config = torch.__config__.show()
+    switches = {"flash": "flash_sdp_enabled", "efficient": "mem_efficient_sdp_enabled",
+                "math": "math_sdp_enabled", "cudnn": "cudnn_sdp_enabled"}
+    backends = sorted(name for name, flag in switches.items()
+                      if getattr(torch.backends.cuda, flag, None) is not None and getattr(torch.backends.cuda, flag)())
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    return {
+        "isa": str(capability()) if capability else "unknown",
+        "onednn": _built_with(config, r"MKL-DNN v([0-9][0-9.]*)"),
+        "blas": _built_with(config, r"BLAS_INFO=([A-Za-z0-9_]+)"),
+        "sdpa_backends": backends,
+    }
+
+
 def key_of(dtype: str = "fp32", device: str = "cpu") -> str:
     """The env key a run on `device` in `dtype` records under, without importing torch where the
     key needs nothing from it (a CPU: versions come from package metadata, the arch from the OS);
@@ -129,6 +161,7 @@ def fingerprint(
         "attn_implementation": str(attn_implementation),
         "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
         "matmul_precision": torch.get_float32_matmul_precision(),
+        "cpu_kernels": cpu_kernels(),
     }
 
 
@@ -166,14 +199,19 @@ def is_safe_key(key: str) -> bool:
 
 
 def hardware_class(fp: dict[str, Any]) -> str:
-    """What latency numbers are comparable across: the device model, plus threads on a CPU.
+    """What latency numbers are comparable across: the device model, plus threads and the ISA level
+    torch dispatches to on a CPU (the same CPU model under another torch build can pick another
+    one: pytorch #193951's decode slowdown was AMX-only).
 
-    Two fingerprints with different hardware classes never have their latencies compared.
+    Two fingerprints with different hardware classes never have their latencies compared. A record
+    made before the ISA was fingerprinted has none in its class: it is another class.
     """
     device = fp.get("device", {})
     if device.get("type") == "cuda":
         return f"cuda/{device.get('name')}/sm{str(device.get('capability', '')).replace('.', '')}"
-    return f"{device.get('type')}/{device.get('arch')}/{device.get('name')}/threads={fp.get('threads')}"
+    base = f"{device.get('type')}/{device.get('arch')}/{device.get('name')}/threads={fp.get('threads')}"
+    isa = (fp.get("cpu_kernels") or {}).get("isa")
+    return f"{base}/isa={isa}" if isa else base
 
 
 def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
@@ -184,3 +222,26 @@ def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> 
     if not a or not b:
         return list(NUMERICS_KEYS)
     return [key for key in NUMERICS_KEYS if a.get(key) != b.get(key)]
+
+
+def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    """One sentence when two fingerprints ran on machines whose kernels differ ("" when they do not
+    or when either is unknown): another device model or another ISA level torch dispatches to. A
+    report comparing them says so beside its verdict, since their latencies are never compared and
+    their rounding may differ."""
+    if not a or not b:
+        return ""
+    parts = []
+    da, db = a.get("device") or {}, b.get("device") or {}
+    if (da.get("type"), da.get("name")) != (db.get("type"), db.get("name")):
+        parts.append(f"device {db.get('name', '?')} -> {da.get('name', '?')}")
+    ka, kb = a.get("cpu_kernels") or {}, b.get("cpu_kernels") or {}
+    for key, label in (("isa", "CPU ISA"), ("onednn", "oneDNN"), ("blas", "BLAS"), ("sdpa_backends", "SDPA backends")):
+        if kb.get(key, "unknown") != ka.get(key, "unknown"):
+            old = ",".join(kb[key]) if isinstance(kb.get(key), list) else kb.get(key, "not recorded")
+            new = ",".join(ka[key]) if isinstance(ka.get(key), list) else ka.get(key, "not recorded")
+            parts.append(f"{label} {old} -> {new}")
+    if not parts:
+        return ""
+    return ("another machine: " + "; ".join(parts) + " (baseline -> this run): latency is compared on the same "
+            "hardware class only, and floating-point rounding may differ")
