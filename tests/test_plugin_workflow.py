@@ -375,6 +375,37 @@ def test_reference_outcomes_need_no_record(pytester: pytest.Pytester):
     assert [p.name for k in records.env_keys() for p in records.record_paths(k)] == ["test_checked_twice.json"]
 
 
+STOPPED_MODULE = '''
+from harness.schema import Observation
+
+
+def test_regresses_then_stops(golden):
+    obs = Observation()
+    obs.reference("rows_as_specified", [1, 2, 9], [1, 2, 3])
+    golden.check_all(obs.stop("the rest of the case cannot run"))
+
+
+def test_stops_clean(golden):
+    obs = Observation()
+    obs.reference("rows_as_specified", [1, 2, 3], [1, 2, 3])
+    golden.check_all(obs.stop("the rest of the case cannot run"))
+'''
+
+
+def test_a_case_that_stops_after_a_regression_fails_and_one_that_stops_clean_is_skipped(pytester: pytest.Pytester):
+    """`obs.stop` after a regression: the plain pytest run fails the test (exit 1, the regression
+    named), as `harness check` does; a stop without one is still a skip with its reason."""
+    write_pyproject(pytester)
+    (pytester.path / "test_stopped.py").write_text(STOPPED_MODULE)
+    run = run_inline(pytester)
+    run.assert_outcomes(failed=1, skipped=1)
+    assert run.ret == 1
+    run.stdout.fnmatch_lines(["*rows_as_specified [[]exact, reference[]]*", "*the case then stopped: the rest of*"])
+    status = {(o["case"], o["field"]): o["status"] for o in results(pytester)["outcomes"]}
+    assert status == {("test_regresses_then_stops", "rows_as_specified"): "regression",
+                      ("test_stops_clean", "rows_as_specified"): "pass"}
+
+
 HOLM_MODULE = '''
 import json
 import pathlib

@@ -11,6 +11,7 @@ import torch
 
 from harness import cases
 from harness.designs import stopping
+from harness.engine.stopping import StopRule
 from harness.subjects.hf_stopping import SuppressUntil, first_stops
 
 TEXTS = ["P", "P a", "P a b", "P a bc", "P a bcd"]  # prompt "P", then tokens " a", " b", "c", "d"
@@ -18,30 +19,21 @@ TEXTS = ["P", "P a", "P a b", "P a bc", "P a bcd"]  # prompt "P", then tokens " 
 
 def test_the_first_stop_on_a_stream_names_every_reason_at_that_step():
     stream = [10, 11, 12, 13]
-    assert stopping.expected_stop(stream, TEXTS, eos=[12], stop_strings=[], max_new=4) == \
-        {"new_tokens": 3, "by": ["eos"], "tokens": [10, 11, 12]}
+
+    def rule(**kwargs):
+        return StopRule.of(prompt_len=1, **kwargs)
+
+    assert rule(eos=[12], max_new_tokens=4).stop(stream, TEXTS) == {"new_tokens": 3, "by": ["eos"]}
     # a stop string completed by the token that is also an eos id, at the last allowed step: three reasons
-    assert stopping.expected_stop(stream, TEXTS, eos=[12], stop_strings=["bc"], max_new=3)["by"] == \
+    assert rule(eos=[12], stop_strings=["bc"], max_new_tokens=3).stop(stream, TEXTS)["by"] == \
         ["eos", "max_length", "stop_string"]
-    assert stopping.expected_stop(stream, TEXTS, eos=[], stop_strings=["@"], max_new=2) == \
-        {"new_tokens": 2, "by": ["max_length"], "tokens": [10, 11]}
+    assert rule(stop_strings=["@"], max_new_tokens=2).stop(stream, TEXTS) == {"new_tokens": 2, "by": ["max_length"]}
     # a stream shorter than max_new that nothing stops (cannot happen in a run: recorded as it is)
-    assert stopping.expected_stop(stream[:1], TEXTS, eos=[], stop_strings=[], max_new=4)["new_tokens"] is None
-
-
-@pytest.mark.parametrize(("before", "after", "stop", "matches"), [
-    ("P a", "P a bc", "bc", True),        # completed by the last token
-    ("P a b", "P a bc", "bc", True),      # spans the last two tokens
-    ("P a bc", "P a bcd", "bc", False),   # ends before the last token ("d"): StopStringCriteria does not match
-    ("P a", "P a bcd", "bc", True),       # the last token overhangs the stop string
-    ("xbc", "xbc a", "bc", False),        # only in the text before: an old occurrence does not stop
-])
-def test_a_stop_string_matches_only_when_it_overlaps_the_last_token(before, after, stop, matches):
-    assert stopping.ends_in_last_token(before, after, stop) is matches
+    assert rule(max_new_tokens=4).stop(stream[:1], TEXTS)["new_tokens"] is None
 
 
 def test_a_stop_string_hit_in_the_prompt_tail_and_first_token_counts():
-    assert stopping.expected_stop([7], ["the ke", "the key"], eos=[], stop_strings=["key"], max_new=5)["by"] == \
+    assert StopRule.of(2, stop_strings=["key"], max_new_tokens=5).stop([7], ["the ke", "the key"])["by"] == \
         ["stop_string"]
 
 
@@ -70,10 +62,8 @@ def test_the_library_s_first_stop_per_row_from_its_criteria_calls():
     assert first_stops([], rows=1, prompt_len=10) == [{"new_tokens": None, "by": []}]
 
 
-def test_a_row_as_generated_and_what_filled_it():
+def test_what_filled_a_row_after_the_library_stopped_it():
     row = [4, 5, 0, 0]
-    assert stopping.observed_stop(row, {"new_tokens": 2, "by": ["eos"]}) == \
-        {"new_tokens": 2, "by": ["eos"], "tokens": [4, 5]}
     assert stopping.fill_after(row, 2) == [0, 0]
     assert stopping.fill_after(row, None) == []
 
@@ -84,9 +74,8 @@ def test_eos_ids_of_a_generation_config(value, ids):
 
 
 def test_what_a_streamer_must_hand_out():
-    assert stopping.expected_stream_text("P", " a b", "TextIteratorStreamer", skip_prompt=True) == " a b"
-    assert stopping.expected_stream_text("P", " a b", "TextIteratorStreamer", skip_prompt=False) == "P a b"
-    assert stopping.expected_stream_text("P", " a b", "TextStreamer", skip_prompt=True) == " a b\n"
+    assert stopping.expected_stream_text(" a b", "TextIteratorStreamer") == " a b"
+    assert stopping.expected_stream_text("P a b", "TextStreamer") == "P a b\n"  # print()'s closing newline
 
 
 def test_suppress_until_masks_the_ids_only_before_the_count():

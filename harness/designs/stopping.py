@@ -9,12 +9,15 @@ min_new_tokens (the eos list's extra token suppressed where it would come, and r
 the step it comes: `MIN_NEW`), and a batch
 of 2 where one row stops early (with an explicit pad token, and without: which token fills).
 
-The oracle is the library's own unstopped run: a greedy row's prefix does not depend on when it
-stops, so the same generate() with only max_new_tokens (and, for min_new_tokens, the harness's own
-`SuppressUntil` in place of the library's processor) gives the stream each row must follow, and
-`expected_stop` says where on it the row must stop and why - same library, same numerics, compared
-exactly. The chosen eos token, stop string and min_new_tokens come from that stream (`pick_token`,
-`pick_word`), so they exist on any model, a user's too.
+The oracle is the harness's stop rule (harness/engine/stopping.py `StopRule`, `rows`), never the
+library's own stopping verdict: a greedy row's prefix does not depend on when it stops, so the same
+generate() with only max_new_tokens (and, for min_new_tokens, the harness's own `SuppressUntil` in
+place of the library's processor) gives the stream each row follows; the rule reads that stream,
+the eos ids, the limits and the stop strings - matched on the text of the `tokenizers` library
+reading the checkpoint's tokenizer.json (harness/engine/detokenize.py), not on transformers' decode
+- and says where each row stops, why, how long the batch is and what fills a finished row. The
+chosen eos token, stop string and min_new_tokens come from that stream (`pick_token`, `pick_word`),
+so they exist on any model, a user's too.
 
   setup       exact   what the case asked for (eos list, stop strings, limits, pad token)
   error       exact   the exception generate() raised, or None
@@ -22,13 +25,18 @@ exactly. The chosen eos token, stop string and min_new_tokens come from that str
   text        exact   each row decoded (follows tokens)
   stopped     exact   per row: the new tokens when the library's criteria first said stop, and
                       which (max_length, eos, stop_string - each StoppingCriteria call recorded)
-  pad_fill    exact   batch cases: per row, the ids after its stop
- references, computed in the run:
-  stops_as_specified  exact  per row {new_tokens, by, tokens} equals `expected_stop` on the unstopped
-                             stream
-  pad_fill_as_specified exact the finished row is filled with the pad_token_id passed (pad-batch), or,
-                             none passed, with the generation config's pad token, else the first eos
-                             id (pad-batch-default: the documented fallback)
+  pad_fill    exact   batch cases: per row, the ids after the library's stop
+ references, computed in the run (the stop rule on the unstopped stream; a stop-string case whose
+ model has no decoder of its own is `not checked`, with the reason):
+  stops_as_specified  exact  per row {tokens: the returned row up to the rule's stop, length: the
+                             returned row's} equals {the stream up to that stop, the batch length
+                             the rule gives}: a row that stops early, late (one more token, a pad
+                             included) or on the wrong id fails, whatever the library's criteria said
+  criteria_as_specified exact the library's own first stop per row {new_tokens, by} equals the rule's
+  pad_fill_as_specified exact batch cases: the returned ids after the rule's stop are the rule's fill:
+                             the pad_token_id passed (pad-batch), or, none passed, the generation
+                             config's pad token, else the first eos id (pad-batch-default: the
+                             documented fallback), up to the batch length
 
 **Streaming.** TextStreamer (what it prints) and TextIteratorStreamer (what its iterator yields),
 each with skip_prompt off and on, on plain and assisted generate() (`COMBINATIONS`); and a batch of 2,
@@ -39,21 +47,31 @@ which TextStreamer refuses ("only supports batch size 1") - recorded as the erro
   streamed    exact   per combination: the text handed out, concatenated (follows tokens)
   pieces      exact   per combination: the pieces, in order (how the streamer cuts text: 5.24 prints
                       letters at once, 5.14 waited for a space); presentation - a difference is
-                      `changed`, never a regression: the contract is streamed_equals_decode
- references, computed in the run:
-  streamed_equals_decode  exact  the concatenation equals the tokenizer's decode of the returned ids
-                                 (the prompt's too unless skip_prompt; TextStreamer ends with a newline)
+                      `changed`, never a regression: the contracts are the two references below
+ references, computed in the run (on the `tokenizers` decode of the checkpoint's tokenizer.json,
+ `not checked` with the reason where there is none):
+  streamed_equals_decode  exact  the harness's own join of the pieces the streamer handed out equals
+                                 the decode of the ids it was fed (the prompt's and the returned new
+                                 ids, together, unless skip_prompt; TextStreamer ends with a newline)
+  pieces_as_formed        exact  per combination min(pieces, least) equals least: the text pieces
+                                 handed out are at least `least_pieces` of the fed text - a word is
+                                 out once the space after it arrived, one put() per token (assisted:
+                                 per draft tokens + 1) - so a streamer that holds its text until
+                                 end() fails on a first run
   tokens_equal_unstreamed tokens a streamer does not change the ids: each combination's equal a run
                                  without one
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from harness.engine import stopping as stop_rule
+from harness.engine.detokenize import Decoder
+from harness.engine.stopping import StopRule, least_pieces, prefix_texts
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_stopping import STREAMERS, Stopped, SuppressUntil, stop_run, stream_run
@@ -95,37 +113,6 @@ def pick_word(pieces: Sequence[str], texts: Sequence[str], start: int = PICK_FRO
     return None
 
 
-def ends_in_last_token(before: str, after: str, stop: str) -> bool:
-    """`stop` occurs in `after` (the text with the last token) ending past `before` (the text
-    without it): it overlaps the last token, which is when StopStringCriteria matches."""
-    start = after.rfind(stop)
-    return start >= 0 and start + len(stop) > len(before)
-
-
-def expected_stop(stream: Sequence[int], texts: Sequence[str], eos: Sequence[int], stop_strings: Sequence[str],
-                  max_new: int) -> dict[str, Any]:
-    """Where a row following `stream` must stop, and why: the first step whose token is an eos id
-    ("eos"), completes a stop string ("stop_string"; `texts[i]` is the decoded prompt and first i
-    tokens) or reaches max_new tokens ("max_length"); {"new_tokens", "by", "tokens"}."""
-    for i, token in enumerate(stream[:max_new]):
-        by = []
-        if token in eos:
-            by.append("eos")
-        if any(ends_in_last_token(texts[i], texts[i + 1], s) for s in stop_strings):
-            by.append("stop_string")
-        if i + 1 == max_new:
-            by.append("max_length")
-        if by:
-            return {"new_tokens": i + 1, "by": sorted(by), "tokens": list(stream[:i + 1])}
-    return {"new_tokens": None, "by": [], "tokens": list(stream[:max_new])}
-
-
-def observed_stop(row: Sequence[int], stop: dict[str, Any]) -> dict[str, Any]:
-    """A row as generated, in `expected_stop`'s shape: where the library's criteria stopped it."""
-    n = stop["new_tokens"]
-    return {"new_tokens": n, "by": stop["by"], "tokens": list(row[:n] if n is not None else row)}
-
-
 def fill_after(row: Sequence[int], new_tokens: int | None) -> list[int]:
     """The ids a batch appended to a row after it stopped."""
     return [] if new_tokens is None else list(row[new_tokens:])
@@ -138,10 +125,20 @@ def eos_ids(value: Any) -> list[int]:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
-def expected_stream_text(prompt: str, new: str, streamer: str, skip_prompt: bool) -> str:
-    """What a streamer must hand out in all: the decoded new ids, after the decoded prompt unless
-    skip_prompt, and TextStreamer's closing newline (`print(..., end=None)` at the stream's end)."""
-    return ("" if skip_prompt else prompt) + new + ("\n" if streamer == "TextStreamer" else "")
+def expected_stream_text(text: str, streamer: str) -> str:
+    """What a streamer must hand out in all: the text of what it was fed (the new ids, after the
+    prompt unless skip_prompt, decoded together) and TextStreamer's closing newline
+    (`print(..., end=None)` at the stream's end)."""
+    return text + ("\n" if streamer == "TextStreamer" else "")
+
+
+def text_pieces(pieces: Sequence[str], streamer: str) -> int:
+    """The non-empty pieces of text a streamer handed out (TextStreamer's closing newline, its own
+    write at the end, is not a piece of the text)."""
+    pieces = [p for p in pieces if p]
+    if streamer == "TextStreamer" and pieces and pieces[-1] == "\n":
+        pieces = pieces[:-1]
+    return len(pieces)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,9 +152,9 @@ def _prompts(zoo: Any, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
     return first, torch.cat([first[:, :length], second[:, :length]])
 
 
-def _texts(decode: Callable[[list[int]], str], prompt: list[int], stream: Sequence[int]) -> list[str]:
-    """The decoded prompt followed by the first i tokens of the stream, for i = 0..len(stream)."""
-    return [decode(prompt + list(stream[:i])) for i in range(len(stream) + 1)]
+def _decoder(zoo: Any, model: str) -> Decoder | str:
+    """The model's decode that is not the library's (harness/engine/detokenize.py), or why none."""
+    return zoo.memo(("stopping-decoder", model), lambda: Decoder.of(zoo.directory(model)))
 
 
 def _unstopped(zoo: Any, case: Case, ids: torch.Tensor, extra: tuple = (), **settings: Any) -> Stopped:
@@ -185,6 +182,7 @@ def stop(zoo: Any, case: Case) -> Observation:
     if check == "pad-batch" and pad is None:
         return _cannot(obs, f"{case.model} has no pad token (config and tokenizer): the fill of a finished row is "
                             "the pad-batch-default case's")
+    decode = _decoder(zoo, case.model)
     base = _unstopped(zoo, case, ids)
     if base.error is not None:
         obs.add("error", base.error, unstopped=True)
@@ -211,7 +209,8 @@ def stop(zoo: Any, case: Case) -> Observation:
                                     logits_processor=[SuppressUntil(ids.shape[1], count, settings["eos_token_id"])])
             reference_rows = suppressed.rows
     elif check == "stop-string-hit":
-        word = pick_word([tok.decode([t]) for t in stream], _texts(tok.decode, prompt, stream))
+        picking = tok.decode if isinstance(decode, str) else decode  # only chooses the setting
+        word = pick_word([picking([t]) for t in stream], prefix_texts(picking, prompt, stream))
         if word is None:
             return _cannot(obs, f"no word of the unstopped stream can serve as a stop string: {tok.decode(stream)!r}")
         stop_strings = [word]
@@ -234,17 +233,31 @@ def stop(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
     obs.add("text", [tok.decode(r) for r in got.rows], follows="tokens")
     obs.add("stopped", got.stops, follows="tokens")
-    stop_eos = settings.get("eos_token_id", eos)
-    expected = [expected_stop(row, _texts(tok.decode, ids[r].tolist(), row), stop_eos, stop_strings, n)
-                for r, row in enumerate(reference_rows)]
-    obs.reference("stops_as_specified", [observed_stop(row, s) for row, s in zip(got.rows, got.stops, strict=True)],
-                  expected, implementations_differ=False)
     if check in BATCH_CHECKS:
-        fills = [fill_after(row, s["new_tokens"]) for row, s in zip(got.rows, got.stops, strict=True)]
-        obs.add("pad_fill", fills, follows="tokens")
-        config_pad = model.generation_config.pad_token_id
-        filler = pad if check == "pad-batch" else (config_pad if config_pad is not None else stop_eos[0])
-        obs.reference("pad_fill_as_specified", fills, [[filler] * len(f) for f in fills],
+        obs.add("pad_fill", [fill_after(row, s["new_tokens"]) for row, s in zip(got.rows, got.stops, strict=True)],
+                follows="tokens")
+    if stop_strings and isinstance(decode, str):
+        judged = ("stops_as_specified", "criteria_as_specified", *(("pad_fill_as_specified",) * (check in BATCH_CHECKS)))
+        for name in judged:
+            obs.skipped(name, "exact", f"stop strings are matched on a decode that is not transformers': {decode}",
+                        category="not-checkable")
+        return obs
+    stop_eos = settings.get("eos_token_id", eos)
+    config_pad = model.generation_config.pad_token_id
+    filler = pad if check != "pad-batch-default" else (config_pad if config_pad is not None else stop_eos[0])
+    rule = StopRule.of(ids.shape[1], stop_eos, stop_strings, settings.get("max_new_tokens"), settings.get("max_length"),
+                       settings.get("min_new_tokens"))
+    texts = [prefix_texts(decode, ids[r].tolist(), row) if stop_strings else [""] * (len(row) + 1)
+             for r, row in enumerate(reference_rows)]
+    want = stop_rule.rows(rule, reference_rows, texts, filler)
+    obs.reference("stops_as_specified",
+                  [{"tokens": row[:c], "length": len(row)} for row, c in zip(got.rows, want["cut"], strict=True)],
+                  [{"tokens": row[:c], "length": want["length"]} for row, c in zip(want["rows"], want["cut"], strict=True)],
+                  expected_extras={"stops": want["stops"]}, implementations_differ=False)
+    obs.reference("criteria_as_specified", got.stops, want["stops"], implementations_differ=False)
+    if check in BATCH_CHECKS:
+        obs.reference("pad_fill_as_specified", [row[c:] for row, c in zip(got.rows, want["cut"], strict=True)],
+                      [row[c:] for row, c in zip(want["rows"], want["cut"], strict=True)],
                       observed_extras={"generation_config_pad_token_id": config_pad}, implementations_differ=False)
     return obs
 
@@ -283,11 +296,20 @@ def stream(zoo: Any, case: Case) -> Observation:
             combinations=list(ok))
     obs.add("streamed", {k: "".join(r.pieces) for k, r in ok.items()}, follows="tokens")
     obs.add("pieces", {k: r.pieces for k, r in ok.items()}, follows="tokens", presentation=True)
-    prompt_text = tok.decode(single[0].tolist())
-    expected = {k: expected_stream_text(prompt_text, tok.decode(r.tokens), k.split(".")[0], k.endswith("True"))
-                for k, r in ok.items()}
-    obs.reference("streamed_equals_decode", {k: "".join(r.pieces) for k, r in ok.items()}, expected,
-                  implementations_differ=False)
+    decode = _decoder(zoo, case.model)
+    if isinstance(decode, str):
+        for name in ("streamed_equals_decode", "pieces_as_formed"):
+            obs.skipped(name, "exact", f"the streamed text is judged on a decode that is not transformers': {decode}",
+                        category="not-checkable")
+    else:
+        prompt, window = single[0].tolist(), (case.draft_tokens or n) + 1 if assistant is not None else 1
+        fed = {k: prefix_texts(decode, [] if k.endswith("True") else prompt, r.tokens) for k, r in ok.items()}
+        obs.reference("streamed_equals_decode", {k: "".join(r.pieces) for k, r in ok.items()},
+                      {k: expected_stream_text(fed[k][-1], k.split(".")[0]) for k in ok}, implementations_differ=False)
+        counts = {k: text_pieces(r.pieces, k.split(".")[0]) for k, r in ok.items()}
+        least = {k: least_pieces(fed[k], window, prompt_streamed=not k.endswith("True")) for k in ok}
+        obs.reference("pieces_as_formed", {k: min(counts[k], least[k]) for k in ok}, least,
+                      observed_extras={"pieces": counts, "window": window}, implementations_differ=False)
     if unstreamed.error is not None:
         obs.skipped("tokens_equal_unstreamed", "tokens",
                     f"generate() without a streamer raised {unstreamed.error['type']}: {unstreamed.error['message']}")

@@ -355,6 +355,16 @@ FAULTS: tuple[Fault, ...] = (
           notes="imitates vllm-project/vllm #46243 (\"Fix min_tokens off-by-one in the V2 GPU sampler\": stop tokens "
                 "were suppressed while pos < min_len with pos one behind the length, so min_tokens=N forced N + 1 "
                 "non-EOS tokens) in transformers' own MinNewTokensLengthLogitsProcessor"),
+    Fault("stopping-criteria-one-step-late", "stopping",
+          "the decoding loop judges its stopping criteria on the ids without the token just appended: eos, "
+          "max_length and stop strings all stop one step late, while every criterion's own verdict reads on time",
+          Catch("stopping", "llama-target.stop.*", "stops_as_specified"),
+          (edit(GEN, "GenerationMixin._sample",
+                ("unfinished_sequences = unfinished_sequences & ~stopping_criteria(input_ids, scores)",
+                 "unfinished_sequences = unfinished_sequences & ~stopping_criteria(input_ids[:, :-1], scores)")),),
+          notes="modelled on transformers #27785 (\"max_new_tokens is set, but longer output is generated\": rows "
+                "longer than the limit asked for) and on 5.24's DeferredStopCheck, which reports the stop one step "
+                "late by design and must undo that step - here the late verdict without the undo"),
     # streaming (suites/test_stopping.py: the streamed text against the tokenizer's decode) -----------
     Fault("streamer-skip-prompt-streams-prompt", "streaming",
           "TextStreamer.put clears its skip_prompt flag on the prompt but does not return: the prompt is streamed "
@@ -373,6 +383,15 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on neuralmagic/deepsparse #1292 (\"streaming skips generated token added from last prompt "
                 "token\": the token the model adds after the last known token was returned but never streamed), in "
                 "the one loop that streams several tokens a step"),
+    Fault("streamer-holds-text-until-end", "streaming",
+          "TextStreamer.put caches the new ids and returns: nothing is handed out until end(), which flushes the "
+          "whole text at once (TextIteratorStreamer inherits it) - the text is right, it just is not streamed",
+          Catch("stopping", "llama-target.stream.plain", "pieces_as_formed"),
+          (edit(STREAM, "TextStreamer.put",
+                ("self.token_cache.extend(value.tolist())", "self.token_cache.extend(value.tolist()); return")),),
+          notes="modelled on transformers #28849 (\"TextStreamer: An option to print / put every single token\") and "
+                "PR #36708 (\"Fix long lagging when streaming text without spaces\": TextStreamer refused to flush its "
+                "buffer until a space came, so text without one arrived only at the end) - taken to every text"),
     # long context (suites/test_long_context.py: far positions against the engine's scaled RoPE) -----
     Fault("llama3-rope-returns-unscaled", "long context",
           "the llama3 RoPE init computes the scaled frequencies and returns the unscaled ones: positions past "

@@ -116,7 +116,8 @@ class Golden:
 
     def check_all(self, observation: Observation) -> list[Outcome]:
         """Every field of a subject's observation (`CaseCheck.check_all`). An observation that
-        `stopped` early reports the test skipped with its reason, after its checks so far are in."""
+        `stopped` early reports the test skipped with its reason, after its checks so far are in -
+        unless one of them regressed: the plugin then fails the test (harness/plugin/session.py)."""
         out = self.core.check_all(observation)
         if observation.stopped:
             pytest.skip(observation.stopped)

@@ -178,9 +178,14 @@ class HarnessSession:
         golden: Golden | None = item.stash.get(GOLDEN_KEY, None)
         try:
             result = yield
-        except pytest.skip.Exception:
-            if golden is not None:
-                golden.finish()  # checks made before a skip (e.g. a capability) are kept
+        except pytest.skip.Exception as exc:
+            # checks made before a skip (e.g. a capability) are kept; one of them regressed (a case
+            # stopped after a regression): the test fails, never SKIPPED
+            message = golden.finish() if golden is not None else ""
+            if message:
+                if not golden.write_failed:
+                    self.regressed.add(item.nodeid)
+                pytest.fail(f"{message}\n  (the case then stopped: {exc.msg})", pytrace=False)
             raise
         except NotSupported as exc:  # this version has no such family: a per-version fact, not a break
             if golden is not None:
