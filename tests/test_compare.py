@@ -329,10 +329,10 @@ def dev(tv: float, baseline: float | None, mechanism=("q_ver is not q_draw",)) -
     (0.04, None, Status.REGRESSION, "deviation"),  # a first run with a bias: nothing accepted it
     (0.04, 1e-7, Status.REGRESSION, "deviation"),  # new
     (0.04, 0.04, Status.CHANGED, "known-deviation"),  # the baseline has it: not a red CI forever
-    (0.03, 0.04, Status.CHANGED, "known-deviation"),
+    (0.03, 0.04, Status.REGRESSION, "deviation"),  # another size: not the deviation the baseline has
     (0.06, 0.04, Status.REGRESSION, "deviation"),  # larger than the baseline's
     (1e-7, 0.04, Status.CHANGED, "fixed"),  # gone
-], ids=["exact", "exact-no-baseline", "first-run", "new", "known", "known-smaller", "larger", "fixed"])
+], ids=["exact", "exact-no-baseline", "first-run", "new", "known", "smaller", "larger", "fixed"])
 def test_a_deviation_is_decided_exactly_against_its_tolerance_and_the_baseline(tv, baseline, status, category):
     result = dev(tv, baseline)
     assert (result.status, result.category) == (status, category)
@@ -589,3 +589,66 @@ def test_every_committed_latency_field_reaches_a_full_runs_alpha_at_its_stated_s
     slower = {**entry, "samples": [s * (1 + detectable) * 1.1 for s in entry["samples"]]}
     got = compare_field(name, Field("latency", slower), Field("latency", entry), policy)
     assert (got.status, got.category) == (Status.REGRESSION, "slowdown"), got.detail
+
+
+# ----------------------------------------------------------------------------------------------
+# a known deviation is the same deviation: mechanism, positions, size; coverage never shrinks
+
+KNOWN = {"detectable_tv": 1e-5, "mechanism": ["the target p differs from the exact one (TV 0.04, call 0 step 1 row 0)"],
+         "worst_at": "call 0 step 1 row 0", "deviating_at": ["call 0 step 1 row 0"]}
+
+
+def known_vs(tv: float = 0.04, positions: int = 9, **extras) -> Outcome:
+    """A deviation observed with `extras` replacing KNOWN's, against the baseline holding KNOWN."""
+    new = Field("deviation", {"tv": tv, "positions": positions}, {**KNOWN, **extras})
+    return compare_field("exact_target", new, Field("deviation", {"tv": 0.04, "positions": 9}, dict(KNOWN)), SAME)
+
+
+def test_the_same_deviation_is_known_whatever_sizes_its_mechanism_text_quotes():
+    requoted = [KNOWN["mechanism"][0].replace("0.04", "0.0400001")]
+    assert (known_vs().status, known_vs().category) == (Status.CHANGED, "known-deviation")
+    assert known_vs(mechanism=requoted).category == "known-deviation"
+
+
+@pytest.mark.parametrize(("extras", "why"), [
+    ({"worst_at": "call 1 step 0 row 2", "deviating_at": ["call 1 step 0 row 2"]}, "worst position moved"),
+    ({"deviating_at": [*KNOWN["deviating_at"], "call 1 step 3 row 1"]}, "positions the baseline did not"),
+    ({"mechanism": ["the acceptance test used another q than the draft was drawn from (TV 0.04)"]}, "another mechanism"),
+], ids=["moved", "another-place-too", "another-mechanism"])
+def test_a_deviation_elsewhere_or_of_another_mechanism_is_a_regression(extras, why):
+    got = known_vs(**extras)
+    assert (got.status, got.category) == (Status.REGRESSION, "deviation") and why in got.detail, got.detail
+
+
+def test_the_known_deviation_fixed_while_a_smaller_one_appears_elsewhere_is_a_regression():
+    smaller = KNOWN["detectable_tv"] * 100  # still far beyond the tolerance, but below the known 0.04
+    got = known_vs(tv=smaller, worst_at="call 1 step 5 row 0", deviating_at=["call 1 step 5 row 0"])
+    assert got.status is Status.REGRESSION and "worst position moved" in got.detail
+
+
+@pytest.mark.parametrize("tv", [1e-7, 0.04], ids=["exact", "known-deviation"])
+def test_fewer_positions_observed_than_the_baseline_is_coverage_lost(tv):
+    base = Field("deviation", {"tv": tv, "positions": 18}, dict(KNOWN))
+    for seen in (17, 1):
+        got = compare_field("exact_emitted", Field("deviation", {"tv": tv, "positions": seen}, dict(KNOWN)), base, SAME)
+        assert (got.status, got.category) == (Status.REGRESSION, "coverage-lost"), got.detail
+        assert str(seen) in got.detail and "18" in got.detail
+
+
+@pytest.mark.parametrize("generated", [2, 16])
+def test_a_first_run_must_observe_every_sampled_token_it_generated(generated):
+    """No baseline: the hooks must have seen at least one position per generated token."""
+    short = Field("deviation", {"tv": 1e-7, "positions": generated - 1}, {"detectable_tv": 1e-5, "min_positions": generated})
+    full = Field("deviation", {"tv": 1e-7, "positions": generated}, {"detectable_tv": 1e-5, "min_positions": generated})
+    assert compare_field("exact_emitted", short, None, SAME).category == "coverage-lost"
+    assert compare_field("exact_emitted", short, None, SAME).status is Status.REGRESSION
+    assert compare_field("exact_emitted", full, None, SAME).status is Status.NEW
+
+
+def test_a_hook_that_found_its_target_in_the_baseline_and_nothing_now_is_coverage_lost():
+    hook = "LogitsProcessorList.__call__: not found"
+    base = Field("deviation", {"tv": 1e-7, "positions": 9}, {"detectable_tv": 1e-5, "hooks_missing": []})
+    now = Field("deviation", {"tv": 1e-7, "positions": 9}, {"detectable_tv": 1e-5, "hooks_missing": [hook]})
+    got = compare_field("exact_emitted", now, base, SAME)
+    assert (got.status, got.category) == (Status.REGRESSION, "coverage-lost") and hook.split(":")[0] in got.detail
+    assert compare_field("exact_emitted", base, now, SAME).status is Status.PASS  # a hook found again is no loss
