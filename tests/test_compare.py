@@ -264,10 +264,16 @@ def test_distribution_zero_probability_draw_is_a_regression():
     assert result.status is Status.REGRESSION and "zero-probability" in result.detail
 
 
-def test_distribution_small_sample_is_underpowered_not_passed_silently():
-    result = dist([21, 11, 6, 2, 0])
-    assert (result.status, result.category) == (Status.PASS, "underpowered")
-    assert result.diff["samples_needed"] > 40 and "need n >=" in result.detail
+def test_distribution_small_sample_is_not_checked_never_passed():
+    """A fit that cannot rule out tv_max is `not checked` (skipped), with the effect it does detect."""
+    from harness.checking.stats import DESIGN_POWER, detectable_tv
+
+    counts = [21, 11, 6, 2, 0]
+    result = dist(counts)
+    assert (result.status, result.category) == (Status.SKIPPED, "not-checked")
+    assert result.diff["samples_needed"] > sum(counts) and f"needs n >= {result.diff['samples_needed']}" in result.detail
+    seen = detectable_tv(sum(counts), DESIGN_POWER, result.diff["alpha"], 4)
+    assert result.diff["detectable_tv"] == pytest.approx(seen) and f"TV {seen:.3f}" in result.detail
 
 
 def design(n: int, tv: float = 0.2, alpha: float = 0.01, bins: int = 4) -> dict:
@@ -276,7 +282,7 @@ def design(n: int, tv: float = 0.2, alpha: float = 0.01, bins: int = 4) -> dict:
     return SampleDesign(n, alpha, alpha, tv, 0.0, tv, bins).with_n(n).extras()
 
 
-def test_distribution_with_a_design_is_underpowered_when_it_cannot_rule_out_tv_max():
+def test_distribution_with_a_design_is_not_checked_when_it_cannot_rule_out_tv_max():
     """Reachable with the field's own design in its extras (it used to pass whenever detectable_tv was there):
     power 0.8 at TV 0.2 fits, but TV <= tv_max (0.05) is not ruled out."""
     from harness.checking.stats import samples_needed
@@ -285,8 +291,17 @@ def test_distribution_with_a_design_is_underpowered_when_it_cannot_rule_out_tv_m
     counts = [round(n * p) for p in EXPECTED[:4]]
     counts[0] += n - sum(counts)
     result = compare_field("joint", Field("distribution", counts + [0], {"expected": EXPECTED, **design(n)}), None, SAME)
-    assert (result.status, result.category) == (Status.NEW, "underpowered")
+    assert (result.status, result.category) == (Status.SKIPPED, "not-checked")  # a first run too: never `new`
     assert result.diff["power"] >= 0.8 and "cannot rule out TV > 0.05" in result.detail
+    assert result.diff["detectable_tv"] <= 0.2  # the design's TV is what it does detect
+
+
+def test_a_fit_not_checked_still_fails_on_a_misfit_it_can_see():
+    """`not checked` is about tv_max only: a misfit larger than what n detects stays a regression."""
+    n = 200
+    skewed = [n, 0, 0, 0, 0]  # every draw on the first outcome
+    result = compare_field("joint", Field("distribution", skewed, {"expected": EXPECTED, **design(n)}), None, SAME)
+    assert (result.status, result.category) == (Status.REGRESSION, "distribution-mismatch")
 
 
 @pytest.mark.parametrize(("counts", "expected", "extras", "why"), [
@@ -357,7 +372,7 @@ def test_a_known_deviation_across_numerics_may_move_by_the_rounding_allowance(tv
 
 
 def test_distribution_dict_counts_and_two_sample_without_expected():
-    keyed = compare_field("d", Field("distribution", {"7": 500, "9": 500}, {"expected": {"7": 0.5, "9": 0.5}}),
+    keyed = compare_field("d", Field("distribution", {"7": 5000, "9": 5000}, {"expected": {"7": 0.5, "9": 0.5}}),
                           Field("distribution", {"7": 1, "9": 1}), SAME)
     assert keyed.status is Status.PASS
     same = cmp("distribution", [480, 320, 200], [500, 300, 200])
@@ -419,9 +434,10 @@ def test_a_busy_machine_is_not_judged_never_a_pass_or_a_regression(changes, says
         assert (got.status, got.category) == (Status.SKIPPED, "not-judged") and says in got.detail
 
 
-def test_latency_underpowered_is_reachable():
+def test_latency_that_cannot_see_the_tolerance_is_not_checked():
     noisy = cmp("latency", lat(1.0, noise=0.8, n=5, seed=7), lat(1.0, noise=0.8, n=5, seed=8))
-    assert (noisy.status, noisy.category) == (Status.PASS, "underpowered") and noisy.diff["detectable_slowdown"] > 0.5
+    assert (noisy.status, noisy.category) == (Status.SKIPPED, "not-checked") and noisy.diff["detectable_slowdown"] > 0.5
+    assert f"{noisy.diff['detectable_slowdown']:.0%}" in noisy.detail
 
 
 def test_latency_reaches_any_alpha():

@@ -324,12 +324,10 @@ def mechanism_key(mechanisms: Sequence[str] | None) -> list[str]:
     return sorted(re.sub(r"\s+", " ", re.sub(r"\([^()]*\)", "", m)).strip() for m in mechanisms or [])
 
 
-def _deviating(f: Field) -> set[str]:
-    """The positions beyond tolerance a field lists (extras "deviating_at"), else its worst one."""
+def _deviating(f: Field) -> set[str] | None:
+    """The positions beyond tolerance a field lists (extras "deviating_at"; None: not listed)."""
     listed = f.extras.get("deviating_at")
-    if isinstance(listed, list):
-        return {str(x) for x in listed}
-    return {str(f.extras.get("worst_at"))}
+    return {str(x) for x in listed} if isinstance(listed, list) else None
 
 
 def coverage_lost(observed: Field, baseline: Field | None) -> str:
@@ -360,15 +358,16 @@ def _hooks(f: Field) -> set[str]:
 
 def _identity_change(observed: Field, baseline: Field, d: float, b: float, tol: float) -> str:
     """What differs between an observed deviation and the baseline's known one ("" when it is the
-    same deviation): its mechanism, its positions (a deviating position the baseline did not have -
-    the known one fixed while another appears elsewhere, or the worst position moved), or its size
-    (|d - b| > tol)."""
+    same deviation): its mechanism, its positions (the worst position moved - the known one fixed
+    while another appears elsewhere - or a deviating position the baseline did not list, where both
+    list them), or its size (|d - b| > tol)."""
     new_m, old_m = mechanism_key(observed.extras.get("mechanism")), mechanism_key(baseline.extras.get("mechanism"))
     if new_m != old_m:
         return f"another mechanism: {'; '.join(new_m) or 'none isolated'} (baseline: {'; '.join(old_m) or 'none isolated'})"
     if observed.extras.get("worst_at") != baseline.extras.get("worst_at"):
         return f"the worst position moved: {observed.extras.get('worst_at')} (baseline {baseline.extras.get('worst_at')})"
-    new_at = sorted(_deviating(observed) - _deviating(baseline))
+    new_at, old_at = _deviating(observed), _deviating(baseline)
+    new_at = sorted(new_at - old_at) if new_at is not None and old_at is not None else []
     if new_at:
         return f"deviates at positions the baseline did not: {', '.join(new_at[:4])}"
     if abs(d - b) > tol:
