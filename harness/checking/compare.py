@@ -16,7 +16,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
 | latency      | {"samples", "calibration", "cpu", "cpu_calibration"}: wall s paired with a matched calibration (a record: {"by_hardware": {class: ...}}) | paired median log ratio vs the record's on the same hardware class; z test with between-run variance beyond (1 + tolerance) at alpha; a busy machine is not judged |
 | memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
-| capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
+| capability   | bool, {feature: bool} or [features]; a path's extras path, ignored | added / removed -> changed (feature-added / feature-removed); accepted but silently doing nothing -> regression (feature-ignored; a path's, in a first run too); a path that ran in the baseline and does not run now -> regression (path-lost) |
 | checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
 | deviation    | {"tv": x, "positions": n}; extras detectable_tv, worst_at, mechanism, deviating_at, min_positions | an observed quantity's distance from its exact value (computed in the run): fewer positions observed than the case generated (or than the baseline) is a regression (coverage-lost); within detectable_tv passes; beyond it, the deviation the baseline already has - same mechanism, worst position, deviating positions and size within the tolerance - is changed (known-deviation), any other a regression, one that disappears changed (fixed); decided without a baseline too |
 
@@ -272,12 +272,33 @@ def _features(value: Any, name: str) -> set[str] | None:
 SILENT_LOSS = {("accepted", "ignored"), ("stored", "dropped")}
 
 
-def compare_capability(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+def _path_verdict(name: str, observed: Field, baseline: Field | None) -> Outcome | None:
+    """A decoding path decided by behaviour (harness/subjects/hf.py `requires`): its keyword accepted
+    but the call silently decoded without the path (extras ignored) is a regression in any run, a
+    first one too (feature-ignored); a path that ran in the baseline (True) and does not run now
+    (False, extras path) is a regression by default (path-lost), whatever the reason."""
+    if observed.extras.get("ignored"):
+        return verdict(name, "capability", Status.REGRESSION, f"silently ignored: {observed.extras.get('why')}",
+                       "feature-ignored", {"old": None if baseline is None else baseline.value, "new": observed.value,
+                                          "in_run": True})
+    if baseline is not None and observed.extras.get("path") and baseline.value is True and observed.value is False:
+        return verdict(name, "capability", Status.REGRESSION, f"the path ran in the baseline and does not run now: "
+                       f"{observed.extras.get('why')}", "path-lost", {"old": True, "new": False})
+    return None
+
+
+def compare_capability(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
     """Feature sets (True flags, or listed names): added / removed -> changed with category
     feature-added / feature-removed (removed wins when both). A feature that is still accepted but
     silently does nothing (a probed pathway going "accepted" -> "ignored", or a config field
     "stored" -> "dropped") is a regression (feature-ignored): a caller gets no error and no effect.
-    A feature that is refused outright is only removed (the caller sees the error)."""
+    A feature that is refused outright is only removed (the caller sees the error) - except a
+    decoding path that ran in the baseline (`_path_verdict`: path-lost, a regression)."""
+    path = _path_verdict(name, observed, baseline)
+    if path is not None:
+        return path
+    if baseline is None:
+        raise ValueError("a capability without a silent loss needs a baseline")
     if isinstance(observed.value, dict) and isinstance(baseline.value, dict):
         lost = sorted(k for k, v in observed.value.items() if (baseline.value.get(k), v) in SILENT_LOSS)
         if lost:
@@ -463,8 +484,10 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
 
 
 def judged_alone(f: Field) -> bool:
-    """The field carries its own exact expectation, so it is decided without a baseline too."""
-    return f.kind == "deviation" or (f.kind in ("distribution", "rate") and "expected" in f.extras)
+    """The field carries its own exact expectation, so it is decided without a baseline too (a path
+    whose keyword was accepted and whose call silently ran without it: extras ignored)."""
+    return (f.kind == "deviation" or (f.kind in ("distribution", "rate") and "expected" in f.extras)
+            or (f.kind == "capability" and bool(f.extras.get("ignored"))))
 
 
 def compare_field(name: str, observed: Field, baseline: Field | None, policy: Policy | None = None) -> Outcome:

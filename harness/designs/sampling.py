@@ -257,6 +257,6 @@ def observe_case(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observ
 
     spec = SamplingSpec.of(case)
     obs = Observation()
-    if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path)):
+    if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path), probe=lambda: zoo.path_probe(spec.case())):
         return obs
     return obs.merge(observe(zoo, spec, run, alpha))
