@@ -259,8 +259,9 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
     baseline_only = [r for r in runs if r.empty_store == MISSED]
     if baseline_only:
         lines += ["", "Only a baseline can see (not caught on an empty store): nothing computed in the run says "
-                  "what these must be - an API contract (the names, signatures and defaults a release exposes), a "
-                  "latency or a memory figure is judged against what the baseline measured:", ""]
+                  "what these must be, so they are judged against what the baseline recorded - API contracts (the "
+                  "names, signatures and defaults a release exposes), latency, memory, and any behaviour that has "
+                  "no in-run oracle yet:", ""]
         lines += [f"- `{r.fault}` ({BY_NAME[r.fault or ''].area})" for r in baseline_only]
     lines += ["", "Notes:", ""]
     lines += [f"- `{f.name}`: {f.notes}" for f in FAULTS if f.notes and any(r.fault == f.name for r in runs)]
