@@ -379,18 +379,23 @@ def _hooks(f: Field) -> set[str]:
 
 def _identity_change(observed: Field, baseline: Field, d: float, b: float, tol: float) -> str:
     """What differs between an observed deviation and the baseline's known one ("" when it is the
-    same deviation): its mechanism, its positions (the worst position moved - the known one fixed
-    while another appears elsewhere - or a deviating position the baseline did not list, where both
-    list them), or its size (|d - b| > tol)."""
+    same deviation): its mechanism, its positions, or its size (|d - b| > tol). Positions: where both
+    list the positions beyond tolerance (extras deviating_at), the two sets must be equal - a position
+    added (a new deviation elsewhere) or gone (the known one fixed while another remains) is another
+    deviation, while the worst moving among the same positions is rounding between near-equal TVs;
+    a record that lists none is compared on its worst position."""
     new_m, old_m = mechanism_key(observed.extras.get("mechanism")), mechanism_key(baseline.extras.get("mechanism"))
     if new_m != old_m:
         return f"another mechanism: {'; '.join(new_m) or 'none isolated'} (baseline: {'; '.join(old_m) or 'none isolated'})"
-    if observed.extras.get("worst_at") != baseline.extras.get("worst_at"):
-        return f"the worst position moved: {observed.extras.get('worst_at')} (baseline {baseline.extras.get('worst_at')})"
     new_at, old_at = _deviating(observed), _deviating(baseline)
-    new_at = sorted(new_at - old_at) if new_at is not None and old_at is not None else []
-    if new_at:
-        return f"deviates at positions the baseline did not: {', '.join(new_at[:4])}"
+    if new_at is not None and old_at is not None:
+        if new_at != old_at:
+            added, gone = sorted(new_at - old_at), sorted(old_at - new_at)
+            return ("deviates at other positions than the baseline: "
+                    + "; ".join(part for part in (f"new at {', '.join(added[:4])}" if added else "",
+                                                  f"gone at {', '.join(gone[:4])}" if gone else "") if part))
+    elif observed.extras.get("worst_at") != baseline.extras.get("worst_at"):
+        return f"the worst position moved: {observed.extras.get('worst_at')} (baseline {baseline.extras.get('worst_at')})"
     if abs(d - b) > tol:
         return f"another size: TV {d:.3g} vs the baseline's {b:.3g} (tolerance {tol:g})"
     return ""
