@@ -68,7 +68,9 @@ class Category(str, Enum):
     UNDERPOWERED = "underpowered"  # fits, but the sample cannot rule out the smallest effect that matters
     NOT_CHECKABLE = "not-checkable"  # the observation cannot distinguish anything (one bin, nothing observed)
     DEVIATION = "deviation"  # an observed sampled quantity differs from its exact value (white box)
-    KNOWN_DEVIATION = "known-deviation"  # ... by no more than the baseline record already does
+    KNOWN_DEVIATION = "known-deviation"  # ... the one the baseline record has (mechanism, positions, size)
+    COVERAGE_LOST = "coverage-lost"  # an observation saw less than it must (fewer positions, hooks, pieces)
+    NOT_CHECKED = "not-checked"  # the sample cannot rule out the smallest effect that matters: no verdict
     DISTRIBUTION_MISMATCH = "distribution-mismatch"
     DISTRIBUTION_SHIFT = "distribution-shift"
     EXACT_DISTRIBUTION_CHANGED = "exact-distribution-changed"  # the exact (computed) distribution itself changed
@@ -84,6 +86,7 @@ class Category(str, Enum):
     FEATURE_ADDED = "feature-added"
     FEATURE_REMOVED = "feature-removed"
     FEATURE_IGNORED = "feature-ignored"  # accepted before, silently does nothing now
+    PATH_LOST = "path-lost"  # a decoding path that ran in the baseline does not run now (a regression)
     CAPABILITY_CHANGED = "capability-changed"
     NOT_APPLICABLE = "not-applicable"
     UNSUPPORTED = "unsupported"

@@ -116,7 +116,7 @@ def simulated_run(setup, bug: str | None, run: int, stop_at_detection: bool) -> 
             failed.append(case.id)
             if stop_at_detection:
                 break
-    underpowered = sorted({o.case for o in outcomes if o.category is Category.UNDERPOWERED})
+    underpowered = sorted({o.case for o in outcomes if o.category is Category.NOT_CHECKED})
     return {"failed": failed, "underpowered": underpowered}
 
 

@@ -1,10 +1,10 @@
-"""The bias suite's design: `underpowered` is a failure of the design, not a verdict a run may pass.
+"""The bias suite's design: `not checked` (it used to read `underpowered`) is a failure of the design, not a verdict a run may pass.
 
 For every case of a default `pytest suites` run (alpha = 0.01 / m, m = the run's golden tests,
 counted here by collecting), the distribution check of suites/test_bias.py must
   - have power >= 0.8 against every distribution at TV >= tv_max, at the level Holm may decide it
     (alpha / one_step.STAT_CHECKS), and
-  - not be `underpowered` for a correct verifier: the TV upper bound it reports stays <= tv_max
+  - not be `not checked` for a correct verifier: the TV upper bound it reports stays <= tv_max
     (checked by simulating the check's bound under the exact distribution, and on the recorded
     draws of every environment's golden records, decided by the checking core),
 and the contexts must be the ones the documented search (`one_step.search_contexts`) finds.
@@ -74,7 +74,7 @@ def _bias_records() -> dict[str, dict[str, Record]]:
 @pytest.mark.parametrize("env_key", sorted(_bias_records()))
 def test_recorded_checks_are_powered(env_key):
     """The draws in the golden records, decided by the checking core at the alpha they were sized
-    for: no regression, nothing `underpowered`, and every case of the suite is recorded."""
+    for: no regression, nothing `not checked`, and every case of the suite is recorded."""
     records = _bias_records()[env_key]
     assert set(records) == {c.id for c in cases.bias()}
     for record in records.values():
@@ -86,4 +86,4 @@ def test_recorded_checks_are_powered(env_key):
         assert f.extras["power"] >= stats.DESIGN_POWER and f.extras["detectable_tv"] <= TV_MAX
         outcomes = compare_records({0: record}, {0: record}, alpha=f.extras["alpha"], thresholds=Thresholds())
         assert [o for o in outcomes if o.status is Status.REGRESSION] == []
-        assert [o.field for o in outcomes if o.category is Category.UNDERPOWERED] == [], record.case
+        assert [o.field for o in outcomes if o.category is Category.NOT_CHECKED] == [], record.case

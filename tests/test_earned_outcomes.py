@@ -52,11 +52,15 @@ def fresh_capabilities():
 
 
 def test_capabilities_are_observed_not_assumed(fresh_capabilities, monkeypatch):
+    """A keyword the version accepts, never a class name: a candidate-generator class renamed leaves the
+    feature (its path's behaviour decides, tests/test_path_behaviour.py); a cache kind dropped removes it."""
     from transformers.generation import candidate_generator, configuration_utils
 
     assert fresh_capabilities()["assistant_model"] and fresh_capabilities()["static_cache"]
     fresh_capabilities.cache_clear()
+    monkeypatch.setattr(candidate_generator, "AssistantCandidateGeneratorRenamed",
+                        candidate_generator.AssistedCandidateGenerator, raising=False)
     monkeypatch.delattr(candidate_generator, "AssistedCandidateGenerator")
     monkeypatch.setattr(configuration_utils, "ALL_CACHE_IMPLEMENTATIONS", ("dynamic",))
     seen = fresh_capabilities()
-    assert seen["assistant_model"] is False and seen["static_cache"] is False
+    assert seen["assistant_model"] is True and seen["static_cache"] is False

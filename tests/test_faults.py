@@ -238,6 +238,67 @@ def test_the_table_lists_every_fault_with_its_verdict_and_seconds():
     assert "**MISSED**" in text and "| 3.2 |" in text
 
 
+def _outcome(category: str, against: str = "baseline", **diff) -> dict:
+    return {"suite": "s", "case": "c", "field": "f", "status": "regression", "category": category, "against": against,
+            "diff": diff}
+
+
+@pytest.mark.parametrize(("outcome", "alone"), [
+    (_outcome("real-change", "reference"), True),  # computed in the run
+    (_outcome("deviation", tv=0.1, tv_baseline=None), True),
+    (_outcome("distribution-mismatch", test="g-test-fit"), True),
+    (_outcome("distribution-mismatch", test="g-test-two-sample"), False),  # against the baseline's counts
+    (_outcome("coverage-lost", positions=1, min_positions=16), True),
+    (_outcome("coverage-lost", positions=16, positions_baseline=18, min_positions=16), False),
+    (_outcome("feature-ignored", in_run=True), True),
+    (_outcome("feature-ignored", ignored=["use_mtp"]), False),  # "accepted" -> "ignored" needs the old word
+    (_outcome("real-change"), False), (_outcome("path-lost"), False),
+], ids=["reference", "deviation", "fit", "two-sample", "coverage-in-run", "coverage-vs-baseline", "path-ignored",
+        "probe-ignored", "exact", "path-lost"])
+def test_an_empty_store_catch_is_derived_only_from_what_no_baseline_decided(outcome, alone):
+    assert fault_runs.in_run(outcome) is alone
+    assert ("in_run" in fault_runs.regressions({"outcomes": [outcome]})[0]) is alone
+
+
+def test_the_empty_store_verdict_reuses_the_same_run_when_an_in_run_check_caught_it(monkeypatch):
+    """No second run when a catching case's regression was decided in the run; otherwise one run on
+    an empty store (not strict), caught by any field of a matching case."""
+    fault = FAULTS[0]
+    hit = {"suite": fault.catch.suite, "case": "x", "field": "any_field", "detail": "d"}
+    calls = []
+
+    def fake(root, store, globs, name, timeout=600, strict=True):
+        calls.append((store, strict))
+        return [hit], 1, ""
+
+    monkeypatch.setattr(fault_runs, "run_cases", fake)
+    monkeypatch.setattr(fault_runs, "any_field", lambda f: Catch(f.catch.suite, "*", "*"))
+    derived = fault_runs.FaultRun(fault.name, fault_runs.CAUGHT, 1.0, regressions=[{**hit, "in_run": "yes"}])
+    assert fault_runs.on_empty_store(ROOT, derived, fault, []).empty_from == "same run" and calls == []
+    ran = fault_runs.on_empty_store(ROOT, fault_runs.FaultRun(fault.name, fault_runs.CAUGHT, 1.0), fault, [])
+    assert (ran.empty_store, ran.empty_from, ran.empty_by) == (fault_runs.CAUGHT, "empty-store run", [hit])
+    assert len(calls) == 1 and calls[0][1] is False and calls[0][0] != STORE.root
+
+
+def test_the_table_has_the_empty_store_column_and_names_what_only_a_baseline_sees():
+    runs = [fault_runs.FaultRun(f.name, fault_runs.CAUGHT, 1.0,
+                                [{"suite": f.catch.suite, "case": "c", "field": f.catch.field, "detail": "a -> b"}],
+                                [{"suite": f.catch.suite, "case": "c", "field": f.catch.field, "detail": "a -> b"}], 1,
+                                empty_store=fault_runs.CAUGHT, empty_from="same run",
+                                empty_by=[{"suite": f.catch.suite, "case": "c", "field": "ref", "detail": ""}])
+            for f in FAULTS]
+    blind = [f for f in FAULTS if f.area in ("contracts", "latency")]
+    for f in blind:
+        runs[FAULTS.index(f)].empty_store, runs[FAULTS.index(f)].empty_by = fault_runs.MISSED, []
+    clean = fault_runs.FaultRun(None, fault_runs.CLEAN_OK, 9.0, cases=4, empty_store=fault_runs.CLEAN_OK)
+    text = fault_runs.markdown(runs, clean, "env-x", "harness faults")
+    assert f"**Empty store** (a first run, no baseline record): {len(FAULTS) - len(blind)}/{len(FAULTS)} caught" in text
+    assert "| empty store | s |" in text and "caught (same run): c `ref`" in text
+    listed = text.split("Only a baseline can see")[1].split("Notes:")[0]
+    assert all(f"`{f.name}` ({f.area})" in listed for f in blind)
+    assert not any(f"`{f.name}` (" in listed for f in FAULTS if f not in blind)
+
+
 def test_docs_faults_md_is_the_generated_table_of_this_catalogue():
     """docs/faults.md is `harness faults` output: every fault of the catalogue has its row, caught."""
     text = (ROOT / "docs" / "faults.md").read_text()

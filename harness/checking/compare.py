@@ -16,9 +16,9 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
 | latency      | {"samples", "calibration", "cpu", "cpu_calibration"}: wall s paired with a matched calibration (a record: {"by_hardware": {class: ...}}) | paired median log ratio vs the record's on the same hardware class; z test with between-run variance beyond (1 + tolerance) at alpha; a busy machine is not judged |
 | memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
-| capability   | bool, {feature: bool} or [features]     | added / removed -> changed (feature-added / feature-removed), never a regression |
+| capability   | bool, {feature: bool} or [features]; a path's extras path, ignored | added / removed -> changed (feature-added / feature-removed); accepted but silently doing nothing -> regression (feature-ignored; a path's, in a first run too); a path that ran in the baseline and does not run now -> regression (path-lost) |
 | checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
-| deviation    | {"tv": x, ...}; extras detectable_tv    | an observed quantity's distance from its exact value (computed in the run): within detectable_tv passes; beyond it, a deviation the baseline already has (no larger by more than the tolerance) is changed (known-deviation), a new or larger one a regression, one that disappears changed (fixed); decided without a baseline too |
+| deviation    | {"tv": x, "positions": n}; extras detectable_tv, worst_at, mechanism, deviating_at, min_positions | an observed quantity's distance from its exact value (computed in the run): fewer positions observed than the case generated (or than the baseline) is a regression (coverage-lost); within detectable_tv passes; beyond it, the deviation the baseline already has - same mechanism, worst position, deviating positions and size within the tolerance - is changed (known-deviation), any other a regression, one that disappears changed (fixed); decided without a baseline too |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
 so the whole run keeps its family-wise false-alarm rate (see stats.py).
@@ -31,6 +31,7 @@ A field that carries its own exact expectation - a deviation, a distribution wit
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -271,12 +272,33 @@ def _features(value: Any, name: str) -> set[str] | None:
 SILENT_LOSS = {("accepted", "ignored"), ("stored", "dropped")}
 
 
-def compare_capability(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
+def _path_verdict(name: str, observed: Field, baseline: Field | None) -> Outcome | None:
+    """A decoding path decided by behaviour (harness/subjects/hf.py `requires`): its keyword accepted
+    but the call silently decoded without the path (extras ignored) is a regression in any run, a
+    first one too (feature-ignored); a path that ran in the baseline (True) and does not run now
+    (False, extras path) is a regression by default (path-lost), whatever the reason."""
+    if observed.extras.get("ignored"):
+        return verdict(name, "capability", Status.REGRESSION, f"silently ignored: {observed.extras.get('why')}",
+                       "feature-ignored", {"old": None if baseline is None else baseline.value, "new": observed.value,
+                                          "in_run": True})
+    if baseline is not None and observed.extras.get("path") and baseline.value is True and observed.value is False:
+        return verdict(name, "capability", Status.REGRESSION, f"the path ran in the baseline and does not run now: "
+                       f"{observed.extras.get('why')}", "path-lost", {"old": True, "new": False})
+    return None
+
+
+def compare_capability(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
     """Feature sets (True flags, or listed names): added / removed -> changed with category
     feature-added / feature-removed (removed wins when both). A feature that is still accepted but
     silently does nothing (a probed pathway going "accepted" -> "ignored", or a config field
     "stored" -> "dropped") is a regression (feature-ignored): a caller gets no error and no effect.
-    A feature that is refused outright is only removed (the caller sees the error)."""
+    A feature that is refused outright is only removed (the caller sees the error) - except a
+    decoding path that ran in the baseline (`_path_verdict`: path-lost, a regression)."""
+    path = _path_verdict(name, observed, baseline)
+    if path is not None:
+        return path
+    if baseline is None:
+        raise ValueError("a capability without a silent loss needs a baseline")
     if isinstance(observed.value, dict) and isinstance(baseline.value, dict):
         lost = sorted(k for k, v in observed.value.items() if (baseline.value.get(k), v) in SILENT_LOSS)
         if lost:
@@ -311,14 +333,89 @@ def _deviation(f: Field | None, side: str) -> float | None:
     return float(value)
 
 
+def _positions(f: Field | None) -> int | None:
+    value = f.value.get("positions") if f is not None and isinstance(f.value, dict) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def mechanism_key(mechanisms: Sequence[str] | None) -> list[str]:
+    """What identifies a mechanism: its words, without the measured sizes and places it quotes in
+    parentheses ("... differs from the exact one (TV 0.12, call 0 step 3 row 1)" -> "... differs from
+    the exact one"); the size and the places are compared on their own."""
+    return sorted(re.sub(r"\s+", " ", re.sub(r"\([^()]*\)", "", m)).strip() for m in mechanisms or [])
+
+
+def _deviating(f: Field) -> set[str] | None:
+    """The positions beyond tolerance a field lists (extras "deviating_at"; None: not listed)."""
+    listed = f.extras.get("deviating_at")
+    return {str(x) for x in listed} if isinstance(listed, list) else None
+
+
+def coverage_lost(observed: Field, baseline: Field | None) -> str:
+    """Why the field observed less than it must ("" when it did not): fewer positions than the
+    run generated (extras "min_positions": every sampled token has a position the hooks must see;
+    judged without a baseline too), fewer than the baseline record observed, or a hook that found
+    its target in the baseline run and finds nothing now (extras hooks_missing)."""
+    seen = _positions(observed)
+    if seen is None:
+        return ""
+    need = observed.extras.get("min_positions")
+    if isinstance(need, int) and seen < need:
+        return f"the hooks observed {seen} positions, fewer than the {need} sampled tokens the case generated"
+    old = _positions(baseline)
+    if old is not None and seen < old:
+        return f"the hooks observed {seen} positions, the baseline record {old}"
+    if baseline is not None:
+        hooks = sorted(_hooks(observed) - _hooks(baseline))
+        if hooks:
+            return f"hooks found in the baseline run find nothing now: {', '.join(hooks)}"
+    return ""
+
+
+def _hooks(f: Field) -> set[str]:
+    """The hooks a white-box field says found nothing (extras hooks_missing: "<hook>: <why>")."""
+    return {str(m).split(":")[0] for m in f.extras.get("hooks_missing") or []}
+
+
+def _identity_change(observed: Field, baseline: Field, d: float, b: float, tol: float) -> str:
+    """What differs between an observed deviation and the baseline's known one ("" when it is the
+    same deviation): its mechanism, its positions, or its size (|d - b| > tol). Positions: where both
+    list the positions beyond tolerance (extras deviating_at), the two sets must be equal - a position
+    added (a new deviation elsewhere) or gone (the known one fixed while another remains) is another
+    deviation, while the worst moving among the same positions is rounding between near-equal TVs;
+    a record that lists none is compared on its worst position."""
+    new_m, old_m = mechanism_key(observed.extras.get("mechanism")), mechanism_key(baseline.extras.get("mechanism"))
+    if new_m != old_m:
+        return f"another mechanism: {'; '.join(new_m) or 'none isolated'} (baseline: {'; '.join(old_m) or 'none isolated'})"
+    new_at, old_at = _deviating(observed), _deviating(baseline)
+    if new_at is not None and old_at is not None:
+        if new_at != old_at:
+            added, gone = sorted(new_at - old_at), sorted(old_at - new_at)
+            return ("deviates at other positions than the baseline: "
+                    + "; ".join(part for part in (f"new at {', '.join(added[:4])}" if added else "",
+                                                  f"gone at {', '.join(gone[:4])}" if gone else "") if part))
+    elif observed.extras.get("worst_at") != baseline.extras.get("worst_at"):
+        return f"the worst position moved: {observed.extras.get('worst_at')} (baseline {baseline.extras.get('worst_at')})"
+    if abs(d - b) > tol:
+        return f"another size: TV {d:.3g} vs the baseline's {b:.3g} (tolerance {tol:g})"
+    return ""
+
+
 def compare_deviation(name: str, observed: Field, baseline: Field | None, policy: Policy) -> Outcome:
     """d = the observed quantity's distance from its exact value (TV), t = extras["detectable_tv"]
     (the float tolerance the field states), b = the baseline record's d (None: no baseline):
 
-        d <= t                    pass; changed (fixed) when b > t - the deviation is gone
-        d > t, b > t, d <= b + t + r  changed (known-deviation): the baseline already has it, no larger
-        d > t otherwise           regression (deviation): new, or larger than the baseline's
+        fewer positions observed      regression (coverage-lost): than the sampled tokens the case
+                                      generated (extras min_positions; no baseline needed), or than
+                                      the baseline observed - a hook that sees less checks less
+        d <= t                        pass; changed (fixed) when b > t - the deviation is gone
+        d > t, b > t, same identity   changed (known-deviation): the baseline already has it
+        d > t otherwise               regression (deviation): new, or not the known one
 
+    A deviation's identity (`_identity_change`) is its field, mechanism (`mechanism_key`), worst
+    position, the positions beyond tolerance (extras deviating_at) and size: |d - b| <= t + r. So the
+    worst position moving, the known deviation fixed while a smaller one appears elsewhere, or another
+    mechanism is a regression, not the known deviation.
     r is 0 on the same numerics; across numerics (another dtype, device, thread count) rounding moves
     a deviation's size too, by the cross-numerics allowance every tensor gets:
     r = tensor_cross_env_ulps x u(the coarser dtype) x b (bf16: 0.125 b).
@@ -332,7 +429,11 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
     mechanism = "; ".join(observed.extras.get("mechanism") or []) or "no mechanism isolated"
     diff = {"tv": d, "tv_baseline": b, "detectable_tv": t, "cross_numerics": r, "at": observed.extras.get("worst_at"),
             "mechanism": observed.extras.get("mechanism") or [], "observed": observed.extras.get("observed"),
-            "exact": observed.extras.get("exact")}
+            "exact": observed.extras.get("exact"), "positions": _positions(observed),
+            "positions_baseline": _positions(baseline), "min_positions": observed.extras.get("min_positions")}
+    lost = coverage_lost(observed, baseline)
+    if lost:
+        return verdict(name, "deviation", Status.REGRESSION, f"coverage lost: {lost}", "coverage-lost", diff)
     if d <= t:
         if b is not None and b > t:
             was = "; ".join(baseline.extras.get("mechanism") or []) if baseline else ""
@@ -340,9 +441,14 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
                            f"by {b:.3g} ({was or 'mechanism not recorded'})", "fixed", diff)
         return verdict(name, "deviation", Status.PASS, f"exact: TV {d:.2g} <= {t:g} over "
                        f"{observed.value.get('positions', '?')} positions", "", diff)
-    if b is not None and b > t and d <= b + t + r:
-        return verdict(name, "deviation", Status.CHANGED, f"known deviation: TV {d:.3g} (baseline {b:.3g}, "
-                       f"tolerance {t + r:g}) at {observed.extras.get('worst_at')}: {mechanism}", "known-deviation", diff)
+    if b is not None and b > t and baseline is not None:
+        other = _identity_change(observed, baseline, d, b, t + r)
+        if not other:
+            return verdict(name, "deviation", Status.CHANGED, f"known deviation: TV {d:.3g} (baseline {b:.3g}, "
+                           f"tolerance {t + r:g}) at {observed.extras.get('worst_at')}: {mechanism}",
+                           "known-deviation", diff)
+        return verdict(name, "deviation", Status.REGRESSION, f"not the known deviation - {other}: TV {d:.3g} > {t:g} "
+                       f"at {observed.extras.get('worst_at')}: {mechanism}", "deviation", {**diff, "differs": other})
     was = "no baseline" if b is None else f"baseline {b:.3g}"
     return verdict(name, "deviation", Status.REGRESSION, f"deviates from the exact value: TV {d:.3g} > {t:g} ({was}) "
                    f"at {observed.extras.get('worst_at')}: {mechanism}", "deviation", diff)
@@ -383,8 +489,10 @@ COMPARATORS: dict[str, Callable[[str, Field, Field, Policy], Outcome]] = {
 
 
 def judged_alone(f: Field) -> bool:
-    """The field carries its own exact expectation, so it is decided without a baseline too."""
-    return f.kind == "deviation" or (f.kind in ("distribution", "rate") and "expected" in f.extras)
+    """The field carries its own exact expectation, so it is decided without a baseline too (a path
+    whose keyword was accepted and whose call silently ran without it: extras ignored)."""
+    return (f.kind == "deviation" or (f.kind in ("distribution", "rate") and "expected" in f.extras)
+            or (f.kind == "capability" and bool(f.extras.get("ignored"))))
 
 
 def compare_field(name: str, observed: Field, baseline: Field | None, policy: Policy | None = None) -> Outcome:

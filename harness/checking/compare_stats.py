@@ -155,8 +155,9 @@ def compare_distribution(name: str, observed: Field, baseline: Field | None, pol
       ``<= max(1e-6, k * u(coarser dtype))`` across different numerics (as for tensors); beyond
       that the exact distribution itself changed: a regression ("exact-distribution-changed") until regenerated;
     - a fit whose TV upper (1 - alpha) confidence bound (`stats.tv_upper_bound`) exceeds
-      thresholds.tv_max passes as "underpowered" (it cannot rule out the smallest effect that
-      matters), with the n that would suffice and the power and detectable TV its design states.
+      thresholds.tv_max is `not checked` (skipped, category not-checked; `_not_checked`), never a
+      pass: it cannot rule out the smallest effect that matters. The detail states the smallest
+      effect it did detect (a misfit at that size is still a regression) and the n that would suffice.
     Without expected probabilities: two-sample test of the counts against the baseline's
     (`stats.g_test_two_sample`)."""
     alpha = policy.alpha
@@ -191,13 +192,7 @@ def compare_distribution(name: str, observed: Field, baseline: Field | None, pol
         design = (f"; power {power:.2f} at TV {float(observed.extras['power_at_tv']):g}" if power is not None else "")
         tv_max = policy.thresholds.tv_max
         if tv_ucb > tv_max and tv_max > 0:
-            need = stats.samples_needed(tv_max, power=0.8, alpha=alpha, k=max(test.bins, 2))
-            diff["samples_needed"] = need
-            return verdict(
-                name, "distribution", Status.PASS,
-                f"fits, but cannot rule out TV > {tv_max:g} (need n >= {need} for 80% power): {text}{design}",
-                "underpowered", diff, test.p_value,
-            )
+            return _not_checked(name, diff, test, n, tv_max, alpha, text)
         return verdict(name, "distribution", Status.PASS, f"fits: {text}{design}", "", diff, test.p_value)
     if baseline is None:
         raise ValueError("a distribution without expected probabilities needs a baseline")
@@ -211,6 +206,21 @@ def compare_distribution(name: str, observed: Field, baseline: Field | None, pol
     if test.p_value < alpha:
         return verdict(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
     return verdict(name, "distribution", Status.PASS, text, "", diff, test.p_value)
+
+
+def _not_checked(name: str, diff: dict[str, Any], test: Any, n: int, tv_max: float, alpha: float,
+                 text: str) -> Outcome:
+    """A fit that cannot rule out TV > tv_max: skipped, `not-checked`, with the reason and what it
+    could see - the smallest TV it detects with DESIGN_POWER at its level over its bins
+    (`stats.detectable_tv`), and the n that would detect tv_max (`stats.samples_needed`)."""
+    bins = max(test.bins, 2)
+    need = stats.samples_needed(tv_max, power=stats.DESIGN_POWER, alpha=alpha, k=bins)
+    seen = stats.detectable_tv(n, stats.DESIGN_POWER, alpha, bins) if n else 1.0
+    diff.update(samples_needed=need, detectable_tv=seen)
+    return verdict(name, "distribution", Status.SKIPPED,
+                   f"not checked: n = {n} cannot rule out TV > {tv_max:g} (needs n >= {need} for "
+                   f"{stats.DESIGN_POWER:.0%} power); the smallest effect it detects is TV {seen:.3f} - no misfit "
+                   f"that large: {text}", "not-checked", diff, test.p_value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -257,7 +267,8 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
                               never a pass, never a false regression (`--latency-strict` fails it)
     regression, slowdown      slower than (1 + tolerance) at alpha
     changed, speedup          faster than 1 / (1 + tolerance) at alpha
-    pass, underpowered        neither, but the smallest slowdown it detects exceeds latency_max_detectable
+    skipped, not-checked      neither, but the smallest slowdown it detects exceeds latency_max_detectable
+                              (never a pass: the detail states the slowdown it would have detected)
     pass                      neither; the detectable slowdown is stated in the diff
     The CPU time rides along: a slowdown whose CPU time did not grow is a process that waits."""
     obs_env, base_env = policy.observed_env, policy.baseline_env
@@ -303,7 +314,9 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     if test.p_faster < policy.alpha:
         return verdict(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
     if test.detectable > t.latency_max_detectable:
-        return verdict(name, "latency", Status.PASS, f"underpowered: {text}", "underpowered", diff, test.p_slower)
+        return verdict(name, "latency", Status.SKIPPED, f"not checked: it detects only slowdowns >= "
+                       f"{test.detectable:.0%} (> {t.latency_max_detectable:.0%}): {text}", "not-checked", diff,
+                       test.p_slower)
     return verdict(name, "latency", Status.PASS, text, "", diff, test.p_slower)
 
 

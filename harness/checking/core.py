@@ -212,10 +212,13 @@ def _rng_stream(outcome: Outcome, distribution: Outcome) -> Outcome:
     """A seeded sampled stream that differs from its record while the path's sampled
     distribution (`distribution`, the same case's G-test of fit) still fits: the release draws its
     random numbers differently - `changed` (information), not a regression. A distribution that
-    no longer fits keeps the stream's regression (and is one itself)."""
+    no longer fits keeps the stream's regression (and is one itself); a fit `not checked` at the
+    smallest effect that matters still found no misfit at the size it detects (its detail says which),
+    so the stream is the same rng-stream, with that detail."""
     if outcome.status is not Status.REGRESSION or outcome.category is not Category.REAL_CHANGE:
         return outcome
-    if distribution.status is not Status.PASS:
+    fits = distribution.status is Status.PASS or distribution.category is Category.NOT_CHECKED
+    if not fits:
         return outcome
     return replace(outcome, status=Status.CHANGED, category=Category.RNG_STREAM,
                    detail=f"seeded stream differs, but the sampled distribution still fits ({distribution.field}: "

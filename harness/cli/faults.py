@@ -8,6 +8,16 @@ faulty run never writes a record) against the current env's committed records. A
 A clean control run - the union of every selection, no fault - must report no regression at all,
 or a "catch" would prove nothing. Runs go `jobs` at a time.
 
+The **empty store** column: is the fault caught on a first run, with no baseline record (what a
+user's first run on their own model, or a new env, relies on)? Decided from the same run where it
+can be (`in_run`: a regression of a matching case that no baseline decided - a reference, a
+deviation, a fit against exact probabilities, coverage below what the run generated, a path that
+silently did not run); otherwise by one more run of the fault's cases on an empty store (not strict:
+a first run), whose regressions of a matching case, any field, catch it - and which says whether a
+faulty case's record was written anyway. The clean control runs on an empty store too (no false
+alarm there either). A fault caught only against a baseline is listed as such in the table: API
+contracts, latency and memory have no in-run truth to compare with.
+
 A fault whose catching suite is not in the checkout (suites/test_<suite>.py) is not run and is
 listed as "no suite yet"; any other fault not caught is a gap in the suites, and the command
 exits 1.
@@ -45,6 +55,11 @@ class FaultRun:
     regressions: list[dict[str, str]] = field(default_factory=list)  # every regression of the run
     cases: int = 0  # cases the run checked
     error: str = ""
+    empty_store: str = ""  # caught / MISSED on an empty store ("" not run: no suite)
+    empty_by: list[dict[str, str]] = field(default_factory=list)  # the regressions that caught it there
+    empty_from: str = ""  # "same run" (decided in-run in the baseline run) or "empty-store run"
+    empty_written: list[str] = field(default_factory=list)  # matching cases the empty-store run wrote anyway
+    empty_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -54,11 +69,12 @@ def suite_file(root: Path, suite: str) -> Path:
     return root / "suites" / f"test_{suite}.py"
 
 
-def command(root: Path, globs: Sequence[str], results: Path, golden_dir: Path, fault: str | None) -> list[str]:
+def command(root: Path, globs: Sequence[str], results: Path, golden_dir: Path, fault: str | None,
+            strict: bool = True) -> list[str]:
     """The pytest command of one run: every suite collected (so the per-test alpha is a whole run's),
-    only the cases of `globs` ('suite:glob') run, strict, one fault."""
+    only the cases of `globs` ('suite:glob') run, strict (an empty store's first run: not), one fault."""
     cmd = [sys.executable, "-m", "pytest", str(root / "suites"), "-p", "no:cacheprovider",
-           "-q", "--rootdir", str(root), "--harness-strict", "--golden-dir", str(golden_dir),
+           "-q", "--rootdir", str(root), *(["--harness-strict"] if strict else []), "--golden-dir", str(golden_dir),
            "--harness-results", str(results)]
     for glob in globs:
         cmd += ["--harness-case", glob]
@@ -66,8 +82,35 @@ def command(root: Path, globs: Sequence[str], results: Path, golden_dir: Path, f
 
 
 def regressions(results: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"suite": o["suite"], "case": o["case"], "field": o["field"], "detail": o.get("detail", "")}
+    return [{"suite": o["suite"], "case": o["case"], "field": o["field"], "detail": o.get("detail", ""),
+             **({"in_run": "yes"} if in_run(o) else {})}
             for o in results.get("outcomes", []) if o.get("status") == "regression"]
+
+
+def in_run(o: dict[str, Any]) -> bool:
+    """A regression an empty store would report as well - no baseline record took part in it: a
+    reference (computed in the run), a deviation from an exact value, a fit against exact
+    probabilities, fewer positions than the run generated, a path whose call silently did not run
+    (harness/checking/compare.py `judged_alone`)."""
+    diff, category = o.get("diff") or {}, o.get("category")
+    if o.get("against") == "reference" or category == "deviation":
+        return True
+    if category == "distribution-mismatch":
+        return diff.get("test") == "g-test-fit"
+    if category == "coverage-lost":
+        need, seen = diff.get("min_positions"), diff.get("positions")
+        return isinstance(need, int) and isinstance(seen, int) and seen < need
+    return category == "feature-ignored" and bool(diff.get("in_run"))
+
+
+def any_field(fault: Fault) -> Catch:
+    """The fault's catching cases, any field (what a first run can show)."""
+    return Catch(fault.catch.suite, fault.catch.case, "*")
+
+
+def matching(fault: Fault, found: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The regressions of the fault's catching cases, any field."""
+    return caught_by(any_field(fault), found)
 
 
 def caught_by(catch: Catch, found: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -75,13 +118,13 @@ def caught_by(catch: Catch, found: list[dict[str, str]]) -> list[dict[str, str]]
 
 
 def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | None,
-              timeout: float = 600) -> tuple[list[dict[str, str]], int, str]:
-    """One strict pytest run of the cases of `globs` with `fault` injected (None: clean):
+              timeout: float = 600, strict: bool = True) -> tuple[list[dict[str, str]], int, str]:
+    """One pytest run (strict unless told) of the cases of `globs` with `fault` injected (None: clean):
     (its regressions, how many cases it checked, an error when it produced no results)."""
     with tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
         results_path = Path(tmp) / "results.json"
         try:
-            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault),
+            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault, strict),
                                   cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return [], 0, f"timed out after {timeout:.0f} s"
@@ -92,18 +135,50 @@ def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | N
     return regressions(results), len({(o["suite"], o["case"]) for o in results.get("outcomes", [])}), ""
 
 
-def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Fault] = (), timeout: float = 600) -> FaultRun:
-    """Run one fault's catching cases (or, fault None, the clean control over `faults`' selections)."""
+def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Fault] = (), timeout: float = 600,
+        empty: bool = True) -> FaultRun:
+    """Run one fault's catching cases (or, fault None, the clean control over `faults`' selections)
+    against the env's records, then (`empty`) its empty-store verdict (`on_empty_store`)."""
     selected = [fault] if fault is not None else list(faults)
     globs = sorted({f"{f.catch.suite}:{f.catch.case}" for f in selected})
     start = time.monotonic()
     found, cases, error = run_cases(root, golden_dir, globs, fault.name if fault else None, timeout)
     seconds = time.monotonic() - start
     if fault is None:
-        return FaultRun(None, CLEAN_ALARM if found or error else CLEAN_OK, seconds, regressions=found, cases=cases,
-                        error=error)
-    hits = caught_by(fault.catch, found)
-    return FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases, error)
+        result = FaultRun(None, CLEAN_ALARM if found or error else CLEAN_OK, seconds, regressions=found, cases=cases,
+                          error=error)
+    else:
+        hits = caught_by(fault.catch, found)
+        result = FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases, error)
+    return on_empty_store(root, result, fault, globs, timeout) if empty else result
+
+
+def on_empty_store(root: Path, result: FaultRun, fault: Fault | None, globs: Sequence[str],
+                   timeout: float = 600) -> FaultRun:
+    """The fault's verdict on an empty store: from the same run when one of its catching cases'
+    regressions was decided in the run (`in_run`), else from a first run of those cases on an empty
+    store (not strict) - caught by any regression of a matching case; the records that run wrote
+    for a matching case are listed (a faulty case must never be written). The clean control always
+    runs there: no regression allowed."""
+    same = [r for r in matching(fault, result.regressions) if r.get("in_run")] if fault is not None else []
+    if same:
+        result.empty_store, result.empty_by, result.empty_from = CAUGHT, same, "same run"
+        return result
+    with tempfile.TemporaryDirectory(prefix="harness-empty-store-") as store:
+        start = time.monotonic()
+        found, _, error = run_cases(root, Path(store), globs, fault.name if fault else None, timeout, strict=False)
+        result.empty_seconds = time.monotonic() - start
+        written = sorted(p.stem for p in Path(store).rglob("*.json"))
+    if fault is None:
+        result.empty_store, result.empty_by = (CLEAN_ALARM if found or error else CLEAN_OK), found
+        result.empty_from = "empty-store run"
+        return result
+    hits = matching(fault, found)
+    result.empty_store, result.empty_by, result.empty_from = (CAUGHT if hits else MISSED), hits, "empty-store run"
+    result.empty_written = [c for c in written if hits and any_field(fault).matches(fault.catch.suite, c, "")]
+    if error:
+        result.error = result.error or f"empty store: {error}"
+    return result
 
 
 def run_all(root: Path, golden_dir: Path, faults: Sequence[Fault], jobs: int = 1,
@@ -158,8 +233,13 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
            + "; ".join(f"{r['suite']}/{r['case']} {r['field']}" for r in clean.regressions[:5])
            if clean.regressions else "no regression") + f", {clean.seconds:.0f} s.",
         "",
-        "| fault | area | what it breaks | caught by (suite / case / field) | evidence | other regressions | s |",
-        "|---|---|---|---|---|---|---|",
+        f"**Empty store** (a first run, no baseline record): {sum(r.empty_store == CAUGHT for r in runs)}/{ran} "
+        f"caught; clean control there: {clean.empty_store or 'not run'}"
+        + (f" ({len(clean.empty_by)} regressions)" if clean.empty_by else "") + ".",
+        "",
+        "| fault | area | what it breaks | caught by (suite / case / field) | evidence | other regressions "
+        "| empty store | s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         fault = BY_NAME[r.fault or ""]
@@ -173,12 +253,31 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
         else:
             evidence = f"**{r.status}**: " + (r.error or f"{len(r.regressions)} other regressions, none of the field")
             others = f"{len(r.regressions)}"
-        seconds = f"{r.seconds:.1f}" if r.status != NO_SUITE else ""
+        seconds = f"{r.seconds + r.empty_seconds:.1f}" if r.status != NO_SUITE else ""
         lines.append(f"| `{fault.name}` | {fault.area} | {_cell(fault.breaks)} | {where} | {_cell(evidence)} "
-                     f"| {others} | {seconds} |")
+                     f"| {others} | {_cell(empty_cell(r))} | {seconds} |")
+    baseline_only = [r for r in runs if r.empty_store == MISSED]
+    if baseline_only:
+        lines += ["", "Only a baseline can see (not caught on an empty store): nothing computed in the run says "
+                  "what these must be, so they are judged against what the baseline recorded - API contracts (the "
+                  "names, signatures and defaults a release exposes), latency, memory, and any behaviour that has "
+                  "no in-run oracle yet:", ""]
+        lines += [f"- `{r.fault}` ({BY_NAME[r.fault or ''].area})" for r in baseline_only]
     lines += ["", "Notes:", ""]
     lines += [f"- `{f.name}`: {f.notes}" for f in FAULTS if f.notes and any(r.fault == f.name for r in runs)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def empty_cell(r: FaultRun) -> str:
+    """The empty-store column: caught (by which case / field, from which run; a faulty record written
+    anyway is flagged) or MISSED."""
+    if not r.empty_store:
+        return ""
+    if r.empty_store != CAUGHT:
+        return f"**{r.empty_store}**" + (f": {r.error}" if r.error.startswith("empty store") else "")
+    hit = r.empty_by[0]
+    written = f"; **record written**: {', '.join(r.empty_written)}" if r.empty_written else ""
+    return f"caught ({r.empty_from}): {hit['case']} `{hit['field']}`{written}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -219,8 +318,8 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
                                            else project.root / "docs" / "faults.md")
 
     def progress(r: FaultRun) -> None:
-        print(f"  {r.fault or '(clean control)':32} {r.status:12} {r.seconds:6.1f} s"
-              + (f"  {r.error}" if r.error else ""), flush=True)
+        print(f"  {r.fault or '(clean control)':32} {r.status:12} {r.seconds:6.1f} s  empty store: "
+              f"{r.empty_store or '-':12} {r.empty_seconds:6.1f} s" + (f"  {r.error}" if r.error else ""), flush=True)
 
     print(f"harness: {len(faults)} faults against {key}, {args.jobs} at a time", flush=True)
     runs, clean = run_all(project.root, project.store.root, faults, args.jobs, progress)
@@ -230,7 +329,11 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     (out.with_suffix(".json")).write_text(json.dumps({"env_key": key, "runs": [r.to_json() for r in runs],
                                                       "clean": clean.to_json()}, indent=1), encoding="utf-8")
     missed = [r.fault for r in runs if r.status == MISSED]
+    first_run = [r.fault for r in runs if r.empty_store == MISSED]
     print(f"\ntable: {out}\ncaught {sum(r.status == CAUGHT for r in runs)}/{sum(r.status != NO_SUITE for r in runs)}"
           + (f"; MISSED: {', '.join(str(m) for m in missed)}" if missed else "")
-          + (f"; clean control: {len(clean.regressions)} FALSE ALARMS" if clean.regressions else "; clean control: no regression"))
-    return 1 if missed or clean.regressions else 0
+          + (f"; clean control: {len(clean.regressions)} FALSE ALARMS" if clean.regressions else "; clean control: no regression")
+          + f"\nempty store: caught {sum(r.empty_store == CAUGHT for r in runs)}/{sum(r.status != NO_SUITE for r in runs)}"
+          + (f"; only a baseline sees: {', '.join(str(m) for m in first_run)}" if first_run else "")
+          + (f"; clean control there: {len(clean.empty_by)} FALSE ALARMS" if clean.empty_by else ""))
+    return 1 if missed or clean.regressions or clean.empty_by else 0

@@ -197,7 +197,7 @@ def _solo(zoo: Any, case: Case, prompt: str, ids: list[int], run: Any) -> BatchR
 
 def observe(zoo: Any, case: Case) -> Observation:
     obs = Observation()
-    if not hf.requires(obs, hf.PATH_FEATURE.get(case.path)):
+    if not hf.requires(obs, hf.PATH_FEATURE.get(case.path), probe=lambda: zoo.path_probe(case)):
         return obs
     lm = zoo.load(case.model)
     check, names = case.param("check"), list(case.param("prompts"))

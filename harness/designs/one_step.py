@@ -30,7 +30,7 @@ count's binomial test, both against exact values - and Holm decides its smallest
 alpha / 2, re-deciding - and re-bounding - a field at no less than that level), N is the larger of
   - `stats.samples_needed(tv_max, DESIGN_POWER, level, k)`: the G-test detects every distribution at TV
     >= tv_max with probability >= stats.DESIGN_POWER (k = bins with P > 0), and
-  - the smallest N at which a correct verifier's check is not `underpowered`: the check's TV upper
+  - the smallest N at which a correct verifier's check is not `not checked` (underpowered): the check's TV upper
     bound (`stats.tv_upper_bound`: TV(p^, P) + 1/2 * Weissman's L1 width at level) stays <= tv_max
     with probability >= `NULL_QUANTILE` (the empirical TV's quantile is simulated under P with a
     fixed seed, so N is deterministic),
@@ -57,7 +57,7 @@ from harness.schema import Case, Observation
 
 SEED = 1234
 MIN_P = 1e-3
-NULL_QUANTILE = 0.99  # P(a correct verifier's check is marked underpowered) <= 1 - NULL_QUANTILE
+NULL_QUANTILE = 0.99  # P(a correct verifier's check is marked not checked) <= 1 - NULL_QUANTILE
 STAT_CHECKS = 2  # statistical fields per case (see `observe`): Holm decides the first one at alpha / 2
 NULL_SIMULATIONS = 3000
 NULL_SEED = 20240601

@@ -48,7 +48,7 @@ from harness.subjects.hf_cache import top_values
 
 def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
     obs = Observation()
-    if not hf.requires(obs, hf.PATH_FEATURE.get(case.path)):
+    if not hf.requires(obs, hf.PATH_FEATURE.get(case.path), probe=lambda: zoo.generate(case)):
         return obs
     got = zoo.generate(case)
     obs.add("error", got.error)

@@ -21,8 +21,11 @@ caller's - the outputs suite's acceptance rate), each sized at the run's per-tes
 count; N is the smallest multiple of 100 for which the G-test over the lumped bins has power
 >= 0.8 against every distribution at TV >= `tv` from the exact joint (`stats.samples_needed`:
 noncentrality >= 4 N TV^2, a bound that holds for any alternative). The backstop is kept small
-(TV_DEFAULT 0.25, N 200-300 here) because the white-box fields carry the exactness: its rows pass as
-`underpowered` (it cannot rule out thresholds.tv_max) and say so. Tuples with probability < MIN_MASS
+(`default_tv`: TV_DEFAULT 0.25, N 200-300 on the speculative paths, one generate() call a draw;
+TV_PLAIN 0.15, N 500-700 on the batched plain path) because the white-box fields carry the
+exactness: a fit that cannot rule out thresholds.tv_max (0.05 needs N ~3000-5600 here, over the
+run's time budget) is `not checked` - never a pass - and says the smallest TV it did detect; a misfit
+at that size is still a regression. Tuples with probability < MIN_MASS
 form one bin; a case whose exact mass sits in one bin (a flat distribution) is `not checkable`.
 A (model, path) in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp's MTP path: 46 layers, ~0.3 s
 a call): its fit is skipped with that reason, its white-box fields check it.
@@ -50,6 +53,7 @@ from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 
 TV_DEFAULT = 0.25  # detectable TV of a default run's backstop (N 200-300: the white box carries the exactness)
+TV_PLAIN = 0.15  # ... on the plain path, whose draws are batched (PLAIN_BATCH a call): N 500-700 for ~0.1 s more a case
 TV_DEEP = 0.08  # ... of a deep run
 MIN_MASS = 0.005  # tuples below this probability form one bin
 LOW_PRECISION = ("bf16", "fp16")
@@ -73,6 +77,14 @@ def seed_of(spec: SamplingSpec, salt: int = 0) -> int:
 def design(joint: Joint, alpha: float, tv: float, statistical: int = 1) -> stats.SampleDesign:
     """N for one case at the run's per-test `alpha`, its `statistical` fields decided together (Holm)."""
     return stats.SampleDesign.gtest(list(joint.probabilities().values()), alpha, statistical, tv)
+
+
+def default_tv(path: str, deep: bool) -> float:
+    """The TV a case's backstop is sized to detect: TV_DEEP in a deep run; else TV_PLAIN on the plain
+    path (batched draws are cheap) and TV_DEFAULT on the speculative ones (one generate() call a draw)."""
+    if deep:
+        return TV_DEEP
+    return TV_PLAIN if path == "plain" else TV_DEFAULT
 
 
 def bias(joint: Joint, target: Joint) -> float:
@@ -219,7 +231,7 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
                     f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({settings.describe()}); "
                     "fp32 runs check it")
         return obs
-    plan = design(path_joint, alpha, TV_DEEP if run.deep else TV_DEFAULT, statistical)
+    plan = design(path_joint, alpha, default_tv(spec.path, run.deep), statistical)
     drawn = draws(zoo, spec, seed, plan.n)
     counts = path_joint.counts(drawn.samples)
     expected = path_joint.probabilities()
@@ -245,6 +257,6 @@ def observe_case(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observ
 
     spec = SamplingSpec.of(case)
     obs = Observation()
-    if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path)):
+    if not hf.requires(obs, hf.PATH_FEATURE.get(spec.path), probe=lambda: zoo.path_probe(spec.case())):
         return obs
     return obs.merge(observe(zoo, spec, run, alpha))

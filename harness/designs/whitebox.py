@@ -40,6 +40,7 @@ from harness.schema import Observation
 
 CALLS = 2  # generate() calls per case (distinct seeds)
 NEW_TOKENS = 8  # tokens each call generates: several verification steps
+MAX_LISTED = 64  # deviating positions a field lists (its identity for the known-deviation rule)
 TOLERANCE = 1e-5  # the detectable TV: a clean run sits at <= 2e-7 (float32 rounding; measured 5.13-5.24, fp32 and bf16)
 FIELDS = ("exact_target", "exact_draft", "exact_acceptance", "exact_residual", "exact_emitted")
 OBSERVED = {
@@ -73,9 +74,12 @@ class Worst:
     positions: int = 0
     at: str = ""
     parts: dict[str, float] = field(default_factory=dict)  # per component (exact_draft: q_draw, q_ver)
+    over: list[str] = field(default_factory=list)  # the positions beyond TOLERANCE (what identifies a deviation)
 
     def add(self, value: float, where: str, part: str = "") -> None:
         self.positions += 1
+        if value > TOLERANCE and len(self.over) < MAX_LISTED:
+            self.over.append(where)
         if part:
             self.parts[part] = max(self.parts.get(part, 0.0), value)
         if value > self.tv or not self.at:
@@ -219,9 +223,12 @@ def mechanism(worst: dict[str, Worst], draft_chain: Any, target_chain: Any, weig
 
 
 def fields(worst: dict[str, Worst], notes: list[str], path: str, skip: dict[str, str], extras: dict[str, Any],
-           mechanisms: list[str]) -> Observation:
+           mechanisms: list[str], generated: int | None = None) -> Observation:
     """The case's white-box fields (which exist depends on the path: plain and prompt lookup have only
-    `exact_emitted`), each with what was observed and how, the exact side and `detectable_tv`."""
+    `exact_emitted`), each with what was observed and how, the exact side and `detectable_tv`.
+    Coverage: `exact_emitted` states `min_positions` = the `generated` tokens of the calls - every
+    sampled token was emitted from a position the hooks must see (fewer is coverage-lost, judged in
+    the run); a deviating field lists the positions beyond tolerance (`deviating_at`)."""
     obs = Observation()
     names = FIELDS if path in ("assisted", "mtp", "ensemble") else ("exact_emitted",)
     for name in names:
@@ -231,7 +238,11 @@ def fields(worst: dict[str, Worst], notes: list[str], path: str, skip: dict[str,
                                                               "no step of this kind was observed")
             obs.skipped(name, "deviation", f"not checkable ({why})", "not-checkable")
             continue
-        more = {"parts": w.parts} if w.parts else {}
+        more: dict[str, Any] = {"parts": w.parts} if w.parts else {}
+        if w.over:
+            more["deviating_at"] = w.over
+        if name == "exact_emitted" and generated is not None:
+            more["min_positions"] = generated
         obs.add(name, {"tv": w.tv, "positions": w.positions}, kind="deviation", detectable_tv=TOLERANCE,
                 observed=OBSERVED[name] if path in ("assisted", "mtp", "ensemble") or name != "exact_emitted"
                 else "the sampler's input (torch.multinomial)", exact=EXACT[name], worst_at=w.at,
@@ -261,13 +272,14 @@ def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *,
 
     start = time.process_time()
     kwargs = {**kwargs, "max_new_tokens": NEW_TOKENS}
-    steps, probes, recorders = [], [], []
+    steps, probes, recorders, generated = [], [], [], 0
     with draft_schedule(assistant, draft_tokens):
         for call in range(CALLS):
             rec, error = wb.generate(model, ids, kwargs, seed + call)
             if error is not None:
                 return Observed(Observation(), error, [], [], time.process_time() - start)
             recorders.append(rec)
+            generated += rec.generated
             for step in wb.steps(rec):
                 step.call = call
                 steps.append(step)
@@ -281,7 +293,7 @@ def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *,
         worst, notes = {name: Worst() for name in FIELDS}, []
         skip = {name: f"the exact side cannot be computed: {exc}" for name in FIELDS}
     extras = {"calls": CALLS, "new_tokens": NEW_TOKENS, "hooks_missing": rec.missing}
-    obs = fields(worst, notes, path, skip, extras, mechanism(worst, drafter, target, weight))
+    obs = fields(worst, notes, path, skip, extras, mechanism(worst, drafter, target, weight), generated)
     return Observed(obs, None, target, drafter, time.process_time() - start)
 
 

@@ -101,6 +101,20 @@ def _dtype_auto_as_unset(get_dtype: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[..., Any]:
+    """With an assistant model the generation mode is the base one (greedy or sample) instead of
+    assisted generation: generate() takes the assistant, raises nothing, and decodes without it."""
+    import functools
+
+    @functools.wraps(get_mode)
+    def wrapped(self: Any, assistant_model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        mode = get_mode(self, assistant_model, *args, **kwargs)
+        if assistant_model is not None and mode == "assisted_generation":
+            return get_mode(self, None, *args, **kwargs) if not (self.use_mtp or self.prompt_lookup_num_tokens) else mode
+        return mode
+    return wrapped
+
+
 def _trust_remote_code_by_default(resolve: Callable[..., Any]) -> Callable[..., Any]:
     import functools
 
@@ -112,6 +126,7 @@ def _trust_remote_code_by_default(resolve: Callable[..., Any]) -> Callable[..., 
 
 GEN = "transformers.generation.utils"
 CAND = "transformers.generation.candidate_generator"
+GEN_CONFIG = "transformers.generation.configuration_utils"
 CACHE = "transformers.cache_utils"
 MASK = "transformers.masking_utils"
 QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
@@ -172,6 +187,15 @@ FAULTS: tuple[Fault, ...] = (
           Catch("outputs", "llama-target.prompt_lookup.dynamic.short-0.greedy", "drafts"),
           (edit(CAND, "PromptLookupCandidateGenerator.get_candidates",
                 ("start_idx = idx + ngram_size", "start_idx = idx + ngram_size + 1")),)),
+    Fault("assistant-falls-back-to-plain", "drafting",
+          "generate(assistant_model=...) silently decodes without the assistant: the generation mode stays "
+          "greedy / sample, no candidate generator is consulted, no error (the outputs equal plain decoding)",
+          Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "supports_assistant_model"),
+          (Wrap(GEN_CONFIG, "GenerationConfig.get_generation_mode", _assistant_falls_back_to_plain),),
+          notes="modelled on huggingface/transformers#30778 (a generate() refactor silently dropped a property of "
+                "assisted decoding - the assistant's greedy drafting - with no error; restored in that PR) and on "
+                "the candidate-generator refactor of #27979 / #28030 (the assisted path's classes moved and renamed): "
+                "a path judged by a class name, or by its keyword, stays green when the call no longer runs it"),
     Fault("assistant-ignores-num-tokens", "drafting",
           "assisted drafting ignores num_assistant_tokens and drafts up to 20 tokens a step",
           Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "drafts"),

@@ -8,8 +8,9 @@ what this version supports.
 - `Zoo.generate(case)` / `generate(...)`: one `generate()` call on any path (plain, assisted,
   prompt lookup, MTP, ensemble), returning tokens, per-step top-2 margins, the drafts proposed and
   the number of target forward passes - or the exception transformers raised, as data;
-- `capabilities()`: which generation features the installed version accepts (by introspection,
-  never by version number);
+- `capabilities()`: which generation keywords the installed version accepts (by introspection,
+  never by class name or version number); `requires` / `path_runs`: whether a decoding path really
+  runs, decided by the case's call (a candidate generator consulted);
 - `speculative_sampling()`: transformers' own one-step verifier, behind a stable signature.
 """
 
@@ -47,19 +48,19 @@ def version() -> str:
 
 @functools.cache
 def capabilities() -> dict[str, bool]:
-    """Feature -> accepted by the installed transformers (by introspection, not version numbers);
-    computed once per process. Callers must not mutate the returned dict."""
+    """Feature -> the installed transformers accepts its keyword (generate()'s signature or a
+    GenerationConfig field; the cache kinds it lists) - never a class name, never a version number.
+    Whether a decoding path really runs is decided by its behaviour (`path_runs`). Computed once per
+    process; callers must not mutate the returned dict."""
     from transformers import GenerationConfig, GenerationMixin
-    from transformers.generation import candidate_generator as cg
     from transformers.generation import configuration_utils
 
     fields = set(inspect.signature(GenerationConfig.__init__).parameters) | set(vars(GenerationConfig()))
     cache_kinds = set(getattr(configuration_utils, "ALL_CACHE_IMPLEMENTATIONS", ()))
     return {
-        "assistant_model": "assistant_model" in inspect.signature(GenerationMixin.generate).parameters
-        and hasattr(cg, "AssistedCandidateGenerator"),
-        "prompt_lookup": hasattr(cg, "PromptLookupCandidateGenerator"),
-        "use_mtp": hasattr(cg, "MTPCandidateGenerator") and "use_mtp" in fields,
+        "assistant_model": "assistant_model" in inspect.signature(GenerationMixin.generate).parameters,
+        "prompt_lookup": "prompt_lookup_num_tokens" in fields,
+        "use_mtp": "use_mtp" in fields,
         "assistant_ensemble_weight": "assistant_ensemble_weight" in fields,
         "static_cache": "static" in cache_kinds,
     }
@@ -68,19 +69,45 @@ def capabilities() -> dict[str, bool]:
 # the generate() feature each decoding path needs (keys of `capabilities()`); plain needs none
 PATH_FEATURE = {"assisted": "assistant_model", "prompt_lookup": "prompt_lookup", "mtp": "use_mtp",
                 "ensemble": "assistant_ensemble_weight"}
+PROBE_TOKENS = 4  # new tokens of a path's behaviour probe (`Zoo.path_probe`)
 
 
-def requires(obs: Observation, feature: str | None) -> bool:
+def path_runs(got: Generated) -> str:
+    """Why a speculative path's call did not run as that path ("" when it did): its signature is that a
+    candidate generator was consulted - some `get_candidates` (of whatever class) was called
+    (`record_drafts` counts the calls, drafted tokens or none). A call that raised is the case's
+    `error` field's business, not a missing path."""
+    if got.error is not None or got.drafts:
+        return ""
+    return (f"generate() ran without consulting any candidate generator ({len(got.tokens)} tokens, "
+            "no get_candidates call): the path silently decoded without drafting")
+
+
+def requires(obs: Observation, feature: str | None, probe: Callable[[], Generated] | None = None) -> bool:
     """Record whether the installed transformers has the generate() feature (`supports_<feature>`,
-    a capability: a change is a feature added / removed) and, without it, stop the observation
-    with the reason. True when the case can go on."""
+    a capability) and, without it, stop the observation with the reason. True when the case can go on.
+
+    Decided by behaviour where a `probe` (the case's own call on its path) is given: the keyword is
+    accepted and the call runs as the path (`path_runs`). A keyword accepted whose call silently
+    decodes without drafting is `supports_<feature>` False with extras ignored (a regression in any
+    run: the caller gets neither an error nor the path); a path that does not run, either way, carries
+    extras path = the feature, so a baseline where it ran makes it a regression (path-lost)."""
     if feature is None:
         return True
-    supported = capabilities().get(feature, False)
-    obs.add(f"supports_{feature}", supported, kind="capability")
-    if not supported:
-        obs.stop(f"transformers {version()} does not support {feature}")
-    return supported
+    accepted = capabilities().get(feature, False)
+    why = "" if accepted else f"transformers {version()} does not accept {feature}"
+    ignored = ""
+    if accepted and probe is not None:
+        ignored = path_runs(probe())
+    if not why and not ignored:
+        obs.add(f"supports_{feature}", True, kind="capability")
+        return True
+    extras: dict[str, Any] = {"path": feature, "why": ignored or why}
+    if ignored:
+        extras["ignored"] = True
+    obs.add(f"supports_{feature}", False, kind="capability", **extras)
+    obs.stop(f"{feature}: {ignored or why}")
+    return False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -303,6 +330,14 @@ class Zoo:
         return dict(assistant=self.load(case.assistant).model if case.assistant else None,
                     prompt_lookup=case.draft_tokens if case.path == "prompt_lookup" else None,
                     use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens)
+
+    def path_probe(self, case: Case) -> Generated:
+        """A short greedy call on the case's model and path (PROBE_TOKENS new tokens), shared by the
+        cases of one (model, path, assistant, draft schedule): the behaviour `requires` decides on."""
+        prompt = case.prompt or (list(case.param("prompts") or ()) or [""])[0]
+        probe = Case(case.model, case.path, case.cache, prompt, "greedy", None, case.weight, case.draft_tokens,
+                     case.assistant, PROBE_TOKENS)
+        return self.generate(probe)
 
     def generate(self, case: Case) -> Generated:
         """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""

@@ -99,6 +99,7 @@ class Recorder(contextlib.AbstractContextManager):
         self.events: list[Event] = []
         self.hooked: list[str] = []
         self.missing: list[str] = []  # "<hook>: <why>"
+        self.generated = 0  # new tokens the recorded generate() call returned
         self.lists: dict[int, tuple[Any, str, list[list[Any]]]] = {}  # id(list) -> (list, role, chain)
         self._stack: list[str] = []
         self._undo: list[Callable[[], None]] = []
@@ -458,9 +459,11 @@ def generate(model, input_ids: torch.Tensor, kwargs: dict[str, Any], seed: int) 
     torch.manual_seed(seed)
     try:
         with rec, torch.no_grad():
-            model.generate(input_ids, **kwargs)
+            out = model.generate(input_ids, **kwargs)
     except Exception as exc:
         if not is_subject_error(exc):
             raise
         return rec, error_of(exc)
+    seq = out if isinstance(out, torch.Tensor) else getattr(out, "sequences", None)
+    rec.generated = 0 if seq is None else int(seq.shape[-1] - input_ids.shape[-1])
     return rec, None
