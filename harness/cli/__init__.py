@@ -2,7 +2,7 @@
 
     harness check   [--baseline KEY] [-n N] [--strict] [--inject-fault NAME] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
     harness regen   [--yes | --dry-run] [-n N] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
-    harness init    [--model PATH [--assistant PATH]] [--name NAME]
+    harness init    [--model PATH [--assistant PATH]] [--name NAME] | --ci github [--transformers V ...] [--torch V ...] [--dtype D ...]
     harness compare A B [--out DIR] [--claims FILE]
     harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness faults [--only NAME ...] [-j N] [--out FILE] [--list]
