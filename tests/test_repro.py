@@ -98,3 +98,23 @@ def test_the_command_writes_the_script_the_checkpoint_and_an_issue_with_both_env
     assert "- `tokens`: **pass**" in issue  # the record against itself: the harness's own verdict
     assert main(["repro", "caches/llama-target", "--baseline", KEY, "--out", str(out), "--no-run"]) == 2
     assert "`harness repro` writes scripts for outputs, stopping, backends" in capsys.readouterr().err
+
+
+def test_a_pull_requests_summary_leads_with_the_regressions_and_their_repro_commands(tmp_path, monkeypatch):
+    from harness.checking.findings import group_findings
+    from harness.report import load_results
+    from harness.report.terminal import markdown_summary
+    from harness.schema import Status
+
+    results = load_results(ROOT / "docs" / "upgrades" / "5.14.0-to-5.24.0" / "results.json")
+    text = markdown_summary(results)
+    regressions = [f for f in group_findings(results.outcomes) if f.status is Status.REGRESSION]
+    commands = [line.split("`")[1] for line in text.splitlines() if line.strip().startswith("repro: `harness repro ")]
+    assert len(commands) == len(regressions) > 0
+    assert text.index("Verdict: **regression**") < text.index("## To decide") < text.index(commands[0]) \
+        < text.index("<details>") < text.index("## Per suite") < text.index("</details>")
+    monkeypatch.chdir(ROOT)  # the third regression's command, as printed, writes its script
+    target, *flags = commands[2].split()[2:]
+    assert target == "outputs/glm4moe-mtp.mtp.static.short-0.greedy:error"
+    assert main(["repro", target, *flags, "--out", str(tmp_path / "r"), "--no-run"]) == 0
+    assert (tmp_path / "r" / "repro.py").is_file()

@@ -78,6 +78,16 @@ def recipe_of(suite: str, case: Case) -> str | None:
     return None
 
 
+def scriptable(suite: str, case_id: str) -> bool:
+    """Whether a case id names a case a recipe writes (`recipe_of`, from the id alone: outputs'
+    generation cases, stopping's `.stream.plain|assisted`, backends' model cases - ids without a dot)."""
+    if suite == "outputs":
+        return True
+    if suite == "stopping":
+        return case_id.endswith((".stream.plain", ".stream.assisted"))
+    return suite == "backends" and "." not in case_id
+
+
 def plan(suite: str, case: Case, record: Record, baseline_key: str, prompts: dict[str, str],
          models: dict[str, str], fields: tuple[str, ...] = ()) -> Plan:
     """The script's plan for `suite/case` against the baseline `record`. `prompts`: prompt id ->
