@@ -2,11 +2,12 @@
 
     harness check   [--baseline KEY] [-n N] [--strict] [--inject-fault NAME] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
     harness regen   [--yes | --dry-run] [-n N] [--model PATH [--assistant PATH]] [-- PYTEST ARGS]
-    harness init    [--model PATH [--assistant PATH]] [--name NAME]
+    harness init    [--model PATH [--assistant PATH]] [--name NAME] | --ci github [--transformers V ...] [--torch V ...] [--dtype D ...]
     harness compare A B [--out DIR] [--claims FILE]
     harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness faults [--only NAME ...] [-j N] [--out FILE] [--list]
     harness report RESULTS_JSON [--out DIR]
+    harness repro  SUITE/CASE[:FIELD] | N [--baseline KEY] [--out DIR] [--python EXE]
 
 `check` and `regen` turn their flags into one `RunSettings` (harness/settings/run.py) and hand it
 to pytest as flags; settings come from ``[tool.harness]`` in the project's pyproject.toml (found
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from harness.checking.claims import ClaimsError
-from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report
+from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report, repro
 from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, OWNED_OPTIONS, common_parser, error
 from harness.cli.project import UsageError
 from harness.report import ResultsFileError
@@ -28,7 +29,7 @@ from harness.schema import RecordError
 from harness.settings.config import ConfigError
 from harness.store.reading import InputError
 
-COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report)
+COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report, repro)
 
 
 def build_parser() -> argparse.ArgumentParser:

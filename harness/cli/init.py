@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.cli import ci
 from harness.cli.common import EXIT_OK
 from harness.cli.project import UsageError
 from harness.settings.models import NAME, ModelError, check_checkpoint
@@ -109,6 +110,8 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
 
 
 def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if args.ci:  # the CI workflow only (harness/cli/ci.py)
+        return ci.cmd_ci(args)
     here = Path.cwd()
     pyproject, golden, ignored = init_project(here, args.name, args.model, args.assistant)
     print(f"harness: wrote [tool.harness] to {pyproject.name}, created {golden.relative_to(here)}/"
@@ -130,4 +133,5 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="PATH", help="your checkpoint (default: a placeholder path to edit)")
     p.add_argument("--assistant", metavar="PATH", help="its assistant (optional)")
     p.add_argument("--name", default="my-model", help="the model's name in case ids (default my-model)")
+    ci.add_arguments(p)
     p.set_defaults(func=cmd_init)

@@ -12,6 +12,7 @@ from harness.checking.findings import group_findings, headline, numbered
 from harness.checking.humane import printable, shorten
 from harness.report.junit import write_junit
 from harness.report.page import render
+from harness.report.repro import scriptable
 from harness.schema import Results, Status
 from harness.store.env import machine_differences
 
@@ -109,7 +110,9 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     machine = machine_differences(results.env, results.baseline_env)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             *(["", machine] if machine else []), "", f"## {headline(findings)}", ""]
+             *(["", machine] if machine else []), ""]
+    lines += to_decide(findings, meta.get("baseline_key"))
+    top, lines = lines, ["", f"## {headline(findings)}", ""]
     for number, finding in numbered(findings):
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
@@ -130,7 +133,25 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
                       "|---|---|---|---|---|"]
             lines += [f"| {md_cell(o.suite, 80)} | {md_cell(o.case, 120)} | {md_cell(o.field, 80)} | "
                       f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o in listed]
-    return escape_markdown("\n".join(lines) + "\n")
+    # the reviewer's decision first; the rest collapsed (the only HTML here: the tags, added after escaping)
+    return (escape_markdown("\n".join(top) + "\n") + "\n<details><summary>every finding, per suite, every outcome"
+            "</summary>\n" + escape_markdown("\n".join(lines) + "\n") + "\n</details>\n")
+
+
+def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
+    """What a reviewer decides on, under the verdict: each regression finding with the command that
+    writes its standalone repro script and issue body (`harness repro`, harness/cli/repro.py)."""
+    regressions = [(n, f) for n, f in numbered(list(findings)) if f.status is Status.REGRESSION]
+    if not regressions:
+        return ["No regression."]
+    lines = [f"## To decide: {len(regressions)} regression finding{'s' if len(regressions) != 1 else ''}", ""]
+    flag = f" --baseline {baseline}" if baseline else ""
+    for number, f in regressions:
+        first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), f.outcomes[0])
+        more = f" (and {len(f.cases) - 1} more cases)" if len(f.cases) > 1 else ""
+        lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   repro: `harness repro {first.suite}/{first.case}:"
+                     f"{first.field}{flag}`{more}")
+    return lines
 
 
 def escape_markdown(text: str) -> str:
