@@ -33,7 +33,9 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   the installed version maps its tensor names; layer indices folded)
     state_dict_keys        exact  the loaded model's state_dict names
     logits                 tensor logits at the first and last position of "long-0": a checkpoint saved by
-                                  the baseline version must load into the installed one with the same logits
+                                  the baseline version must load into the installed one with the same logits;
+                                  its oracle is the reference engine (`logits_vs_engine`): a change toward it
+                                  is fixed, away from it broken (harness/checking/oracles.py)
     logits_vs_engine       ref    ... and equal the reference engine's (families it implements)
     resaved_keys           exact  names save_pretrained writes with the installed version (a rename
                                   like GPTNeoX embed_out -> lm_head shows up as a changed field)
@@ -177,7 +179,8 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     full = logits(lm.model, ids)
     obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()})
     obs.add("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
-    obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT)
+    obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT,
+            oracle="logits_vs_engine")
     reference = zoo.reference(case.model)
     if reference is None:
         obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))

@@ -2,7 +2,9 @@
 
   error         exact   the exception transformers raised (type, first line) or None
   tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
-                        differs while `distribution` still fits is `changed` (rng-stream), not a regression
+                        differs while `distribution` still fits is `changed` (rng-stream), not a regression;
+                        greedy: its oracle is the engine's decode (`equals_reference_engine`): a change
+                        toward it is fixed, away from it broken (harness/checking/oracles.py)
   distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
                         exact joint, one G-test of those counts, N sized for the case's two statistical
                         fields on a speculative path (harness/designs/sampling.py `observe`, with
@@ -64,8 +66,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution", whitebox=False,
                                    statistical=1 if case.path == "plain" else 2))
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
-    else:
-        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins])
+    else:  # greedy: its oracle is the reference engine's decode (equals_reference_engine, where it runs)
+        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], oracle="equals_reference_engine")
     obs.add("text", tok.decode(got.tokens), follows="tokens")
     obs.add("first_logits", top_values(got.first_logits), kind="tensor")
     obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
