@@ -41,6 +41,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking.signatures import api_transition
 from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
@@ -119,13 +120,17 @@ def _deepdiff(old: Any, new: Any) -> Any:
 def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression,
     except the transitions of a recorded exception (`_error_transition`: a fix is `changed`), of an
-    outcome field (extras `outcome`, `_outcome_transition`: a load error gone is fixed) and a
+    outcome field (extras `outcome`, `_outcome_transition`: a load error gone is fixed), of an entry
+    point (harness/checking/signatures.py: a signature or an absent entry point, by compatibility) and a
     field whose extras say `presentation` - how the same result is presented (a streamer's cuts of
     text whose whole is checked elsewhere): `changed` (presentation-changed), never a regression."""
     diff = _deepdiff(baseline.value, observed.value)
     if not diff:
         return verdict(name, "exact", Status.PASS, "identical")
     transition = _error_transition(name, baseline.value, observed.value)
+    if transition is not None:
+        return transition
+    transition = api_transition(name, baseline.value, observed.value)  # an entry point, by compatibility
     if transition is not None:
         return transition
     rule = observed.extras.get("outcome")
