@@ -118,7 +118,19 @@ class Finding:
         where = f"`{fields[0]}`" if len(fields) == 1 else f"{len(fields)} fields ({', '.join(fields[:shown])}" + (
             ", ...)" if len(fields) > shown else ")")
         cause = f"one cause, {self.cause}: " if self.cause else ""
-        return f"{cause}{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}"
+        return f"{cause}{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}{self._ran_with()}"
+
+    def _ran_with(self) -> str:
+        """'; ran with DynamicCache, attention sdpa, warned: "..."' - the setup the first case really
+        ran with, where its subject recorded one (diff "ran_with", harness/subjects/hf.py `ran_with`)."""
+        ran = next((o.diff["ran_with"] for o in self.outcomes if isinstance(o.diff.get("ran_with"), dict)), None)
+        if not ran:
+            return ""
+        parts = [p for p in (ran.get("cache"), f"attention {ran['attn_implementation']}"
+                             if ran.get("attn_implementation") else None) if p]
+        said = ran.get("warnings") or []
+        warned = f", warned: {said[0][:100]!r}" + (f" (+{len(said) - 1} more)" if len(said) > 1 else "") if said else ""
+        return f"; ran with {', '.join(parts) or 'no cache returned'}{warned}"
 
     def _checkpoint_sentence(self, width: int) -> str:
         detail = " ".join(self.example.split()).removeprefix("the checkpoint changed ")
