@@ -307,7 +307,7 @@ def probe_load_dtype_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Ob
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model, err = observe(lambda keyword=keyword: AutoModelForCausalLM.from_pretrained(
-                str(zoo.directory(TARGET)), **{keyword: torch.float16}))
+                str(zoo.directory(TARGET)), trust_remote_code=False, **{keyword: torch.float16}))
         dtype = None if model is None else str(next(model.parameters()).dtype)
         honoured[keyword] = "rejected" if err is not None else ("accepted" if dtype == "torch.float16" else "ignored")
         arrived[keyword] = dtype or err
