@@ -32,7 +32,7 @@ def test_a_removed_value_and_what_names_it_are_one_finding():
     assert len(findings) == 1
     (f,) = findings
     assert f.status is Status.REGRESSION and set(f.fields) == {"declared", "accepted", "stages"}
-    assert f.sentence().startswith("one cause, `dynamic_full` removed: regression")
+    assert f.sentence().startswith("one cause, `dynamic_full` no longer honoured (removed or ignored): regression")
 
 
 def test_a_model_s_attention_backend_explains_its_numeric_differences_only():
@@ -55,3 +55,10 @@ def test_unrelated_differences_stay_apart():
                [["b", "POSITIONAL_OR_KEYWORD", "<required>"]])
     b = judged("generation-config-keys", "keys", "capability", ["x", "y"], ["x"])
     assert [f.cause for f in group_findings([a, b])] == ["", ""]
+
+
+def test_a_keyword_ignored_now_and_its_rename_are_one_finding():
+    ignored = judged("forward-cache-keyword", "fills_cache", "capability", {"cache": "accepted"}, {"cache": "ignored"})
+    keys = judged("forward-cache-keyword", "output_keys", "exact", ["logits", "cache"], ["logits", "past_key_values"])
+    (f,) = group_findings([ignored, keys])
+    assert f.cause == "`cache` no longer honoured (removed or ignored)" and set(f.fields) == {"fills_cache", "output_keys"}

@@ -3,8 +3,8 @@
 
 Two causes are recognised, each from what the outcomes themselves say:
 
-- a removed name: a capability that lost a value or keyword (`diff["removed"]`: `dynamic_full`
-  of cache_implementation, the `cache` keyword) is the cause of every other difference whose
+- a removed name: a capability that lost a value or keyword, or ignores it now (`diff["removed"]`,
+  `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every other difference whose
   detail names it as a value - quoted (`'cache' -> 'past_key_values'`, ``renamed from `cache` ``) or
   as the head of a changed path (`dynamic_full.stage: ...`);
 - a model's attention backend: a model whose attention implementation or backend support
@@ -33,8 +33,9 @@ def model_of(outcome: Outcome) -> str:
 
 
 def removed_names(outcomes: Iterable[Outcome]) -> list[str]:
-    """The names a capability no longer holds (its comparer's `removed`)."""
-    names = [n for o in outcomes if o.kind == "capability" for n in o.diff.get("removed") or []]
+    """The names a capability no longer holds or now silently ignores (its comparer's `removed`, `ignored`)."""
+    names = [n for o in outcomes if o.kind == "capability"
+             for n in [*(o.diff.get("removed") or []), *(o.diff.get("ignored") or [])]]
     return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 

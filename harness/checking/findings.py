@@ -207,7 +207,7 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         group = [f for f in rest if name in removed_names(f.outcomes) or names_value(f.example, name)]
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
-            out.append(_merged(group, f"`{name}` removed"))
+            out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
     for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
         if not model:
             continue
