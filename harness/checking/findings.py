@@ -212,7 +212,8 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if not model:
             continue
         group = [f for f in rest if any(attention_model(o) == model for o in f.outcomes)]
-        parts = [_split(f, lambda o, m=model: follows_attention(o, m)) for f in rest if f not in group]
+        parts = [_split(f, lambda o, m=model: follows_attention(o, m)) if f.category != Category.FIXED.value
+                 else (None, f) for f in rest if f not in group]  # a field its oracle found fixed stays told apart
         followers = [inside for inside, _ in parts if inside is not None]
         if group and followers:
             rest = [outside for _, outside in parts if outside is not None]
