@@ -34,7 +34,7 @@ def model_of(outcome: Outcome) -> str:
 
 def removed_names(outcomes: Iterable[Outcome]) -> list[str]:
     """The names a capability no longer holds or now silently ignores (its comparer's `removed`, `ignored`)."""
-    names = [n for o in outcomes if o.kind == "capability"
+    names = [n for o in outcomes if o.kind == "capability" and isinstance(o.diff, dict)
              for n in [*(o.diff.get("removed") or []), *(o.diff.get("ignored") or [])]]
     return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 

@@ -123,7 +123,8 @@ class Finding:
     def _ran_with(self) -> str:
         """'; ran with DynamicCache, attention sdpa, warned: "..."' - the setup the first case really
         ran with, where its subject recorded one (diff "ran_with", harness/subjects/hf.py `ran_with`)."""
-        ran = next((o.diff["ran_with"] for o in self.outcomes if isinstance(o.diff.get("ran_with"), dict)), None)
+        ran = next((o.diff["ran_with"] for o in self.outcomes
+                    if isinstance(o.diff, dict) and isinstance(o.diff.get("ran_with"), dict)), None)
         if not ran:
             return ""
         parts = [p for p in (ran.get("cache"), f"attention {ran['attn_implementation']}"
