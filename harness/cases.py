@@ -369,6 +369,7 @@ CONTRACTS: tuple[Case, ...] = (
     contract("cache-api", "cache_api"),
     contract("cache-crop-positive", "cache_crop_positive"),
     contract("forward-cache-keyword", "forward_cache_keyword"),
+    contract("load-dtype-keywords", "load_dtype_keywords"),
     contract("save-pretrained-side-effects", "save_pretrained_side_effects"),
 )
 

@@ -31,7 +31,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a record also holds its case's in-run reference verdicts (`RecordedReference`)
+READABLE_SCHEMAS = (1, 2)  # a schema-1 record is a schema-2 record without references
 RESULTS_VERSION = 1
 
 # Field kinds: the kind decides how a field is compared (harness/checking/compare.py, docs/design.md).
@@ -71,6 +72,7 @@ class Category(str, Enum):
     KNOWN_DEVIATION = "known-deviation"  # ... the one the baseline record has (mechanism, positions, size)
     COVERAGE_LOST = "coverage-lost"  # an observation saw less than it must (fewer positions, hooks, pieces)
     NOT_CHECKED = "not-checked"  # the sample cannot rule out the smallest effect that matters: no verdict
+    KNOWN_FAILURE = "known-failure"  # an in-run reference that fails in the baseline record too (not the upgrade's)
     DISTRIBUTION_MISMATCH = "distribution-mismatch"
     DISTRIBUTION_SHIFT = "distribution-shift"
     EXACT_DISTRIBUTION_CHANGED = "exact-distribution-changed"  # the exact (computed) distribution itself changed
@@ -324,24 +326,74 @@ def malformed(kind: str, value: Any, extras: Any) -> str:
     return "" if ok else f"a {kind} value cannot be {type(value).__name__} {str(value)[:60]!r}"
 
 
+@dataclass(frozen=True)
+class RecordedReference:
+    """The verdict of one in-run reference (an observation against the value its oracle computed in
+    the same run: the reference engine, the harness's own search, another route of the library),
+    as a record stores it (schema 2): its kind, status, category and one-line detail, and `measure`
+    - the size of the failure where the comparer gives one (a tensor's max abs error), else None.
+    Only the verdict is stored, never the two values: what a later run needs is whether this env's
+    oracle agreed (harness/checking/oracles.py: a reference failing in the baseline too is known; a
+    field moving toward its oracle is fixed)."""
+
+    kind: str
+    status: str
+    category: str = ""
+    detail: str = ""
+    measure: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Status.REGRESSION.value
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "status": self.status, "category": self.category,
+                                "detail": self.detail}
+        return {**data, "measure": self.measure} if self.measure is not None else data
+
+    @classmethod
+    def from_outcome(cls, outcome: Outcome) -> RecordedReference:
+        measure = outcome.diff.get("max_abs_err")
+        ok = isinstance(measure, (int, float)) and not isinstance(measure, bool) and measure == measure
+        return cls(outcome.kind, outcome.status.value, outcome.category.value, outcome.detail[:500],
+                   float(measure) if ok and measure != float("inf") else None)
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path | str, name: str) -> RecordedReference:
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("kind", "status")):
+            raise RecordError(path, f"reference {name!r} needs 'kind' and 'status' as text")
+        if data["status"] not in {s.value for s in Status}:
+            raise RecordError(path, f"reference {name!r} has unknown status {data['status']!r}")
+        measure = data.get("measure")
+        if measure is not None and (not isinstance(measure, (int, float)) or isinstance(measure, bool)):
+            raise RecordError(path, f"reference {name!r}: 'measure' must be a number, got {measure!r}")
+        return cls(data["kind"], data["status"], str(data.get("category", "")), str(data.get("detail", "")),
+                   None if measure is None else float(measure))
+
+
 @dataclass
 class Record:
-    """One case's observed fields in one environment, as stored."""
+    """One case's observed fields in one environment, as stored, with the verdicts of its in-run
+    references (`references`, schema 2; none in a schema-1 record)."""
 
     suite: str
     case: str
     env: dict[str, Any]
     fields: dict[str, Field] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
+    references: dict[str, RecordedReference] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
+        data = {
+            "schema": SCHEMA_VERSION,
             "suite": self.suite,
             "case": self.case,
             "env": self.env,
             "fields": {name: f.to_json() for name, f in self.fields.items()},
         }
+        if self.references:
+            data["references"] = {name: r.to_json() for name, r in self.references.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: Any, path: Path | str, suite: str | None = None, case: str | None = None) -> Record:
@@ -349,8 +401,9 @@ class Record:
         if not isinstance(data, dict):
             raise RecordError(path, f"a record must be a JSON object, got {type(data).__name__}")
         schema = data.get("schema")
-        if schema != SCHEMA_VERSION:
-            raise RecordError(path, f"unknown schema version {schema!r} (this harness reads schema {SCHEMA_VERSION})")
+        if schema not in READABLE_SCHEMAS or isinstance(schema, bool):
+            raise RecordError(path, f"unknown schema version {schema!r} (this harness reads schema "
+                                    f"{', '.join(map(str, READABLE_SCHEMAS))})")
         for key in ("suite", "case", "env", "fields"):
             if key not in data:
                 raise RecordError(path, f"missing key {key!r}")
@@ -370,7 +423,12 @@ class Record:
             if problem:
                 raise RecordError(path, f"field {name!r}: {problem}")
             fields[name] = Field.from_json(raw)
-        return cls(suite=data["suite"], case=data["case"], env=data["env"], fields=fields, schema=schema)
+        raw_refs = data.get("references", {})
+        if not isinstance(raw_refs, dict) or (raw_refs and schema < 2):
+            raise RecordError(path, "'references' must be a JSON object, in a record of schema 2")
+        references = {name: RecordedReference.from_json(r, path, name) for name, r in raw_refs.items()}
+        return cls(suite=data["suite"], case=data["case"], env=data["env"], fields=fields, schema=schema,
+                   references=references)
 
 
 @dataclass(frozen=True)

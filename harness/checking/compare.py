@@ -42,6 +42,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking.signatures import api_transition
 from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
@@ -70,6 +71,45 @@ def _error_transition(name: str, old: Any, new: Any) -> Outcome | None:
     return None
 
 
+OUTCOME_RULES = ("error", "clean", "each")  # extras `outcome`: how a field's value says a call failed
+
+
+def _failed(value: Any, rule: str) -> bool:
+    """Whether an outcome field's value is a failure: "error" - an exception recorded as data, or a
+    dict whose "raises" / "error" is set (`load`: {"raises": None} loaded); "clean" - a report of
+    problems (`loading_info`: missing / unexpected / mismatched keys, error messages) that lists any."""
+    if rule == "clean":
+        return isinstance(value, dict) and any(bool(v) for v in value.values())
+    return _error(value) or (isinstance(value, dict) and bool(value.get("raises") or value.get("error")))
+
+
+def _outcome_transition(name: str, old: Any, new: Any, rule: str) -> Outcome | None:
+    """An outcome field (extras ``outcome=<rule>``: a load or call records that it worked or how
+    it failed, every time - never a field that exists only when it fails): failing before and
+    working now is `fixed` (changed), working before and failing now `broken`, failing otherwise
+    `error-changed` (both regressions); rule "each": a dict of such outcomes (one per attention
+    implementation), judged per key, the worst first. None when neither side failed."""
+    if rule == "each" and isinstance(old, dict) and isinstance(new, dict):
+        per = {k: _outcome_transition(f"{name}.{k}", old.get(k), new.get(k), "error") for k in {*old, *new}}
+        found = [o for o in per.values() if o is not None]
+        for category in ("broken", "error-changed", "fixed"):
+            hit = [o for o in found if o.category.value == category]
+            if hit:
+                return replace(hit[0], field=name, detail="; ".join(o.detail for o in hit))
+        return None
+    before, after = _failed(old, rule), _failed(new, rule)
+    if before and not after:
+        return verdict(name, "exact", Status.CHANGED, f"works now ({name}); failed before: {short(old)}", "fixed",
+                       {"old": old, "new": new})
+    if after and not before:
+        return verdict(name, "exact", Status.REGRESSION, f"fails now ({name}): {short(new)}; worked before", "broken",
+                       {"old": old, "new": new})
+    if before and after:
+        return verdict(name, "exact", Status.REGRESSION, f"fails otherwise ({name}): {short(new)} (was {short(old)})",
+                       "error-changed", {"old": old, "new": new})
+    return None
+
+
 def _deepdiff(old: Any, new: Any) -> Any:
     """deepdiff's structural diff (imported on first use: with pydantic it takes ~0.2 s, paid by
     every pytest start that loads the plugin, also where nothing is compared)."""
@@ -80,7 +120,9 @@ def _deepdiff(old: Any, new: Any) -> Any:
 
 def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression,
-    except the transitions of a recorded exception (`_error_transition`: a fix is `changed`) and a
+    except the transitions of a recorded exception (`_error_transition`: a fix is `changed`), of an
+    outcome field (extras `outcome`, `_outcome_transition`: a load error gone is fixed), of an entry
+    point (harness/checking/signatures.py: a signature or an absent entry point, by compatibility) and a
     field whose extras say `presentation` - how the same result is presented (a streamer's cuts of
     text whose whole is checked elsewhere): `changed` (presentation-changed), never a regression."""
     diff = _deepdiff(baseline.value, observed.value)
@@ -89,6 +131,14 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
     transition = _error_transition(name, baseline.value, observed.value)
     if transition is not None:
         return transition
+    transition = api_transition(name, baseline.value, observed.value)  # an entry point, by compatibility
+    if transition is not None:
+        return transition
+    rule = observed.extras.get("outcome")
+    if rule in OUTCOME_RULES:
+        transition = _outcome_transition(name, baseline.value, observed.value, rule)
+        if transition is not None:
+            return transition
     if observed.extras.get("presentation"):
         return verdict(name, "exact", Status.CHANGED, change_detail(baseline.value, observed.value),
                        "presentation-changed", {"deepdiff": json.loads(diff.to_json())})
@@ -258,7 +308,14 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
 # capability
 
 
+PATHWAY = ("accepted", "ignored", "rejected")  # a probed keyword: effective / no error, no effect / raised
+
+
 def _features(value: Any, name: str) -> set[str] | None:
+    """The features a capability value holds: True flags, listed names, or the keywords a probe
+    found `accepted` (effective; `ignored` and `rejected` are not features)."""
+    if isinstance(value, dict) and value and all(v in PATHWAY for v in value.values()):
+        return {k for k, v in value.items() if v == "accepted"}
     if isinstance(value, bool):
         return {name} if value else set()
     if isinstance(value, dict) and all(isinstance(v, bool) for v in value.values()):
@@ -269,7 +326,7 @@ def _features(value: Any, name: str) -> set[str] | None:
 
 
 # (old, new) word of a probed feature that means it now silently does nothing
-SILENT_LOSS = {("accepted", "ignored"), ("stored", "dropped")}
+SILENT_LOSS = {("accepted", "ignored"), ("stored", "dropped"), (True, "ignored")}  # True: a record's old flag
 
 
 def _path_verdict(name: str, observed: Field, baseline: Field | None) -> Outcome | None:

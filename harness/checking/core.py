@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.checking.compare import compare_field, decide_with_holm
-from harness.checking.humane import text_around
+from harness.checking.humane import reference_words, text_around
+from harness.checking.oracles import ORACLE, arbitrate, known_failure
 from harness.checking.policy import Policy, verdict
 from harness.schema import (
     STATISTICAL_KINDS,
@@ -37,6 +38,7 @@ from harness.schema import (
     Observation,
     Outcome,
     Record,
+    RecordedReference,
     RecordError,
     Status,
 )
@@ -58,7 +60,9 @@ class Rules:
 
 
 LOW_PRECISION = ("bf16", "fp16")
-TEXT_FIELD = "text"  # the decoded text a suite records next to a case's tokens
+TEXT_FIELD = "text"
+NOT_CHECKS = (Status.SKIPPED, Status.INFO)  # outcomes that record no verdict of a reference
+UPGRADE_KEYS = ("transformers", "torch", "tokenizers")  # env keys whose change makes an upgrade  # the decoded text a suite records next to a case's tokens
 
 
 @dataclass
@@ -81,6 +85,8 @@ class CaseCheck:
         self._checks: dict[str, _Check] = {}
         self._decided: list[Outcome] = []
         self.observed: dict[str, Field] = {}  # the fields to write into this env's record
+        self.references: dict[str, RecordedReference] = {}  # their verdicts, to write beside them (outcomes())
+        self._recorded: dict[str, RecordedReference] = {}  # verdicts read from a record (offline compare)
 
     def _claim(self, name: str) -> None:
         if name in self._checks or any(o.field == name for o in self._decided):
@@ -130,12 +136,19 @@ class CaseCheck:
         low_precision = str((self.rules.env or {}).get("dtype")) in LOW_PRECISION
         policy = self._policy(self.rules.env, implementations_differ or low_precision)
         outcome = compare_field(name, observed, expected, policy)
+        outcome = replace(outcome, detail=reference_words(outcome.detail))  # "expected" is this run's oracle
         # a reference derived from another reference's token streams (the scores of beam rows that
         # tie-flipped) inherits its tie-flip, as a field does (observe)
         follows = observed.extras.get("follows") or ()
         follows = (follows,) if isinstance(follows, str) else tuple(follows)
         self._checks[name] = _Check(self._place(outcome, "reference"), policy, observed, expected, follows)
         return self._checks[name].outcome
+
+    def recorded(self, name: str, verdict: RecordedReference) -> None:
+        """A reference verdict read from the record being judged (`harness compare`: the other env
+        ran it): it is reported as that env's verdict and arbitrates its fields (`outcomes`)."""
+        self._claim(name)
+        self._recorded[name] = verdict
 
     def add(self, outcome: Outcome) -> Outcome:
         """An outcome decided by an exact rule outside the comparers (e.g. a mask checked against
@@ -180,7 +193,43 @@ class CaseCheck:
             return resolved[name]
 
         out = [self._with_text(resolve(name)) for name in self._checks]
-        return [self._apply_rules(o) if o.against == "baseline" else o for o in out] + self._decided
+        checked = [o for o in [*out, *self._decided] if o.against == "reference" and o.status not in NOT_CHECKS]
+        self.references = {o.field: RecordedReference.from_outcome(o) for o in checked}
+        self.references.update(self._recorded)
+        out += [Outcome(self.suite, self.case, name, r.kind, Status(r.status), r.detail, Category(r.category),
+                        {}, "reference") for name, r in self._recorded.items()]
+        out = self._by_oracles(out)
+        decided = [self._by_oracle(o) if o.against == "reference" and o.status not in NOT_CHECKS else o
+                   for o in self._decided]
+        return [self._apply_rules(o) if o.against == "baseline" else o for o in out] + decided
+
+    def _upgrade(self) -> bool:
+        """The baseline record was taken under other library versions than this run (an upgrade
+        check, `harness compare` of two releases): only then can a failure be the baseline's too.
+        Within one env a failing reference stays a regression - its record's verdict never
+        excuses it (an injected fault, a rerun of a faulty case)."""
+        env, base = self.rules.env or {}, self.baseline.env if self.baseline else {}
+        return any(env.get(k) != base.get(k) for k in UPGRADE_KEYS)
+
+    def _by_oracles(self, out: list[Outcome]) -> list[Outcome]:
+        """`_by_oracle` on every outcome; then a field that follows one its oracle found fixed (the
+        text of tokens that moved to the engine's) is the same fix, not a second finding."""
+        out = [self._by_oracle(o) for o in out]
+        fixed = {o.field: o for o in out if o.against == "baseline" and o.category is Category.FIXED
+                 and ORACLE in o.diff}
+        return [_follow_fix(o, [fixed[f] for f in self._checks[o.field].follows if f in fixed])
+                if o.against == "baseline" and o.field in self._checks else o for o in out]
+
+    def _by_oracle(self, o: Outcome) -> Outcome:
+        """The oracle arbitrates (harness/checking/oracles.py): a reference failing in the baseline
+        record too is known; a field that names its oracle moved toward it (fixed) or away (broken)."""
+        before = self.baseline.references if self.baseline else {}
+        where = self.rules.baseline_key or "the baseline"
+        if o.against == "reference":
+            return known_failure(o, before.get(o.field), where) if self._upgrade() else o
+        check = self._checks.get(o.field)
+        oracle = str(check.observed.extras.get(ORACLE) or "") if check else ""
+        return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
 
     def _with_text(self, o: Outcome) -> Outcome:
         """A tokens field that diverged, in a case that also records its decoded `text` against the
@@ -224,6 +273,16 @@ def _rng_stream(outcome: Outcome, distribution: Outcome) -> Outcome:
                    detail=f"seeded stream differs, but the sampled distribution still fits ({distribution.field}: "
                           f"{distribution.detail}); here: {outcome.detail}",
                    diff={**outcome.diff, "seeded_by": distribution.field})
+
+
+def _follow_fix(outcome: Outcome, sources: list[Outcome]) -> Outcome:
+    """A regression of a field derived from a field that moved to its oracle's value: the same fix."""
+    if outcome.status is not Status.REGRESSION or not sources:
+        return outcome
+    source = sources[0]
+    return replace(outcome, status=Status.CHANGED, category=Category.FIXED,
+                   detail=f"follows the fix of {source.field} (moved to its oracle's value); here: {outcome.detail}",
+                   diff={**outcome.diff, "follows": source.field})
 
 
 def _inherit_tie_flip(outcome: Outcome, sources: list[Outcome]) -> Outcome:
@@ -271,5 +330,7 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
         check = CaseCheck(b.suite, b.case, Rules(alpha, thresholds, b.env, baseline_key=name_a), baseline=a)
         for name, f in b.fields.items():
             check.observe(name, f)
+        for name, r in b.references.items():
+            check.recorded(name, r)
         outcomes += check.outcomes() + missing_fields(a, set(b.fields), check.rules)
     return outcomes

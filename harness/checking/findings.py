@@ -11,6 +11,9 @@ and env keys it may quote (`cause`). Passes and information rows (`info`) are no
 a finding (broken, error-changed, fixed) no longer observes its other fields: those `missing`
 outcomes are folded into that finding as `follows` instead of being findings of their own.
 Order: regressions first, then changed / missing, then the rest (new, skipped); larger first.
+Findings of one cause that spans fields - a removed name and what names it, a model's attention
+backend and its numeric differences (harness/checking/causes.py) - are merged into one that lists
+every affected field (`by_cause`).
 
 A changed checkpoint of yours comes before everything (category `checkpoint-changed`: its
 fingerprint differs from the baseline's, harness/fixtures/checkpoint.py): the differences
@@ -22,9 +25,10 @@ differences and stay where they are.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from harness.checking.causes import attention_model, follows_attention, names_value, removed_names
 from harness.schema import Category, Outcome, Status
 
 CHECKPOINT = Category.CHECKPOINT_CHANGED
@@ -70,6 +74,7 @@ class Finding:
     outcomes: list[Outcome] = field(default_factory=list)
     follows: list[Outcome] = field(default_factory=list)
     under: list[Finding] = field(default_factory=list)
+    cause: str = ""  # the one cause several findings were merged under (`by_cause`), in words
 
     @property
     def status(self) -> Status:
@@ -109,10 +114,24 @@ class Finding:
         if len(detail) > width:
             detail = detail[: width - 3] + "..."
         extra = f" (+{len(self.follows)} fields no longer observed)" if self.follows else ""
-        fields = self.fields
-        where = f"`{fields[0]}`" if len(fields) == 1 else f"{len(fields)} fields ({', '.join(fields[:4])}" + (
-            ", ...)" if len(fields) > 4 else ")")
-        return f"{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}"
+        fields, shown = self.fields, 12 if self.cause else 4  # a merged cause lists what it affects
+        where = f"`{fields[0]}`" if len(fields) == 1 else f"{len(fields)} fields ({', '.join(fields[:shown])}" + (
+            ", ...)" if len(fields) > shown else ")")
+        cause = f"one cause, {self.cause}: " if self.cause else ""
+        return f"{cause}{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}{self._ran_with()}"
+
+    def _ran_with(self) -> str:
+        """'; ran with DynamicCache, attention sdpa, warned: "..."' - the setup the first case really
+        ran with, where its subject recorded one (diff "ran_with", harness/subjects/hf.py `ran_with`)."""
+        ran = next((o.diff["ran_with"] for o in self.outcomes
+                    if isinstance(o.diff, dict) and isinstance(o.diff.get("ran_with"), dict)), None)
+        if not ran:
+            return ""
+        parts = [p for p in (ran.get("cache"), f"attention {ran['attn_implementation']}"
+                             if ran.get("attn_implementation") else None) if p]
+        said = ran.get("warnings") or []
+        warned = f", warned: {said[0][:100]!r}" + (f" (+{len(said) - 1} more)" if len(said) > 1 else "") if said else ""
+        return f"; ran with {', '.join(parts) or 'no cache returned'}{warned}"
 
     def _checkpoint_sentence(self, width: int) -> str:
         detail = " ".join(self.example.split()).removeprefix("the checkpoint changed ")
@@ -151,7 +170,61 @@ def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
             explained.setdefault(id(owner), []).append(o)
     for f in checkpoints:
         f.under = _group(explained.get(id(f), []))
-    return checkpoints + _group(rest)
+    return checkpoints + by_cause(_group(rest))
+
+
+def _rank(f: Finding) -> tuple[int, int, tuple[str, str, str, str, str]]:
+    return STATUS_RANK.get(f.status, 3), -len(f.cases), f.key
+
+
+def _merged(members: list[Finding], cause: str) -> Finding:
+    """One finding of several: the worst member's cause key and example first, every outcome kept."""
+    members = sorted(members, key=_rank)
+    return Finding(members[0].key, [o for m in members for o in m.outcomes], [o for m in members for o in m.follows],
+                   cause=cause)
+
+
+def _split(f: Finding, inside: Callable[[Outcome], bool]) -> tuple[Finding | None, Finding | None]:
+    """A finding's outcomes that `inside` claims, and the rest, each a finding of the same key (None: empty)."""
+    claimed = [o for o in f.outcomes if inside(o)]
+    left = [o for o in f.outcomes if not inside(o)]
+    if not claimed:
+        return None, f
+    if not left:
+        return f, None
+    return Finding(f.key, claimed), Finding(f.key, left, f.follows)
+
+
+def by_cause(findings: list[Finding]) -> list[Finding]:
+    """Findings that one cause explains, merged into one that lists every affected field
+    (harness/checking/causes.py): a removed name and the differences that name it; a model's
+    attention backend and its cases' numeric differences; a model's references that fail in the
+    baseline too (known-failure). Only differences are merged (new and
+    skipped fields stay where they are)."""
+    rest = [f for f in findings if f.status in DIFFERENCES]
+    kept = [f for f in findings if f.status not in DIFFERENCES]
+    out: list[Finding] = []
+    for name in removed_names(o for f in rest for o in f.outcomes):
+        group = [f for f in rest if name in removed_names(f.outcomes) or names_value(f.example, name)]
+        if len(group) > 1:
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
+    for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
+        if not model:
+            continue
+        group = [f for f in rest if any(attention_model(o) == model for o in f.outcomes)]
+        parts = [_split(f, lambda o, m=model: follows_attention(o, m)) if f.category != Category.FIXED.value
+                 else (None, f) for f in rest if f not in group]  # a field its oracle found fixed stays told apart
+        followers = [inside for inside, _ in parts if inside is not None]
+        if group and followers:
+            rest = [outside for _, outside in parts if outside is not None]
+            out.append(_merged(group + followers, f"the attention backend of {model} changed"))
+    for model in dict.fromkeys(o.case.split(".", 1)[0] for f in rest for o in f.outcomes):
+        group = [f for f in rest if f.category == Category.KNOWN_FAILURE.value and f.models == [model]]
+        if len(group) > 1:
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"{model}'s in-run references fail in the baseline too"))
+    return sorted(out + rest + kept, key=_rank)
 
 
 def _group(listed: list[Outcome]) -> list[Finding]:

@@ -127,6 +127,15 @@ def _walk(old: Any, new: Any, path: list[Any], out: list[str]) -> None:
         out.append(f"{_path(path)}: {show(old)} -> {show(new)}")
 
 
+_OLD_VS_NEW = re.compile(r"\bold (.+?) vs new\b")
+
+
+def reference_words(detail: str) -> str:
+    """A comparer's detail reworded for an in-run reference: its "old" side is the value the oracle
+    computed in this run, not a baseline record ("old X vs new Y" -> "expected X vs observed Y")."""
+    return _OLD_VS_NEW.sub(r"expected \1 vs observed", detail)
+
+
 def change_lines(old: Any, new: Any) -> list[str]:
     """One 'key: old -> new' line per changed leaf (paths like `a.b[2].c`; `root` for the whole value)."""
     out: list[str] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.schema import Field, Record, RecordError, Status
+from harness.schema import Field, Record, RecordedReference, RecordError, Status
 from harness.store.records import GoldenStore
 
 if TYPE_CHECKING:  # harness.checking.compare pulls in numpy and scipy: imported when diffing
@@ -68,6 +68,13 @@ def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> b
     if before.kind != after.kind or not same_shape(before.extras, after.extras):
         return False
     return compare_field(name, after, before, policy).status is Status.PASS
+
+
+def reference_unchanged(before: RecordedReference | None, after: RecordedReference) -> bool:
+    """A recorded reference verdict is unchanged for regen purposes when its kind, status and
+    category are (its detail quotes numbers that move within the comparer's tolerance)."""
+    return before is not None and (before.kind, before.status, before.category) == (
+        after.kind, after.status, after.category)
 
 
 def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field, bool]:
@@ -122,11 +129,19 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
                     fields[f] = before.fields[f] if unchanged else v
                 if unchanged:
                     kept.add(f)
-            after = replace(after, fields=fields)
+            if not complete:
+                after = replace(after, references={**before.references, **after.references})
+            refs = {n: before.references[n] if reference_unchanged(before.references.get(n), r) else r
+                    for n, r in after.references.items()}
+            after = replace(after, fields=fields, references=refs)
             added = tuple(f for f in after.fields if f not in before.fields)
+            added += tuple(f"reference:{n}" for n in refs if n not in before.references)
             removed = tuple(f for f in before.fields if f not in after.fields)
+            removed += tuple(f"reference:{n}" for n in before.references if n not in refs)
             changed = tuple((f, field_summary(before.fields[f].to_json(), after.fields[f].to_json()))
                             for f in after.fields if f in before.fields and f not in kept)
+            changed += tuple((f"reference:{n}", f"{before.references[n].status} -> {r.status}")
+                             for n, r in refs.items() if n in before.references and r is not before.references[n])
             if added or removed or changed:
                 changes.append(RecordChange(name, "changed", added, removed, changed, after))
     return changes

@@ -25,15 +25,21 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   (harness/subjects/engine.py `mask_problems`; calls are the attention
                                   layers', in order; linear-attention layers make none)
   eager_vs_sdpa
+    attn_load_error        exact  per implementation (eager, sdpa): None (loaded) or the error loading
+                                  raised - recorded every time, so a load error gone is fixed, one appearing
+                                  broken (an outcome field, harness/checking/compare.py `_outcome_transition`)
     eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
                                   "sdpa" agree within fp32 tolerance
   checkpoint
-    loading_info           exact  missing / unexpected / mismatched keys reported by from_pretrained
+    loading_info           exact  missing / unexpected / mismatched keys reported by from_pretrained (an
+                                  outcome: none listed is a clean load; problems gone are fixed, appearing broken)
                                   (the committed checkpoint is hash-checked, so what can change is how
                                   the installed version maps its tensor names; layer indices folded)
     state_dict_keys        exact  the loaded model's state_dict names
     logits                 tensor logits at the first and last position of "long-0": a checkpoint saved by
-                                  the baseline version must load into the installed one with the same logits
+                                  the baseline version must load into the installed one with the same logits;
+                                  its oracle is the reference engine (`logits_vs_engine`): a change toward it
+                                  is fixed, away from it broken (harness/checking/oracles.py)
     logits_vs_engine       ref    ... and equal the reference engine's (families it implements)
     resaved_keys           exact  names save_pretrained writes with the installed version (a rename
                                   like GPTNeoX embed_out -> lm_head shows up as a changed field)
@@ -149,8 +155,10 @@ def eager_vs_sdpa(zoo: Any, case: Case) -> Observation:
     ids = zoo.prompt_ids(case.model, PROMPT)
     eager, e_err = _with_attn(zoo, case.model, "eager")
     sdpa, s_err = _with_attn(zoo, case.model, "sdpa")
+    # an outcome field: recorded whether or not loading fails (None: loaded), so a load error gone is
+    # `fixed` and one appearing `broken` (compare_exact's outcome rule "each")
+    obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err}, outcome="each")
     if e_err or s_err:
-        obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err})
         reason = f"cannot load with {'eager' if e_err else 'sdpa'}: {(e_err or s_err)['message']}"
         obs.skipped("eager_vs_sdpa", "tensor", reason, "unsupported")
         return obs.stop(reason)
@@ -175,9 +183,11 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     ids = zoo.prompt_ids(case.model, PROMPT)
     positions = _positions(ids.shape[1])
     full = logits(lm.model, ids)
-    obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()})
+    obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()},
+            outcome="clean")  # a clean load (no key listed) is the outcome: problems gone are fixed
     obs.add("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
-    obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT)
+    obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT,
+            oracle="logits_vs_engine")
     reference = zoo.reference(case.model)
     if reference is None:
         obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))

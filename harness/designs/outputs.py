@@ -1,8 +1,13 @@
 """What generate() produces on one case (suites/test_outputs.py), as one `Observation`:
 
-  error         exact   the exception transformers raised (type, first line) or None
+  error         exact   the exception transformers raised (type, first line) or None; error, tokens and
+                        first_logits show beside them what the call really ran with (`ran_with`: the
+                        cache class generate() returned, the attention implementation, the warnings it
+                        emitted - harness/subjects/hf.py `ran_with`), never compared
   tokens        tokens  greedy/sampled ids with per-step top-2 margins; a seeded sampled stream that
-                        differs while `distribution` still fits is `changed` (rng-stream), not a regression
+                        differs while `distribution` still fits is `changed` (rng-stream), not a regression;
+                        greedy: its oracle is the engine's decode (`equals_reference_engine`): a change
+                        toward it is fixed, away from it broken (harness/checking/oracles.py)
   distribution  distribution  sampled cases: the path's first-2-token distribution over N seeds vs its
                         exact joint, one G-test of those counts, N sized for the case's two statistical
                         fields on a speculative path (harness/designs/sampling.py `observe`, with
@@ -51,7 +56,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     if not hf.requires(obs, hf.PATH_FEATURE.get(case.path), probe=lambda: zoo.generate(case)):
         return obs
     got = zoo.generate(case)
-    obs.add("error", got.error)
+    obs.add("error", got.error, show={"ran_with": got.setup} if got.setup else None)  # the setup, beside it
     if got.error is not None:
         if case.path != "plain" and case.decoding == "greedy" and zoo.stateful(case.model):
             obs.merge(engine_in_its_place(zoo, case))
@@ -64,10 +69,11 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution", whitebox=False,
                                    statistical=1 if case.path == "plain" else 2))
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], seeded_by="distribution")
-    else:
-        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins])
+    else:  # greedy: its oracle is the reference engine's decode (equals_reference_engine, where it runs)
+        obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], oracle="equals_reference_engine",
+                show={"ran_with": got.setup})
     obs.add("text", tok.decode(got.tokens), follows="tokens")
-    obs.add("first_logits", top_values(got.first_logits), kind="tensor")
+    obs.add("first_logits", top_values(got.first_logits), kind="tensor", show={"ran_with": got.setup})
     obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()

@@ -146,12 +146,13 @@ class Golden:
 
     def _write(self) -> dict[str, Any] | None:
         session, check = self.session, self._check
-        if check is None or not check.observed or session.strict or session.read_only:
+        if check is None or not (check.observed or check.references) or session.strict or session.read_only:
             return None
         if check.unreadable is not None and session.baseline_key == session.run_env.key and not session.force_regen:
             return None  # never overwrite a record we could not read, unless regenerating it
         report = session.store.update(session.run_env.key, self.suite, self.case, self.env, check.observed,
-                                      overwrite=session.force_regen, replace_unreadable=session.force_regen)
+                                      overwrite=session.force_regen, replace_unreadable=session.force_regen,
+                                      references=check.references)
         if not (report.written or report.replaced_unreadable):
             return None
         try:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.schema import Field, Record, RecordError, non_finite_text
+from harness.schema import Field, Record, RecordedReference, RecordError, non_finite_text
 from harness.store.files import _atomic_write_text, _copy_durable, _fsync_dir, _rename_exchange
 from harness.store.reading import InputError, clean_text, read_json
 
@@ -366,6 +366,7 @@ class GoldenStore:
         *,
         overwrite: bool = False,
         replace_unreadable: bool = False,
+        references: Mapping[str, RecordedReference] | None = None,
     ) -> WriteReport:
         """Merge `fields` into the record under an exclusive lock; write atomically if anything
         changed. Other fields already in the record are kept.
@@ -376,19 +377,24 @@ class GoldenStore:
         the record's env becomes `env`.
         An unreadable record raises `RecordError` unless `replace_unreadable` (then it is replaced
         and the report says so).
+        `references`: the case's in-run reference verdicts, merged by the same rule (a reference the
+        record lacks is added, an existing one rewritten only with `overwrite`); the report names
+        them ``reference:<name>``.
         """
-        report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable)
+        refs = dict(references or {})
+        report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable, refs)
         if record is None:
             return report  # nothing to write: no lock taken (a read-only run creates no lock file)
         with self.lock(env_key):  # merge again under the lock: another writer may have been first
-            report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable)
+            report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable, refs)
             if record is not None:
                 atomic_write_json(report.path, record.to_json())
                 report.written = True
         return report
 
     def _merge(self, env_key: str, suite: str, case: str, env: dict[str, Any], fields: Mapping[str, Field],
-               overwrite: bool, replace_unreadable: bool) -> tuple[WriteReport, Record | None]:
+               overwrite: bool, replace_unreadable: bool,
+               references: Mapping[str, RecordedReference] | None = None) -> tuple[WriteReport, Record | None]:
         """What `update` would do now: (report, the record to write or None when nothing changes)."""
         path = self.path(env_key, suite, case)
         report = WriteReport(path=path)
@@ -415,6 +421,14 @@ class GoldenStore:
             report.changes.append(FieldChange(name, change))
             if change != "unchanged":
                 record.fields[name] = new
+                dirty = True
+        for name, ref in (references or {}).items():
+            old_ref = record.references.get(name)
+            change = "new" if old_ref is None else (
+                "changed" if overwrite and old_ref.to_json() != ref.to_json() else "unchanged")
+            report.changes.append(FieldChange(f"reference:{name}", change))
+            if change != "unchanged":
+                record.references[name] = ref
                 dirty = True
         if not dirty:
             return report, None

@@ -362,6 +362,10 @@ class Generated:
     draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
     target_forwards: int = 0
     error: dict[str, str] | None = None  # {"type": ..., "message": ...} when generate() raised
+    # what the call really ran with: the cache class it returned, the attention implementation, and
+    # the warnings transformers emitted (warnings.warn and its logger) - a requested static cache
+    # swapped for a DynamicCache says so here (`ran_with`)
+    setup: dict[str, Any] = field(default_factory=dict)
 
     def acceptance_trace(self) -> tuple[list[int], list[int]]:
         """Accepted and drafted counts per step, from the drafts and the emitted tokens: each
@@ -467,6 +471,39 @@ def path_kwargs(assistant=None, prompt_lookup: int | None = None, use_mtp: bool 
     return kwargs
 
 
+@contextlib.contextmanager
+def emitted(sink: list[str]) -> Iterator[list[str]]:
+    """The first line of every distinct warning raised inside (warnings.warn, and records of the
+    `transformers` logger at WARNING or above), in order, into `sink`."""
+    import logging
+    import warnings
+
+    class Sink(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            line = str(record.getMessage()).strip().splitlines()[0][:160] if record.getMessage() else ""
+            if line and line not in sink:
+                sink.append(line)
+
+    handler, logger = Sink(logging.WARNING), logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield sink
+        for w in caught:
+            line = (str(w.message).strip().splitlines() or [""])[0][:160]
+            if line and line not in sink:
+                sink.append(line)
+    finally:
+        logger.removeHandler(handler)
+
+
+def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
+    """The setup a generate() call really ran with (`Generated.setup`)."""
+    return {"cache": type(cache).__name__ if cache is not None else None,
+            "attn_implementation": getattr(model.config, "_attn_implementation", None), "warnings": list(said)}
+
+
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
              use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
              do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
@@ -479,9 +516,10 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     out = Generated()
     if seed is not None:
         torch.manual_seed(seed)
+    said: list[str] = []
     try:
         with (record_drafts(out.drafts, out.draft_margins), count_forwards(model) as counter,
-              draft_schedule(assistant, draft_tokens),
+              draft_schedule(assistant, draft_tokens), emitted(said),
               torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)
@@ -490,7 +528,9 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
         if not is_subject_error(exc):
             raise
         out.error = error_of(exc)
+        out.setup = ran_with(model, None, said)
         return out
+    out.setup = ran_with(model, getattr(result, "past_key_values", None), said)
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]

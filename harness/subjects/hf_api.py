@@ -276,7 +276,8 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
     folded); `expected`: the parameter names of the MTP layer the installed MtpModel builds for
     this config (constructed, not loaded; "<missing>" without MtpModel); `load`:
     MtpModel.from_pretrained(model) - raised (type, and the keys it names as missing, parsed from
-    its message) or loaded; `use_mtp` (capability): generate(use_mtp=True) ran and drafted."""
+    its message) or loaded ({"raises": None}); `expected` and `load` are outcome fields (extras
+    outcome="error": a failure gone is fixed, one appearing broken); `use_mtp` (capability): generate(use_mtp=True) ran and drafted."""
     import ast
     import re
 
@@ -300,10 +301,10 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
         built, err = observe(lambda: mtp_cls(lm.model, layers)) if layers else (None, {
             "type": "missing", "message": "the config has no num_mtp_layers"})
         obs.add("expected", fold_keys([k for k, _ in built.named_parameters() if k.startswith("layers.")])
-                if built is not None else {"error": err})
+                if built is not None else {"error": err}, outcome="error")
         try:
             mtp_cls.from_pretrained(lm.model)
-            obs.add("load", {"raises": None})
+            obs.add("load", {"raises": None}, outcome="error")
         except Exception as exc:  # a transformers exception is the observation; the harness's propagates
             from harness.subjects import error_of, is_subject_error
 
@@ -312,7 +313,7 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
             listed = re.search(r"(\[[^\]]*\])", str(exc))
             named = sorted(ast.literal_eval(listed.group(1))) if listed else None
             obs.add("load", {"raises": type(exc).__name__, "missing": fold_keys(named) if named else None},
-                    message=error_of(exc)["message"])
+                    message=error_of(exc)["message"], outcome="error")
     out, err = observe(lambda: _run(zoo, model_name, use_mtp=True, return_dict_in_generate=True))
     obs.add("use_mtp", {"ran": err is None}, "capability", **({"error": err} if err else {}))
     return obs

@@ -238,6 +238,10 @@ def probe_cache_crop_positive(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Ob
 
 
 def probe_forward_cache_keyword(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """`fills_cache` (capability): per spelling of forward()'s cache keyword (`cache`, and v4's
+    `past_key_values` that v5 keeps), whether it is honoured - "accepted" (the cache holds the prompt
+    afterwards), "ignored" (no error, the cache left empty: a regression, feature-ignored) or
+    "rejected" (raised); `output_keys`: the output's keys."""
     from transformers import DynamicCache
 
     model = zoo.load(TARGET).model
@@ -248,7 +252,9 @@ def probe_forward_cache_keyword(zoo: Zoo, params: dict[str, Any], tmp: Path) -> 
         with warnings.catch_warnings(record=True) as caught, torch.no_grad():
             warnings.simplefilter("always")
             _, err = observe(lambda keyword=keyword, cache=cache: model(ids, use_cache=True, **{keyword: cache}))
-        fills[keyword] = err is None and cache.get_seq_length() == ids.shape[1]
+        # honoured: accepted (the cache holds the prompt), ignored (no error, cache left empty) or rejected
+        fills[keyword] = "rejected" if err is not None else (
+            "accepted" if cache.get_seq_length() == ids.shape[1] else "ignored")
         warned[keyword] = sorted({w.category.__name__ for w in caught})
     with torch.no_grad():
         out = model(ids, use_cache=True)
@@ -286,6 +292,27 @@ def probe_save_pretrained_side_effects(zoo: Zoo, params: dict[str, Any], tmp: Pa
     _, err = observe(lambda: model.save_pretrained(str(tmp / "saved")))
     obs = Observation()
     obs.add("result", {**_raised(err), "config.dtype": {"before": before, "after": type_name(model.config.dtype)}})
+    return obs
+
+
+def probe_load_dtype_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """`honoured` (capability): from_pretrained(dtype=float16) and v4's spelling
+    torch_dtype=float16 (v5 keeps it, deprecated), each checked for its effect - "accepted" (the
+    parameters arrive in float16), "ignored" (loads, in another dtype: a regression,
+    feature-ignored) or "rejected" (raised); `arrived`: the dtype each load's parameters have."""
+    from transformers import AutoModelForCausalLM
+
+    honoured, arrived = {}, {}
+    for keyword in ("dtype", "torch_dtype"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, err = observe(lambda keyword=keyword: AutoModelForCausalLM.from_pretrained(
+                str(zoo.directory(TARGET)), trust_remote_code=False, **{keyword: torch.float16}))
+        dtype = None if model is None else str(next(model.parameters()).dtype)
+        honoured[keyword] = "rejected" if err is not None else ("accepted" if dtype == "torch.float16" else "ignored")
+        arrived[keyword] = dtype or err
+    obs = Observation()
+    obs.add("honoured", honoured, "capability", arrived=arrived)
     return obs
 
 

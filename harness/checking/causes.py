@@ -1,0 +1,58 @@
+"""Causes that span fields: what makes several findings one (harness/checking/findings.py
+`by_cause` merges them). Pure functions on outcomes.
+
+Two causes are recognised, each from what the outcomes themselves say:
+
+- a removed name: a capability that lost a value or keyword, or ignores it now (`diff["removed"]`,
+  `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every other difference whose
+  detail names it as a value - quoted (`'cache' -> 'past_key_values'`, ``renamed from `cache` ``) or
+  as the head of a changed path (`dynamic_full.stage: ...`);
+- a model's attention backend: a model whose attention implementation or backend support
+  changed (`default_attn_implementation`, `attn_implementation`, `supports`: SDPA gained or lost,
+  with it the soft-cap) is the cause of the numeric differences of its own cases (tensor, tokens,
+  the SDPA calls it makes, references against its eager logits or the engine).
+
+Anything else stays its own finding: a cause is only claimed where the outcomes name it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from harness.schema import Outcome
+
+ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports")
+NUMERIC_KINDS = ("tensor", "tokens")
+ATTENTION_FOLLOWERS = ("sdpa_prefill", "text", "eager_vs_sdpa")
+
+
+def model_of(outcome: Outcome) -> str:
+    """A case id starts with its model's name (which has no dots)."""
+    return outcome.case.split(".", 1)[0]
+
+
+def removed_names(outcomes: Iterable[Outcome]) -> list[str]:
+    """The names a capability no longer holds or now silently ignores (its comparer's `removed`, `ignored`)."""
+    names = [n for o in outcomes if o.kind == "capability" and isinstance(o.diff, dict)
+             for n in [*(o.diff.get("removed") or []), *(o.diff.get("ignored") or [])]]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
+def names_value(detail: str, name: str) -> bool:
+    """`detail` names `name` as a value: quoted, backticked, or as the head of a changed path."""
+    quoted = rf"['\"`]{re.escape(name)}['\"`]"
+    head = rf"(?:^|; ){re.escape(name)}[.:\[]"
+    return bool(re.search(quoted, detail) or re.search(head, detail))
+
+
+def attention_model(outcome: Outcome) -> str:
+    """The model whose attention backend this outcome says changed ("" when it says nothing of it)."""
+    return model_of(outcome) if outcome.field in ATTENTION_FIELDS else ""
+
+
+def follows_attention(outcome: Outcome, model: str) -> bool:
+    """A numeric difference of `model`'s own case, which its attention backend explains."""
+    if model_of(outcome) != model:
+        return False
+    return outcome.kind in NUMERIC_KINDS or outcome.field in ATTENTION_FOLLOWERS

@@ -1,0 +1,64 @@
+"""Findings grouped by cause (harness/checking/findings.py `by_cause`, harness/checking/causes.py):
+the outcomes are made by the comparers from values built here, then placed on cases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.checking.compare import compare_field
+from harness.checking.findings import group_findings
+from harness.schema import Field, Outcome, Status
+
+
+def judged(case: str, name: str, kind: str, old, new, suite: str = "contracts") -> Outcome:
+    return replace(compare_field(name, Field(kind, new), Field(kind, old)), suite=suite, case=case)
+
+
+def _removed_value() -> list[Outcome]:
+    """cache_implementation="dynamic_full" removed: declared and accepted lose it, and the staged
+    run of that value now raises."""
+    staged = {"dynamic_full": {"stage": "ran", "cache": "DynamicCache"}, "static": {"stage": "ran"}}
+    now = {"dynamic_full": {"stage": "init", "raises": "ValueError"}, "static": {"stage": "ran"}}
+    case = "genconfig-values-cache_implementation"
+    return [judged(case, "declared", "capability", ["dynamic_full", "static"], ["static"]),
+            judged(case, "accepted", "capability", {"dynamic_full": True, "static": True}, {"static": True}),
+            judged(case, "stages", "exact", staged, now)]
+
+
+def test_a_removed_value_and_what_names_it_are_one_finding():
+    outcomes = _removed_value()
+    assert {o.status for o in outcomes} == {Status.CHANGED, Status.REGRESSION}
+    findings = group_findings(outcomes)
+    assert len(findings) == 1
+    (f,) = findings
+    assert f.status is Status.REGRESSION and set(f.fields) == {"declared", "accepted", "stages"}
+    assert f.sentence().startswith("one cause, `dynamic_full` no longer honoured (removed or ignored): regression")
+
+
+def test_a_model_s_attention_backend_explains_its_numeric_differences_only():
+    model = "gemma2-softcap"
+    attention = judged(model, "default_attn_implementation", "exact", "eager", "sdpa", "backends")
+    logits = [judged(f"{model}.plain.dynamic.short-{i}.greedy", "first_logits", "tensor", [1.0, 2.0 + i],
+                     [1.5, 2.0 + i], "outputs") for i in range(2)]
+    other = judged("llama-target.plain.dynamic.short-0.greedy", "first_logits", "tensor", [1.0], [2.0], "outputs")
+    error = judged(f"{model}.assisted.static.short-0.greedy", "error", "exact", None,
+                   {"type": "ValueError", "message": "not supported with Static cache classes"}, "outputs")
+    findings = group_findings([attention, *logits, other, error])
+    merged = [f for f in findings if f.cause]
+    assert len(merged) == 1 and set(merged[0].fields) == {"default_attn_implementation", "first_logits"}
+    assert len(merged[0].cases) == 3
+    assert len(findings) == 3  # llama-target's difference and the error are causes of their own
+
+
+def test_unrelated_differences_stay_apart():
+    a = judged("api-x", "signature", "exact", [["a", "POSITIONAL_OR_KEYWORD", "<required>"]],
+               [["b", "POSITIONAL_OR_KEYWORD", "<required>"]])
+    b = judged("generation-config-keys", "keys", "capability", ["x", "y"], ["x"])
+    assert [f.cause for f in group_findings([a, b])] == ["", ""]
+
+
+def test_a_keyword_ignored_now_and_its_rename_are_one_finding():
+    ignored = judged("forward-cache-keyword", "fills_cache", "capability", {"cache": "accepted"}, {"cache": "ignored"})
+    keys = judged("forward-cache-keyword", "output_keys", "exact", ["logits", "cache"], ["logits", "past_key_values"])
+    (f,) = group_findings([ignored, keys])
+    assert f.cause == "`cache` no longer honoured (removed or ignored)" and set(f.fields) == {"fills_cache", "output_keys"}

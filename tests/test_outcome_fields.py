@@ -1,0 +1,72 @@
+"""Outcome fields instead of presence fields (harness/checking/compare.py `_outcome_transition`,
+the capability rule for honoured keywords): a load or call records that it worked or how it
+failed every time, so a failure gone is `fixed` and one appearing `broken`; a keyword accepted
+without effect is a regression. The errors are raised by real calls and recorded through the
+subject boundary (`observe`), not written by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checking.compare import compare_field
+from harness.schema import Category, Field, Status
+from harness.subjects import observe
+
+
+def _transformers_error(model_type: str) -> dict:
+    """An exception transformers raises (an unknown model type), recorded by the subject boundary."""
+    from transformers import AutoConfig
+
+    _, err = observe(lambda: AutoConfig.for_model(model_type))
+    assert err is not None
+    return err
+
+
+def _judge(name: str, old, new, **extras) -> tuple[Status, Category]:
+    out = compare_field(name, Field("exact", new, extras), Field("exact", old))
+    return out.status, out.category
+
+
+def test_a_load_error_gone_is_fixed_and_appearing_is_broken():
+    err = _transformers_error("harness-no-sdpa")
+    ok, failing = {"eager": None, "sdpa": None}, {"eager": None, "sdpa": err}
+    assert _judge("attn_load_error", failing, ok, outcome="each") == (Status.CHANGED, Category.FIXED)
+    assert _judge("attn_load_error", ok, failing, outcome="each") == (Status.REGRESSION, Category.BROKEN)
+    other = {"eager": None, "sdpa": _transformers_error("harness-other")}
+    assert _judge("attn_load_error", failing, other, outcome="each") == (Status.REGRESSION, Category.ERROR_CHANGED)
+
+
+def test_a_recorded_raise_gone_is_fixed():
+    """`load` as the MTP contract records it: {"raises": None} when it loaded."""
+    err = _transformers_error("harness-no-mtp")
+    before = {"raises": err["type"], "missing": None}
+    assert _judge("load", before, {"raises": None}, outcome="error") == (Status.CHANGED, Category.FIXED)
+    assert _judge("load", {"raises": None}, before, outcome="error") == (Status.REGRESSION, Category.BROKEN)
+    assert _judge("expected", {"error": err}, ["layers.*.mlp"], outcome="error") == (Status.CHANGED, Category.FIXED)
+
+
+def test_a_clean_load_report_is_the_outcome():
+    problems = {"missing_keys": ["mtp.fc.weight"], "unexpected_keys": [], "error_msgs": []}
+    clean = {k: [] for k in problems}
+    assert _judge("loading_info", problems, clean, outcome="clean") == (Status.CHANGED, Category.FIXED)
+    assert _judge("loading_info", clean, problems, outcome="clean") == (Status.REGRESSION, Category.BROKEN)
+
+
+def test_without_the_outcome_rule_a_difference_stays_a_real_change():
+    assert _judge("value", {"raises": None}, {"raises": "ValueError"}) == (Status.REGRESSION, Category.REAL_CHANGE)
+
+
+def _honoured(old, new) -> tuple[Status, Category]:
+    out = compare_field("fills_cache", Field("capability", new), Field("capability", old))
+    return out.status, out.category
+
+
+@pytest.mark.parametrize("old", [{"cache": "accepted"}, {"cache": True}], ids=["word", "old-flag"])
+def test_a_keyword_accepted_without_effect_is_a_regression(old):
+    assert _honoured(old, {"cache": "ignored"}) == (Status.REGRESSION, Category.FEATURE_IGNORED)
+
+
+def test_a_keyword_rejected_or_honoured_again_is_a_change():
+    assert _honoured({"cache": "accepted"}, {"cache": "rejected"}) == (Status.CHANGED, Category.FEATURE_REMOVED)
+    assert _honoured({"cache": "ignored"}, {"cache": "accepted"}) == (Status.CHANGED, Category.FEATURE_ADDED)
+    assert _honoured({"cache": "accepted"}, {"cache": "accepted"})[0] is Status.PASS
