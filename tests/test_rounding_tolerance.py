@@ -3,6 +3,8 @@ bf16 run: values built by code (torch's own bf16 rounding, ulps counted with tor
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from harness.checking.compare import Policy, compare_field
@@ -75,9 +77,8 @@ def test_the_allowance_follows_each_element_not_the_maximum():
 
 
 def test_a_scalar_declared_fp32_is_compared_at_fp32_tolerance_in_a_bf16_run():
-    """YaRN's attention factor 0.1 ln 4 + 1 against 1.0 (the factor dropped): passes bf16's tolerance
-    of the old rule's kind, fails at fp32; an fp32 value against itself rounded once to fp32 passes."""
-    import math
+    """YaRN's attention factor 0.1 ln 4 + 1 against 1.0 (the factor dropped) fails at fp32; the factor
+    rounded once to fp32 passes; RoPE frequencies rounded to bf16 fail at fp32 and would pass bf16's rule."""
     factor = torch.tensor([0.1 * math.log(4.0) + 1.0], dtype=torch.float64)
     dropped = torch.tensor([1.0], dtype=torch.float64)
     assert compare(dropped, factor, dtype="fp32").status is Status.REGRESSION
