@@ -40,8 +40,8 @@ import numpy as np
 from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
-from harness.checking.rounding import LOW_PRECISION, rounding_allowance, ulps_used
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking.rounding import LOW_PRECISION, rounding_allowance, ulps_used
 from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
 
