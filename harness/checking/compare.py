@@ -42,6 +42,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
+from harness.checking.rounding import LOW_PRECISION, rounding_allowance, ulps_used
 from harness.checking.signatures import api_transition
 from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
@@ -258,8 +259,9 @@ def tensor_tolerance(dtype: str) -> tuple[float, float]:
 def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Elementwise ``|new - old| <= atol + rtol*|old|`` with torch.testing's defaults for the
     coarser of the two dtypes; when the envs' numerics differ, plus ``k * u(dtype) * max|old|``
-    (k = thresholds.tensor_cross_env_ulps), because low-precision errors scale with the tensor's
-    magnitude. NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
+    (k = thresholds.tensor_cross_env_ulps) in fp32 / fp64; in bf16 / fp16 across numerics, the
+    per-element rounding rule of harness/checking/rounding.py instead
+    (``atol + c * u * (max(|a_i|,|b_i|) + rms(b))``, c = thresholds.tensor_rounding_ulps). NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
     try:
         new = np.asarray(observed.value, dtype=float)
         old = np.asarray(baseline.value, dtype=float)
@@ -273,15 +275,20 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
     rtol, atol = tensor_tolerance(dtype)
     differs = policy.numerics_differences()
+    u = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"])
     finite = np.abs(old[np.isfinite(old)])
     scale = float(finite.max()) if finite.size else 0.0
-    extra = policy.thresholds.tensor_cross_env_ulps * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"]) * scale
-    extra = extra if differs else 0.0
+    per_element = bool(differs) and dtype in LOW_PRECISION
+    extra = policy.thresholds.tensor_cross_env_ulps * u * scale if differs and not per_element else 0.0
     same = (new == old) | (np.isnan(new) & np.isnan(old))  # equal infinities (masked logits) match
     with np.errstate(invalid="ignore"):
         err = np.where(same, 0.0, np.abs(new - old))
     err = np.where(np.isnan(err), np.inf, err)
-    allowed = atol + rtol * np.abs(np.nan_to_num(old)) + extra
+    if per_element:  # harness/checking/rounding.py: the dtype's rounding of each element
+        rtol, extra = 0.0, policy.thresholds.tensor_rounding_ulps
+        allowed = rounding_allowance(old, new, u, extra, atol)
+    else:
+        allowed = atol + rtol * np.abs(np.nan_to_num(old)) + extra
     bad = err > allowed
     max_abs = float(err.max()) if err.size else 0.0
     rel = err / np.maximum(np.abs(np.nan_to_num(old)), np.finfo(float).tiny)
@@ -290,6 +297,8 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
         "dtype": dtype, "rtol": rtol, "atol": atol, "cross_env_extra": extra, "max_abs_err": max_abs,
         "max_rel_err": max_rel, "mismatched": int(bad.sum()), "total": int(err.size),
     }
+    if per_element:
+        diff.update(rule="per-element rounding", rounding_ulps=extra, ulps_used=ulps_used(err, old, new, u))
     if not bad.any():
         category = Category.NONE if max_abs == 0 else Category.TOLERATED_DRIFT
         detail = "identical" if max_abs == 0 else f"within tolerance ({dtype}): max abs err {max_abs:.3g}"

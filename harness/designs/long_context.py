@@ -73,6 +73,8 @@ from harness.subjects.hf_cache import narrowed
 from harness.subjects.hf_long_context import Rotary, forward_logits, greedy, rotary
 
 ATTENTION_DIGITS = 6
+# a reference to a quantity computed in fp32 in any run (inv_freq, attention factors): fp32 tolerance
+FP32_SCALARS = {"observed_extras": {"dtype": "fp32"}, "expected_extras": {"dtype": "fp32"}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,8 +179,11 @@ def far(zoo: Any, case: Case) -> Observation:
     got = rotary(lm.model)
     rope_fields(obs, got)
     ours_freq, ours_factor = engine_rope(reference)
-    obs.reference("inv_freq_vs_engine", got.inv_freq, ours_freq, kind="tensor")
-    obs.reference("attention_scaling_vs_engine", [got.attention_scaling], [ours_factor], kind="tensor")
+    # frequencies and the attention factor are computed in fp32 whatever the run's dtype (the RoPE
+    # init and the engine both work in fp32): compared at fp32 tolerance (harness/checking/rounding.py)
+    obs.reference("inv_freq_vs_engine", got.inv_freq, ours_freq, kind="tensor", **FP32_SCALARS)
+    obs.reference("attention_scaling_vs_engine", [got.attention_scaling], [ours_factor], kind="tensor",
+                  **FP32_SCALARS)
     pad = lm.model.config.pad_token_id or 0
     run = zoo.memo(("long-context-greedy", case.model, tuple(prompt), case.new_tokens),
                    lambda: greedy(lm.model, *pad_rows([prompt], pad, LEFT), case.new_tokens, pad))
@@ -220,7 +225,7 @@ def legacy_key(zoo: Any, case: Case, tmp: Path) -> Observation:
                   {"rope_type": shipped.rope_type, "attention_scaling": shipped.attention_scaling},
                   implementations_differ=False)
     obs.reference("inv_freq_equals_as_shipped", got.inv_freq, shipped.inv_freq, kind="tensor",
-                  implementations_differ=False)
+                  implementations_differ=False, **FP32_SCALARS)
     prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
     far_from = zoo.reference(case.model).cfg.rope_scaling.original_max
     ours = engine_logits(zoo, case.model, prompt)[far_from:]

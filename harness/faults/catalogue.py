@@ -426,6 +426,18 @@ FAULTS: tuple[Fault, ...] = (
           notes="re-creates transformers PR #32330 (\"Llama 3.1: Fix incorrect `inv_freq` assignment\": the refactored "
                 "_compute_llama3_parameters returned `inv_freq`, not `inv_freq_llama`, so Llama 3.1's RoPE frequencies "
                 "were wrong - the 4.43 RoPE scaling trouble, invisible at short positions) - the fix reverted"),
+    Fault("yarn-attention-factor-dropped", "long context",
+          "the YaRN RoPE init never applies the paper's attention factor: with no attention_factor in the config "
+          "it is 1.0 instead of 0.1 * ln(factor) + 1 (1.1386 at factor 4), so cos/sin are not scaled and every "
+          "position's attention logits are too flat",
+          Catch("long_context", "llama-rope-yarn.far", "*_vs_engine"),
+          (edit(ROPE, "_compute_yarn_parameters",
+                ("            attention_factor = get_mscale(factor)\n", "            attention_factor = 1.0\n")),),
+          notes="re-creates turboderp-org/exllamav3 #259 (\"YaRN attn_factor collapses to 1.0 for models with "
+                "mscale == mscale_all_dim == 1.0\": the YaRN attention scaling lost, fluent but wrong output) in "
+                "transformers' own init, whose mscale handling has been fixed before (transformers PR #47435 \"Fix "
+                "yarn `mscale_all_dim` for DeepSeek v2 and Mistral 4\": the mscale missing from the attention "
+                "scaling); a fp32 scalar, so it must be caught at fp32 tolerance in a bf16 run too"),
     Fault("rope-type-from-legacy-key", "long context",
           "standardize_rope_params sets rope_type from 4.x's `type` key instead of defaulting to it: a config that "
           "names its rope_type (every v5 config.json) is read as default RoPE, the scaling ignored",
