@@ -144,3 +144,14 @@ CONFIG_KEYS = ("guidance_scale", "sequence_bias", "encoder_repetition_penalty", 
                "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "do_sample",
                "num_beams", "temperature", "top_h", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff",
                "eta_cutoff", "watermarking_config", "renormalize_logits", "eos_token_id")
+
+
+def requested(received: Mapping[str, Any], asked: Mapping[str, Any], prompt_length: int) -> dict[str, Any]:
+    """The config one call asks for: the config the version handed its processor builder (its defaults
+    and the model's generation config in it), every CONFIG_KEYS setting the caller passed taking the
+    caller's value - so a setting the version dropped on the way is still expected - and max_length
+    = P + max_new_tokens when the caller gave max_new_tokens."""
+    out = {**received, **{k: v for k, v in asked.items() if k in CONFIG_KEYS}}
+    if asked.get("max_new_tokens") is not None:
+        out["max_length"] = prompt_length + int(asked["max_new_tokens"])
+    return out
