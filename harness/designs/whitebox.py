@@ -262,6 +262,7 @@ class Observed:
     processors: list[list[Any]]  # the target's processor list as built
     drafter_processors: list[list[Any]]  # the assistant's inner list (the target's for MTP)
     seconds: float
+    built_config: dict[str, Any] | None = None  # the generation config the target's list was built from
 
 
 def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *, path: str,
@@ -309,7 +310,7 @@ def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *,
         skip = {name: f"the exact side cannot be computed: {exc}" for name in FIELDS}
     extras = {"calls": CALLS, "new_tokens": NEW_TOKENS, "hooks_missing": rec.missing}
     obs.merge(fields(worst, notes, path, skip, extras, mechanism(worst, drafter, target, weight)))
-    return Observed(obs, None, target, drafter, time.process_time() - start)
+    return Observed(obs, None, target, drafter, time.process_time() - start, built.config if built else None)
 
 
 def _unobservable(rec: Any, path: str) -> dict[str, str]:

@@ -53,13 +53,22 @@ class Sampling:
     top_p: float | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    # any other generation setting, (name, value) with lists as tuples (hashable): generate() gets it,
+    # `process` refuses it - its processor is a `Processor` of a pipeline (harness/engine/pipeline.py)
+    extra: tuple[tuple[str, Any], ...] = ()
 
-    def kwargs(self) -> dict[str, float | int]:
+    def kwargs(self) -> dict[str, Any]:
         """The generate() keyword arguments that ask for these settings (only the active ones)."""
-        return {k: v for k, v in asdict(self).items() if v is not None and not (k == "temperature" and v == 1.0)}
+        out = {k: v for k, v in asdict(self).items()
+               if k != "extra" and v is not None and not (k == "temperature" and v == 1.0)}
+        return {**out, **{k: _listed(v) for k, v in self.extra}}
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.kwargs().items()) or "no processors"
+
+
+def _listed(v: Any) -> Any:
+    return [_listed(x) for x in v] if isinstance(v, tuple) else v
 
 
 def repetition_penalty(logits: torch.Tensor, context: Sequence[int], penalty: float) -> torch.Tensor:
@@ -104,7 +113,10 @@ def _masked(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 def process(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.Tensor:
-    """The processed logits (filtered tokens at -inf), float32."""
+    """The processed logits (filtered tokens at -inf), float32. ValueError: settings with `extra` (a
+    pipeline's `apply` computes those)."""
+    if s.extra:
+        raise ValueError(f"settings beyond Sampling's five ({', '.join(k for k, _ in s.extra)}): apply their pipeline")
     z = logits.detach().to(torch.float32)
     if s.repetition_penalty is not None and s.repetition_penalty != 1.0:
         z = repetition_penalty(z, context, s.repetition_penalty)
@@ -119,15 +131,16 @@ def process(logits: torch.Tensor, context: Sequence[int], s: Sampling) -> torch.
     return z
 
 
-def probs(logits: torch.Tensor, context: Sequence[int], s: Sampling | Sequence[Sampling]) -> torch.Tensor:
+def probs(logits: torch.Tensor, context: Sequence[int], s: Any) -> torch.Tensor:
     """The distribution a sampler with settings `s` draws the next token from (float32). A sequence
     of settings is a processor chain as a library really built it: each applied in turn, in its
-    order, repeats included (e.g. a drafter that gets the temperature twice samples at T^2)."""
+    order, repeats included (e.g. a drafter that gets the temperature twice samples at T^2); its
+    entries are `Sampling`s or pipeline `Processor`s (below)."""
     if isinstance(s, Sampling):
         return torch.softmax(process(logits, context, s), dim=-1)
     z = logits.detach().to(torch.float32)
     for step in s:
-        z = process(z, context, step)
+        z = process(z, context, step) if isinstance(step, Sampling) else apply(z, context, [step])
     return torch.softmax(z, dim=-1)
 
 
