@@ -214,3 +214,25 @@ def test_every_engine_processor_matches_transformers_on_random_scores(seed):
             assert torch.equal(torch.isinf(got), torch.isinf(want)), (mine.name, extra)
             fin = torch.isfinite(want)
             torch.testing.assert_close(got[fin], want[fin], rtol=1e-5, atol=1e-6, msg=f"{mine.name} at +{extra}")
+
+
+def test_requested_keeps_a_setting_the_version_dropped():
+    """The caller's settings win over the config the version received, so a dropped one is still expected."""
+    asked = pipeline.requested({"repetition_penalty": None, "top_k": 50, "do_sample": True},
+                               {"repetition_penalty": 1.5, "max_new_tokens": 4}, len(PROMPT))
+    names = [p.name for p in pipeline.build(asked, PROMPT)]
+    assert names == ["repetition_penalty", "top_k"] and asked["max_length"] == len(PROMPT) + 4
+
+
+def test_loading_processors_built_tells_a_missing_processor():
+    """The loading suite's reference: a call whose config holds a penalty but whose list is empty differs."""
+    from harness.designs.loading import processors_built
+    from harness.schema import Observation
+
+    config = {"repetition_penalty": 1.3}
+    want = [p.spec() for p in pipeline.build(config, PROMPT)]
+    for built, same in ((want, True), ([], False)):
+        obs = Observation()
+        processors_built(obs, {"plain_generate": ({"processors": {"built": built, "config": config}}, {})}, PROMPT)
+        ref = obs.references["processors_built"]
+        assert (ref.observed.value == ref.expected.value) is same
