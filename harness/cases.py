@@ -173,7 +173,22 @@ SAMPLING_SETTINGS: dict[str, Sampling] = {
     "min_p": Sampling(min_p=0.2),
     "repetition": Sampling(repetition_penalty=1.5),
     "combined": Sampling(temperature=0.8, top_k=20, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+    # every other processor a GenerationConfig builds (harness/engine/pipeline.py), checked by the white box
+    # against the engine's own: the logit-moving and banning ones together - the context ends (.., 80, 302,
+    # 80) and the target's top two are 302 (0.53) and 14 (0.46), so the 2-gram (80, 302) is banned, 14 is
+    # begin-suppressed and the rest of the mass redistributed - then the entropy filters, then top-h
+    "constraints": Sampling(extra=(("no_repeat_ngram_size", 2), ("encoder_no_repeat_ngram_size", 3),
+                                   ("encoder_repetition_penalty", 1.2), ("bad_words_ids", ((89,), (14, 80))),
+                                   ("sequence_bias", (((223,), 2.0), ((14, 290), 1.0))), ("min_new_tokens", 3),
+                                   ("suppress_tokens", (16,)), ("begin_suppress_tokens", (14,)),
+                                   ("exponential_decay_length_penalty", (2, 1.5)), ("remove_invalid_values", True),
+                                   ("forced_bos_token_id", 1), ("forced_eos_token_id", 2))),
+    "filters": Sampling(temperature=1.3, extra=(("typical_p", 0.7), ("epsilon_cutoff", 3e-3), ("eta_cutoff", 3e-3),
+                                                ("renormalize_logits", True))),
+    "top_h": Sampling(temperature=1.5, extra=(("top_h", 0.6),)),  # transformers 5.0+ (4.57 has no top_h: its error)
 }
+# the settings whose processors the black-box joint does not model (the white box checks them exactly)
+WHITEBOX_ONLY_SETTINGS = ("constraints", "filters", "top_h")
 # the MTP path samples on both MTP fixtures: the 2-layer Mellum (MTP weights under mtp.*: ~14 ms per
 # sampled use_mtp call; transformers 5.14.0 loads it without its MTP head) and glm4moe-mtp (the GLM
 # layout, whose MTP path 5.14.0 does run: white-box only, its 46-layer trunk is ~0.3 s a call), so every

@@ -28,6 +28,13 @@ Fields (all exact):
   length_precedence  the same for the length: the file alone, max_new_tokens, max_length, both, and each
                      inside a GenerationConfig argument - the budget, max_new_tokens and the new tokens
                      generated (at most CAP: a harness stopping criterion, never a generation setting)
+  processors_built   (a reference, exact) per call above, the logits-processor list generate() built from
+                     the loaded generation config - each processor read as the engine's entry - against
+                     the list the harness builds itself (harness/engine/pipeline.py `build`) from the
+                     config the version handed its builder, the call's keyword arguments taking their
+                     value: a setting the config holds but no processor applies (or one built with
+                     another value) is a regression on a first run too. Which source wins is the
+                     precedence fields' (baseline) business; this one checks that what won is applied.
 
 Every length is given as a budget over the prompt (`absolute` adds the prompt's length), so a
 record reads the same for any prompt and the value each source set is told apart by its number.
@@ -40,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.engine import pipeline
 from harness.schema import Case, Observation
 from harness.subjects import hf_loading as hf
 from harness.subjects import observe
@@ -234,15 +242,46 @@ def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
     obs.add("generation_config", {"built_from": built_from(gen["from_model_config"]),
                                   "file_present": (directory / GENERATION_FILE).is_file(),
                                   "non_default": non_default(gen["values"], gen["defaults"])})
+    calls: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # call -> (result, its keyword arguments)
     if variant.generate:
-        obs.add("plain_generate", plain_row(hf.generate_once(model, ids, FIRST_TOKEN), prompt_len),
-                prompt_tokens=prompt_len)
+        calls["plain_generate"] = (hf.generate_once(model, ids, FIRST_TOKEN), {})
+        obs.add("plain_generate", plain_row(calls["plain_generate"][0], prompt_len), prompt_tokens=prompt_len)
     if variant.precedence:
-        obs.add("settings_precedence", {name: settings_row(hf.generate_once(model, ids, CAP, **route.call(prompt_len)))
-                                        for name, route in SETTINGS_ROUTES.items()},
+        settings = {name: _route(model, ids, route, prompt_len) for name, route in SETTINGS_ROUTES.items()}
+        obs.add("settings_precedence", {name: settings_row(r) for name, (r, _) in settings.items()},
                 values={name: route.call(0) for name, route in SETTINGS_ROUTES.items()})
-        obs.add("length_precedence",
-                {name: length_row(hf.generate_once(model, ids, CAP, **route.call(prompt_len)), prompt_len)
-                 for name, route in LENGTH_ROUTES.items()},
+        lengths = {name: _route(model, ids, route, prompt_len) for name, route in LENGTH_ROUTES.items()}
+        obs.add("length_precedence", {name: length_row(r, prompt_len) for name, (r, _) in lengths.items()},
                 budgets={name: route.call(0) for name, route in LENGTH_ROUTES.items()}, cap=CAP)
+        calls.update({f"settings:{n}": v for n, v in settings.items()})
+        calls.update({f"length:{n}": v for n, v in lengths.items()})
+    if calls:
+        processors_built(obs, calls, ids[0].tolist())
     return obs
+
+
+def _route(model: Any, ids: Any, route: Route, prompt_len: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    call = route.call(prompt_len)
+    return hf.generate_once(model, ids, CAP, **call), call["kwargs"]
+
+
+def processors_built(obs: Observation, calls: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+                     prompt: list[int]) -> None:
+    """The `processors_built` reference (module docstring) over every call that ran and built a list."""
+    observed, expected = {}, {}
+    for name, (result, kwargs) in calls.items():
+        built = result.get("processors")
+        if built is None:
+            continue  # raised, or built no list (the error is its precedence row)
+        asked = pipeline.requested(built["config"], kwargs, len(prompt))
+        observed[name] = built["built"]
+        expected[name] = [p.spec() for p in pipeline.build(asked, prompt)]
+    if not observed:
+        obs.skipped("processors_built", "exact", "not checkable (no call built a logits-processor list)",
+                    "not-checkable")
+        return
+    obs.reference("processors_built", observed, expected,
+                  observed_extras={"observed": "each call's LogitsProcessorList as _get_logits_processor returned it, "
+                                               "read as the engine's entries"},
+                  expected_extras={"expected": "harness/engine/pipeline.py build() on the config the version "
+                                               "received, the call's keyword arguments taking their value"})

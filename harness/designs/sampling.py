@@ -145,6 +145,22 @@ def boundary_ambiguity(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt:
     return total
 
 
+def harness_chain(built_config: dict[str, Any], spec: SamplingSpec, prompt: list[int]) -> tuple[Any, ...]:
+    """The processor list the harness builds (harness/engine/pipeline.py) for the black-box draws' own
+    call (K new tokens): the expected side of a case whose processors are not `Sampling`'s five."""
+    from harness.engine import pipeline
+
+    asked = {"do_sample": True, "max_new_tokens": K, **spec.sampling.kwargs()}
+    return tuple(pipeline.build(pipeline.requested(built_config, asked, len(prompt)), prompt))
+
+
+def describe(settings: Any) -> str:
+    if isinstance(settings, Sampling):
+        return settings.describe()
+    return ", ".join(f"{p.name}({', '.join(f'{k}={v}' for k, v in p.params if k not in ('prompt', 'ngrams'))})"
+                     for p in settings)
+
+
 def draws(zoo: Any, spec: SamplingSpec, seed: int, n: int) -> Any:
     """The case's first n draws (extending the ones already drawn for another design of the case)."""
     from harness.subjects import hf_sampling
@@ -209,8 +225,15 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
         obs.skipped(field, "distribution", NO_BACKSTOP[(spec.model, spec.path)])
         return obs
     settings, drafter, why = hf_sampling.effective(probe.processors), None, ""
-    if settings is None:
-        why = f"generate() applied a processor the engine does not implement: {probe.processors}"
+    if settings is None and spec.weight is None and getattr(probe, "built_config", None) is not None:
+        settings = harness_chain(probe.built_config, spec, prompt)
+        if BOUNDARY_EPS.get(zoo.dtype_of(spec.model)):
+            why = (f"the exact distribution under {describe(settings)} is not determined at "
+                   f"{zoo.dtype_of(spec.model)}: the rounding margin of these processors' cuts is not modelled; "
+                   "fp32 runs check the fit, the white-box fields check every position here")
+    elif settings is None:
+        why = (f"the processors generate() applied are not `Sampling` settings and the harness's own list is not "
+               f"known for this path: {probe.processors}")
     elif spec.weight is not None:
         try:
             drafter = tuple(hf_sampling.chain_steps(probe.drafter_processors, len(prompt)))
@@ -228,14 +251,14 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
     if ambiguous > PRECISION_TV:
         obs.skipped(field, "distribution",
                     f"the exact distribution is not determined at {dtype}: {ambiguous:.3f} of its mass sits within the "
-                    f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({settings.describe()}); "
+                    f"dtype's rounding margin ({eps} in logit) of a top-k / top-p / min-p cut ({describe(settings)}); "
                     "fp32 runs check it")
         return obs
     plan = design(path_joint, alpha, default_tv(spec.path, run.deep), statistical)
     drawn = draws(zoo, spec, seed, plan.n)
     counts = path_joint.counts(drawn.samples)
     expected = path_joint.probabilities()
-    obs.add(field, counts, kind="distribution", expected=expected, settings=settings.describe(), **plan.extras(),
+    obs.add(field, counts, kind="distribution", expected=expected, settings=describe(settings), **plan.extras(),
             min_mass=path_joint.min_mass, k_tokens=K, statistical_fields=statistical)
     measured = tv_by_bin({k: c / plan.n for k, c in counts.items()}, target.probabilities())
     half_width = 0.5 * stats.l1_deviation_bound(plan.n, len(counts), plan.level)

@@ -17,12 +17,23 @@ decided by harness/checking/compare.py `compare_deviation` against `detectable_t
                     the intended one: p (lossless), v = w p + (1 - w) q with q the drafter under the
                     *target's* settings at drafted positions (ensemble), p at the bonus
 
+  processors_built  (a reference, exact) the target's processor list as the version built it - each
+                    processor read as the engine's entry (class -> name, its parameters; harness/subjects/
+                    hf_processors.py) - against the list the harness builds itself from the generation
+                    config (harness/engine/pipeline.py `build`: which setting builds which processor, in
+                    which order): the config the version handed its builder, every setting the harness
+                    passed taking the harness's value (`pipeline.requested`). A processor not built, built
+                    with other parameters, or in another order is a regression on a first run too.
+
 The exact side is the installed version's own raw logits at each context (what each logits-processor
-list received), processed by the reference engine's processor math (harness/engine/processors.py)
-with the processors that very list held - order and repeats as the version built them; the ensemble's
-intended q takes the target's list instead. So these fields check sampling from the logits on, in any
-dtype, at float tolerance; the logits themselves are the outputs and backends suites' business, and
-the black-box fit (harness/designs/sampling.py) checks the path end to end.
+list received), processed by the reference engine's processor math (harness/engine/processors.py):
+for the target's rows (p, and so the emitted distribution) with the list the HARNESS built, never the
+version's - a processor built wrong or not at all moves the observed p and not the exact one; for the
+drafter's rows (q) with the processors the drafter's list held as the version built it (what the
+drafter is meant to do is the version's choice; the ensemble's intended q takes the harness's target
+list). So these fields check sampling from the logits on, in any dtype, at float tolerance; the logits
+themselves are the outputs and backends suites' business, and the black-box fit
+(harness/designs/sampling.py) checks the path end to end.
 
 Fail closed: a hook that found nothing, a quantity that was not seen or a path that drafted nothing
 makes the field `skipped` with the reason; the black-box fit runs regardless.
@@ -35,7 +46,7 @@ from typing import Any
 
 import torch
 
-from harness.engine import processors, verify
+from harness.engine import pipeline, processors, verify
 from harness.schema import Observation
 
 CALLS = 2  # generate() calls per case (distinct seeds)
@@ -89,23 +100,24 @@ class Worst:
 def exact_probs(raw: Any, ctx: tuple[int, ...], chain: Any = None) -> torch.Tensor:
     """The engine's processors on one row of raw logits the version processed, at the row's true context
     `ctx` (the committed tokens and the drafts before it - not necessarily the context the version
-    gave its processors): the processors that list held (`chain` None) or `chain` (the intended ones)."""
-    from harness.subjects.hf_sampling import chain_steps
+    gave its processors): `chain` (engine entries: the harness's list), or, None, the processors the
+    row's list held as the version built it. ValueError: a processor the engine cannot apply."""
+    steps = raw.procs if chain is None else chain
+    if steps is None:
+        raise ValueError("the row's processor list was not seen being built")
+    return processors.chain_probs(raw.logits, ctx, steps).to(torch.float64)
 
-    steps = chain_steps(raw.chain if chain is None else chain, len(ctx))
-    return processors.probs(raw.logits, ctx, steps).to(torch.float64)
 
-
-def tie_groups(raw: Any, ctx: tuple[int, ...]) -> torch.Tensor:
-    """Per token, the id of its class of equal logits after the repetition penalties of the row's chain
-    (temperature keeps equal logits equal): tokens a filter cannot tell apart."""
-    from harness.subjects.hf_sampling import chain_steps
-
-    z = raw.logits.to(torch.float32)
-    for step in chain_steps(raw.chain, len(ctx)):
-        if step.repetition_penalty is not None:
-            z = processors.repetition_penalty(z, ctx, step.repetition_penalty)
+def tie_groups(raw: Any, ctx: tuple[int, ...], chain: Any = None) -> torch.Tensor:
+    """Per token, the id of its class of equal logits after the chain's logit-moving processors
+    (processors.TRANSFORMS; temperature keeps equal logits equal): tokens a filter cannot tell apart."""
+    z = processors.tie_values(raw.logits, ctx, raw.procs if chain is None else chain)
     return torch.unique(z, return_inverse=True)[1]
+
+
+def expected_processors(built: Any, kwargs: dict[str, Any], prompt: list[int]) -> list[Any]:
+    """The harness's own list for the call (the module docstring's `processors_built`)."""
+    return pipeline.build(pipeline.requested(built.config, kwargs, len(prompt)), prompt)
 
 
 def adopt_ties(exact: torch.Tensor, observed: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
@@ -127,9 +139,10 @@ def _ratio(p: torch.Tensor, q: torch.Tensor, x: int, w: float | None) -> float:
     return r if w is None else 1.0 - w + w * r
 
 
-def measure(steps: list[Any], probes: list[Any], target_chain: Any, weight: float | None) -> tuple[dict[str, Worst], list[str]]:
-    """Every observed quantity of every step against its exact value (module docstring); notes on
-    what could not be compared. ValueError: a processor the engine cannot apply."""
+def measure(steps: list[Any], probes: list[Any], expected: Any, weight: float | None) -> tuple[dict[str, Worst], list[str]]:
+    """Every observed quantity of every step against its exact value (module docstring): the target's
+    rows under `expected` (the harness's list, engine entries); notes on what could not be compared.
+    ValueError: a processor the engine cannot apply."""
     from harness.subjects.hf_whitebox import accept_probability
 
     worst = {name: Worst() for name in FIELDS}
@@ -142,9 +155,9 @@ def measure(steps: list[Any], probes: list[Any], target_chain: Any, weight: floa
             notes.append(f"{where}: the raw logits of every row were not seen ({len(step.raw_p)} target, "
                          f"{len(step.raw_q)} drafter rows)")
             continue
-        p_e = [exact_probs(step.raw_p[i], ctxs[i]) for i in range(rows)]
+        p_e = [exact_probs(step.raw_p[i], ctxs[i], expected) for i in range(rows)]
         if step.p is not None:
-            p_e = [adopt_ties(p_e[i], step.p[i], tie_groups(step.raw_p[i], ctxs[i])) for i in range(rows)]
+            p_e = [adopt_ties(p_e[i], step.p[i], tie_groups(step.raw_p[i], ctxs[i], expected)) for i in range(rows)]
         if step.kind in ("plain", "no_logits"):
             for i in range(rows):
                 worst["exact_emitted"].add(tv(step.p[i], p_e[i]), f"{where} position {i}")
@@ -178,7 +191,7 @@ def measure(steps: list[Any], probes: list[Any], target_chain: Any, weight: floa
                 continue
             intended = p_e[i]
             if weight is not None and i < k:
-                intended = weight * p_e[i] + (1.0 - weight) * exact_probs(step.raw_q[i], ctxs[i], target_chain)
+                intended = weight * p_e[i] + (1.0 - weight) * exact_probs(step.raw_q[i], ctxs[i], expected)
             if i < k:
                 if not pr.accept[i]:
                     notes.append(f"{where} position {i}: support too large to probe")
@@ -217,8 +230,9 @@ def mechanism(worst: dict[str, Worst], draft_chain: Any, target_chain: Any, weig
         out.append(f"the drafter's processors as applied {names} are not the target's {[n for n, _ in target_chain]}: "
                    "v = w p + (1 - w) q mixes in the q the drafter really sampled")
     if not out and worst["exact_emitted"].tv > TOLERANCE:
-        out.append(f"the distribution sampled from is not the listed processors {[n for n, _ in target_chain]} "
-                   "applied to the version's own logits: a processor or the sampler computes something else")
+        out.append(f"the distribution sampled from is not the harness's processor list applied to the version's own "
+                   f"logits (the version built {[n for n, _ in target_chain]}): a processor is built or computes "
+                   "something else, or the sampler does")
     return out
 
 
@@ -259,6 +273,7 @@ class Observed:
     processors: list[list[Any]]  # the target's processor list as built
     drafter_processors: list[list[Any]]  # the assistant's inner list (the target's for MTP)
     seconds: float
+    built_config: dict[str, Any] | None = None  # the generation config the target's list was built from
 
 
 def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *, path: str,
@@ -287,14 +302,27 @@ def observe(model: Any, ids: torch.Tensor, kwargs: dict[str, Any], seed: int, *,
     rec = recorders[0]
     target, drafter = (rec.chains("target") or [[]])[0], (rec.chains("draft") or rec.chains("target") or [[]])[0]
     skip = _unobservable(rec, path)
+    obs, built = Observation(), (rec.built_lists("target") or [None])[0]
+    prompt = ids[0].tolist()
+    expected = expected_processors(built, kwargs, prompt) if built is not None else None
+    if built is None:
+        obs.skipped("processors_built", "exact", "not checkable (no processor list was seen being built: "
+                    f"{'; '.join(rec.missing) or 'generate() built none'})", "not-checkable")
+        skip = {name: skip.get(name, "no harness-built list: the target's list was not seen being built") for name in FIELDS}
+    else:
+        obs.reference("processors_built", [p.spec() for p in built.processors], [p.spec() for p in expected],
+                      observed_extras={"observed": "the target's LogitsProcessorList as _get_logits_processor returned "
+                                                   "it, each processor read as the engine's entry"},
+                      expected_extras={"expected": "harness/engine/pipeline.py build() on the generation config "
+                                                   "the version received, the harness's own settings taking its value"})
     try:
-        worst, notes = measure(steps, probes, target, weight)
+        worst, notes = measure(steps, probes, expected, weight) if expected is not None else ({n: Worst() for n in FIELDS}, [])
     except ValueError as exc:  # a processor the engine cannot apply: nothing exact to compare with
         worst, notes = {name: Worst() for name in FIELDS}, []
         skip = {name: f"the exact side cannot be computed: {exc}" for name in FIELDS}
     extras = {"calls": CALLS, "new_tokens": NEW_TOKENS, "hooks_missing": rec.missing}
-    obs = fields(worst, notes, path, skip, extras, mechanism(worst, drafter, target, weight), generated)
-    return Observed(obs, None, target, drafter, time.process_time() - start)
+    obs.merge(fields(worst, notes, path, skip, extras, mechanism(worst, drafter, target, weight), generated))
+    return Observed(obs, None, target, drafter, time.process_time() - start, built.config if built else None)
 
 
 def _unobservable(rec: Any, path: str) -> dict[str, str]:

@@ -345,12 +345,45 @@ FAULTS: tuple[Fault, ...] = (
                 "as a known deviation on glm4moe-mtp. A small bias under the default top-k alone"),
     Fault("top-k-one-more", "sampling",
           "top-k keeps k + 1 tokens (the (k + 1)-th most likely token survives the cut)",
-          Catch("sampling", "llama-target.plain.default.*", "exact_emitted"),
+          Catch("sampling", "llama-target.plain.top_k.*", "exact_emitted"),
           (edit(PROC, "TopKLogitsWarper.__call__",
                 ("top_k = min(self.top_k, scores.size(-1))", "top_k = min(self.top_k + 1, scores.size(-1))")),),
           notes="imitates kingoflolz/mesh-transformer-jax#164 (\"top-k sampling off by 1 bug\": the mask "
-                "`indices_range > top_k` kept k + 1 tokens, fixed to `>=`); under transformers 5.x's default "
-                "top-k of 50 it moves only the 51st token's mass, a bias no black-box sample of this size sees"),
+                "`indices_range > top_k` kept k + 1 tokens, fixed to `>=`); caught at top_k = 8, where the 9th "
+                "token carries mass, against the harness-built list (the version's list still says top_k 8); under "
+                "5.x's default top-k of 50 it moves only the 51st token's mass (TV ~1e-7, below float tolerance)"),
+    Fault("repetition-penalty-not-built", "sampling",
+          "generate() never adds the RepetitionPenaltyLogitsProcessor to the list it builds: repetition_penalty "
+          "is accepted and silently has no effect",
+          Catch("sampling", "llama-target.plain.repetition.*", "exact_emitted"),
+          (edit(GEN, "GenerationMixin._get_logits_processor",
+                ("if generation_config.repetition_penalty is not None and generation_config.repetition_penalty != 1.0:",
+                 "if False:  # the penalty is never built")),),
+          notes="modelled on transformers #29080 (\"repetition_penalty not being applied\": the same text with "
+                "repetition_penalty 1 and 2); the harness builds the list from the generation config itself "
+                "(harness/engine/pipeline.py), so `processors_built` and `exact_emitted` see it on a first run, and "
+                "the loading suite's `processors_built` on every route that sets the penalty"),
+    Fault("no-repeat-ngram-one-back", "sampling",
+          "NoRepeatNGramLogitsProcessor matches the n-grams against the n - 1 tokens ending one position back "
+          "(not the last n - 1): it bans the wrong tokens and lets the repeated n-gram through",
+          Catch("sampling", "llama-target.plain.constraints.*", "exact_emitted"),
+          (edit(PROC, "NoRepeatNGramLogitsProcessor.__call__",
+                ("prefix = input_ids[:, cur_len + 1 - self.ngram_size :]",
+                 "prefix = input_ids[:, cur_len - self.ngram_size : cur_len - 1]")),),
+          notes="modelled on facebookresearch/fairseq#5206 (\"Repetitions are generated although no_repeat_ngram_size "
+                "is activated\": ngram_repeat_block.py sliced the tokens to check at the wrong offset, "
+                "`cpu_tokens[bbsz_idx][-(no_repeat_ngram_size - 1):]` instead of `[check_start_pos:step + 1]`)"),
+    Fault("begin-suppress-one-late", "sampling",
+          "begin_suppress_tokens are suppressed one position late: at the second generated token instead of the "
+          "first (begin_index = prompt length + 1 whether or not a BOS is forced)",
+          Catch("sampling", "llama-target.plain.constraints.*", "exact_emitted"),
+          (edit(GEN, "GenerationMixin._get_logits_processor",
+                ("begin_index = input_ids_seq_length\n", "begin_index = input_ids_seq_length + 1\n")),),
+          notes="modelled on the begin-index arithmetic of `_get_logits_processor` (transformers PR #21455, \"Fix "
+                "Whisper Positional Embeddings when using decoder context\", which re-indexed the forced tokens by "
+                "the decoder prompt's length there): an off-by-one in that offset moves the suppression to the "
+                "wrong step; the list built says begin_index P + 1 against the harness's P, and the first "
+                "position's emitted distribution keeps the suppressed token"),
     # stopping (suites/test_stopping.py: where each row stops, against the library's unstopped run) ---
     Fault("stop-string-single-char-raises", "stopping",
           "StopStringCriteria's preprocessing takes max() over the stop strings' internal positions without its "

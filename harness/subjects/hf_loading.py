@@ -10,7 +10,10 @@ in more than one place (harness/designs/loading.py decides what to call; this mo
 - `generate_once`: one greedy ``generate()`` with the routes a caller has for a setting
   (``model.generation_config``, ``model.config``, a ``GenerationConfig`` argument, keyword
   arguments), observing the GenerationConfig the decoding loop received (its `_sample`, wrapped on
-  the model's class for the call), the cache object the first forward got, and the new tokens. A harness stopping criterion ends every call after at
+  the model's class for the call), the logits-processor list it built (`_get_logits_processor`,
+  wrapped the same way: each processor read as the engine's entry, with the generation config and
+  prompt length it was built from - harness/subjects/hf_processors.py), the cache object the first
+  forward got, and the new tokens. A harness stopping criterion ends every call after at
   most `cap` new tokens: it leaves the generation config alone, so a user checkpoint whose file
   asks for 2,048 new tokens still costs a few forwards.
 """
@@ -142,6 +145,37 @@ def _decoding_loop_config(model: Any, sink: list[dict[str, Any]]) -> Iterator[No
             del cls._sample
 
 
+@contextmanager
+def _processor_lists(model: Any, sink: list[dict[str, Any]]) -> Iterator[None]:
+    """Record the first logits-processor list generate() builds on `model` (read as engine entries),
+    the generation config and the prompt length it was built from, by wrapping `_get_logits_processor`
+    on the model's own class for the block; the class is left as it was."""
+    from harness.subjects import hf_processors
+
+    cls = type(model)
+    original = cls._get_logits_processor
+    had_own = "_get_logits_processor" in vars(cls)
+    signature = inspect.signature(original)
+
+    def _get_logits_processor(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        if not sink:
+            bound = signature.bind_partial(self, *args, **kwargs).arguments
+            sink.append({"built": [p.spec() for p in hf_processors.as_engine(out)],
+                         "config": hf_processors.config_values(bound.get("generation_config")),
+                         "prompt_length": bound.get("input_ids_seq_length")})
+        return out
+
+    cls._get_logits_processor = _get_logits_processor
+    try:
+        yield
+    finally:
+        if had_own:
+            cls._get_logits_processor = original
+        else:
+            del cls._get_logits_processor
+
+
 def _cache_summary(cache: Any) -> dict[str, Any] | None:
     if cache is None:
         return None
@@ -159,11 +193,13 @@ def generate_once(model: Any, ids: torch.Tensor, cap: int, *, generation_config_
     `argument` as a GenerationConfig(**argument) passed as generation_config=, `kwargs` as keyword
     arguments. Returns {"effective": the EFFECTIVE_KEYS of the config the decoding loop received
     (max_length as given: the caller subtracts the prompt), "cache": the cache object the first
-    forward received, "new_tokens"} or {"error": ...} when transformers raised."""
+    forward received, "new_tokens", "processors": the list built, its config and prompt length (None:
+    none seen)} or {"error": ...} when transformers raised."""
     from transformers import Cache, GenerationConfig
 
     captured: list[dict[str, Any]] = []
     caches: list[Any] = []
+    lists: list[dict[str, Any]] = []
 
     def pre_hook(module: Any, args: Any, kw: dict[str, Any]) -> None:
         if not caches:
@@ -181,7 +217,8 @@ def generate_once(model: Any, ids: torch.Tensor, cap: int, *, generation_config_
 
     handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
     try:
-        with _decoding_loop_config(model, captured), torch.no_grad(), warnings.catch_warnings():
+        with _decoding_loop_config(model, captured), _processor_lists(model, lists), torch.no_grad(), \
+                warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out, err = observe(call)
     finally:
@@ -190,4 +227,4 @@ def generate_once(model: Any, ids: torch.Tensor, cap: int, *, generation_config_
         return {"error": err}
     return {"effective": jsonable(captured[0]) if captured else None,
             "cache": _cache_summary(caches[0] if caches else None),
-            "new_tokens": int(out.shape[1] - ids.shape[1])}
+            "new_tokens": int(out.shape[1] - ids.shape[1]), "processors": lists[0] if lists else None}

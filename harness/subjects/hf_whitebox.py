@@ -11,8 +11,11 @@ transformers itself sampled from are recorded, per verification step (`Step`):
     ratio[i]   what the uniforms were compared with (the input of ``torch.rand_like``)
     last       what the correction / bonus token was drawn from (the verifier's ``torch.multinomial`` input)
     raw_p[i]   the raw logits the target's processor list received for row i (in call order), with the
-               processors that list held as the version built it (order and repeats) and the context
-               it was given; raw_q[i] the same for the drafter's row i
+               processors that list held as the version built it (order and repeats; as plain data and
+               read as the engine's entries, harness/subjects/hf_processors.py); raw_q[i] the same for
+               the drafter's row i
+    built      every list ``_get_logits_processor`` returned, with its role, the generation config it
+               was built from (`hf_processors.config_values`) and its prompt length
 
 Hooks (all restored on exit): a ``TorchFunctionMode`` over the sampling primitives (multinomial,
 rand_like / rand, softmax inside the verifier), and
@@ -42,6 +45,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from harness.subjects import hf_processors as hp
+
 F64 = torch.float64
 MULTINOMIAL = {torch.multinomial, torch.Tensor.multinomial}
 UNIFORM = {torch.rand_like, torch.rand}
@@ -63,6 +68,17 @@ def chain_of(processors: Any) -> list[list[Any]]:
     """A logits-processor list as plain data: [[class name, {param: value}], ...] in order."""
     return [[type(p).__name__, {k: _plain(v) for k, v in sorted(vars(p).items())
                                 if not k.startswith("_") and _plain(v) is not None}] for p in processors]
+
+
+@dataclass(frozen=True)
+class Built:
+    """One list ``_get_logits_processor`` returned: for whom, its processors as the engine reads them,
+    the generation config (CONFIG_KEYS) and prompt length it was given."""
+
+    role: str  # "target" | "draft"
+    processors: list[Any]
+    config: dict[str, Any]
+    prompt_length: int | None
 
 
 @dataclass
@@ -101,6 +117,7 @@ class Recorder(contextlib.AbstractContextManager):
         self.missing: list[str] = []  # "<hook>: <why>"
         self.generated = 0  # new tokens the recorded generate() call returned
         self.lists: dict[int, tuple[Any, str, list[list[Any]]]] = {}  # id(list) -> (list, role, chain)
+        self.built: dict[int, Built] = {}  # id(list) -> the list as the engine reads it, and its config
         self._stack: list[str] = []
         self._undo: list[Callable[[], None]] = []
         self._mode: _Spy | None = None
@@ -118,6 +135,10 @@ class Recorder(contextlib.AbstractContextManager):
             yield
         finally:
             self._stack.pop()
+
+    def built_lists(self, role: str) -> list[Built]:
+        """Every list generate() built for `role`, in order, with the config it was built from."""
+        return [b for b in self.built.values() if b.role == role]
 
     def chains(self, role: str) -> list[list[list[Any]]]:
         """The processor lists generate() built for `role` ("target": the outer call's; "draft": the
@@ -177,19 +198,26 @@ class Recorder(contextlib.AbstractContextManager):
             return get_candidates
 
         def processors(original):
+            signature = inspect.signature(original)
+
             @functools.wraps(original)
             def _get_logits_processor(*args, **kwargs):
                 out = original(*args, **kwargs)
-                rec.lists[id(out)] = (out, "draft" if "draft" in rec._stack else "target", chain_of(out))
+                role = "draft" if "draft" in rec._stack else "target"
+                rec.lists[id(out)] = (out, role, chain_of(out))
+                bound = signature.bind_partial(*args, **kwargs).arguments
+                rec.built[id(out)] = Built(role, hp.as_engine(out), hp.config_values(bound.get("generation_config")),
+                                           bound.get("input_ids_seq_length"))
                 return out
             return _get_logits_processor
 
         def processor_call(original):
             @functools.wraps(original)
             def __call__(plist, input_ids, scores, *args, **kwargs):
-                known = rec.lists.get(id(plist))
+                known, built = rec.lists.get(id(plist)), rec.built.get(id(plist))
                 rec.log("logits", role="draft" if "draft" in rec._stack else "target",
-                        raw=scores.detach().to("cpu", F64)[0].clone(), chain=known[2] if known else None)
+                        raw=scores.detach().to("cpu", F64)[0].clone(), chain=known[2] if known else None,
+                        procs=built.processors if built else None)
                 return original(plist, input_ids, scores, *args, **kwargs)
             return __call__
 
@@ -233,10 +261,11 @@ class Raw:
 
     logits: torch.Tensor
     chain: list[list[Any]] | None  # None: a list generate() did not build (a caller's own)
+    procs: list[Any] | None = None  # the same list read as engine entries (harness/engine/processors.py)
 
 
 def _raw(e: Event) -> Raw:
-    return Raw(e.data["raw"], e.data["chain"])
+    return Raw(e.data["raw"], e.data["chain"], e.data.get("procs"))
 
 
 @dataclass
