@@ -116,6 +116,8 @@ def test_a_changed_random_stream_is_rng_stream_not_a_regression():
     check.check_all(obs)
     out = {o.field: o for o in check.outcomes()}
     assert got.tokens != record.fields["tokens"].value[0], "the extra draw should change the seeded stream"
-    assert out["distribution"].status is Status.PASS, out["distribution"].detail
+    # the fit sees no misfit: a pass, or `not checked` where its N cannot rule out the smallest TV that matters
+    fit = out["distribution"]
+    assert fit.status is Status.PASS or (fit.status is Status.SKIPPED and fit.category is Category.NOT_CHECKED), fit.detail
     assert out["tokens"].status is Status.CHANGED and out["tokens"].category is Category.RNG_STREAM
     assert out["text"].category is Category.RNG_STREAM

@@ -158,7 +158,7 @@ def _outputs(tokens_new, counts_new):
     base = Record("outputs", "c", {}, {
         "tokens": Field("tokens", [[1, 2, 3]], {"margins": [[5.0, 5.0, 5.0]], "seeded_by": "distribution"}),
         "text": Field("exact", "x y z", {"follows": "tokens"}),
-        "distribution": Field("distribution", {"a": 500, "b": 500}, {"expected": expected}),
+        "distribution": Field("distribution", {"a": 1000, "b": 1000}, {"expected": expected}),
     })
     check = CaseCheck("outputs", "c", Rules(0.01, Thresholds(), {}), baseline=base)
     check.observe("distribution", Field("distribution", counts_new, {"expected": expected}))
@@ -168,14 +168,14 @@ def _outputs(tokens_new, counts_new):
 
 
 def test_a_seeded_stream_that_differs_while_the_distribution_fits_is_rng_stream():
-    out = _outputs([1, 9, 3], {"a": 488, "b": 512})
+    out = _outputs([1, 9, 3], {"a": 976, "b": 1024})  # n = 2000: a fit that can rule out TV 0.05
     assert out["tokens"].status is Status.CHANGED and out["tokens"].category is Category.RNG_STREAM
     assert out["text"].status is Status.CHANGED and out["text"].category is Category.RNG_STREAM
     assert out["distribution"].status is Status.PASS
 
 
 def test_a_seeded_stream_whose_distribution_no_longer_fits_stays_a_regression():
-    out = _outputs([1, 9, 3], {"a": 700, "b": 300})
+    out = _outputs([1, 9, 3], {"a": 1400, "b": 600})
     assert out["distribution"].status is Status.REGRESSION
     assert out["tokens"].status is Status.REGRESSION and out["tokens"].category is Category.REAL_CHANGE
     assert out["text"].status is Status.REGRESSION
