@@ -25,7 +25,14 @@ regression in a run without a real change) <= alpha.
 
 from __future__ import annotations
 
-from harness.plugin.fixtures import fresh_models, golden, harness_config, harness_env, run_settings_fixture, zoo
+from harness.plugin.fixtures import (
+           fresh_models,
+           golden,
+           harness_config,
+           harness_env,
+           run_settings_fixture,
+           zoo,
+)
 from harness.plugin.options import pytest_addoption
 from harness.plugin.session import pytest_configure
 
