@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.checking.findings import group_findings, headline, numbered
 from harness.checking.humane import printable, shorten
+from harness.report import library_errors
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.schema import Results, Status
@@ -70,6 +71,8 @@ def print_summary(results: Results, title: str) -> None:
                           ((v.name, v.origin, v.cases, ", ".join(f"{n} {s}" for s, n in v.counts)) for v in views),
                           (None, None, None, 80)):
             print("  " + line)
+    for line in library_errors.terminal_lines(results.outcomes):
+        print(printable(line))
     findings = group_findings(results.outcomes)
     listed = numbered(findings)
     print(f"\n{headline(findings)}" + (":" if listed else "."))
@@ -104,7 +107,7 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     findings = group_findings(results.outcomes)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             "", f"## {headline(findings)}", ""]
+             "", *library_errors.markdown_lines(results.outcomes), f"## {headline(findings)}", ""]
     for number, finding in numbered(findings):
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
