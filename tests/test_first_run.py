@@ -16,7 +16,9 @@ import pytest
 from harness.cli import main
 from harness.plugin.selection import wanted_model
 from harness.report import library_errors
-from harness.report.terminal import markdown_summary
+from harness.checking.findings import group_findings
+from harness.report.page import model_views, outcome_view
+from harness.report.terminal import collapsed, markdown_summary, print_summary
 from harness.schema import Outcome, Results, Status
 from harness.settings.config import ConfigError, parse_config
 from harness.settings.models import UserModel, resolve
@@ -105,3 +107,21 @@ def test_a_library_error_on_your_model_is_listed_first_with_its_cases():
     assert summary.index("## Library crashes on your models") < summary.index("## Per suite")
     assert "`outputs/mine.c`" in summary and "KeyError: 'position_ids'" in summary
     assert library_errors.terminal_lines(outcomes[4:]) == []
+
+
+def test_one_cause_is_one_row_and_the_model_table_counts_cases_as_findings_do(capsys):
+    """A checkpoint changed in every case of the model: one row "(+N more)"; the per-model table
+    counts suite/case pairs (a case id such as `mine` is a case of several suites)."""
+    change = "the checkpoint changed (model.safetensors)"
+    outcomes = [Outcome(suite, case, "checkpoint", "checkpoint", Status.CHANGED, change, "checkpoint-changed")
+                for suite, case in [("backends", "mine"), ("caches", "mine"), ("outputs", "mine.a")]]
+    outcomes.append(Outcome("outputs", "mine.a", "tokens", "tokens", Status.CHANGED, "token 3 differs"))
+    rows = collapsed(outcomes)
+    assert [(o.field, suites, case) for o, suites, case in rows] == [
+        ("checkpoint", "3 suites", "mine (+2 more)"), ("tokens", "outputs", "mine.a")]
+    results = Results({}, None, outcomes, meta={"user_models": ["mine"]})
+    print_summary(results, "run")
+    printed = capsys.readouterr().out
+    assert printed.count(change) == 1 + sum(change in f.sentence() for f in group_findings(outcomes))
+    (view,) = model_views([outcome_view(i, o) for i, o in enumerate(outcomes)], ["mine"])
+    assert view.cases == len({c for f in group_findings(outcomes) for c in f.cases}) == 3

@@ -189,7 +189,7 @@ def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[Mo
     order = [*user_models, *sorted(n for n in grouped if n in BY_NAME), ""]
     return [ModelView(name or "(no single model: contracts, bias)",
                       "yours" if name in user_models else "zoo" if name else "",
-                      len({v.case for v in grouped[name]}),
+                      len({(v.suite, v.case) for v in grouped[name]}),  # a case is suite/case, as findings count
                       tuple((s, n) for s, n in count_statuses(grouped[name]) if n))
             for name in order if name in grouped]
 

@@ -86,12 +86,28 @@ def print_summary(results: Results, title: str) -> None:
         if not listed:
             continue
         print(f"\n{status.value} ({len(listed)}):")
-        rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
+        rows = ((suite, case, o.field, o.kind, o.category or "-", o.against, o.detail)
+                for o, suite, case in collapsed(listed)[:MAX_LISTED])
         for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
                           (None, None, None, None, None, None, 100)):
             print("  " + line)
         if len(listed) > MAX_LISTED:
             print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
+
+
+def collapsed(outcomes: Sequence[Any]) -> list[tuple[Any, str, str]]:
+    """(outcome, suites, cases) with outcomes that say the same thing about the same field - one
+    cause, e.g. a changed checkpoint in every case of a model - on one row: "case (+N more)"."""
+    same: dict[tuple[Any, ...], list[Any]] = {}
+    for o in outcomes:
+        same.setdefault((o.field, o.kind, o.category, o.against, o.detail), []).append(o)
+    rows = []
+    for group in same.values():
+        first, more = group[0], len(group) - 1
+        suites = list(dict.fromkeys(o.suite for o in group))
+        rows.append((first, first.suite if len(suites) == 1 else f"{len(suites)} suites",
+                     first.case + (f" (+{more} more)" if more else "")))
+    return rows
 
 
 def md_cell(text: Any, width: int = 200) -> str:
@@ -126,8 +142,8 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
         if listed:
             lines += ["", f"## {status.value} ({len(listed)})", "", "| suite | case | field | category | detail |",
                       "|---|---|---|---|---|"]
-            lines += [f"| {md_cell(o.suite, 80)} | {md_cell(o.case, 120)} | {md_cell(o.field, 80)} | "
-                      f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o in listed]
+            lines += [f"| {md_cell(suite, 80)} | {md_cell(case, 120)} | {md_cell(o.field, 80)} | "
+                      f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o, suite, case in collapsed(listed)]
     return escape_markdown("\n".join(lines) + "\n")
 
 
