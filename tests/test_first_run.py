@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.checking.findings import group_findings
 from harness.cli import main
 from harness.plugin.selection import wanted_model
 from harness.report import library_errors
-from harness.checking.findings import group_findings
 from harness.report.page import model_views, outcome_view
 from harness.report.terminal import collapsed, markdown_summary, print_summary
 from harness.schema import Outcome, Results, Status
