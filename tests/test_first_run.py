@@ -125,3 +125,23 @@ def test_one_cause_is_one_row_and_the_model_table_counts_cases_as_findings_do(ca
     assert printed.count(change) == 1 + sum(change in f.sentence() for f in group_findings(outcomes))
     (view,) = model_views([outcome_view(i, o) for i, o in enumerate(outcomes)], ["mine"])
     assert view.cases == len({c for f in group_findings(outcomes) for c in f.cases}) == 3
+
+
+@pytest.mark.parametrize(("ci", "table", "strict"), [(False, {}, False), (True, {}, True),
+                                                    (True, {"ci_latency_strict": False}, False)])
+def test_under_ci_latency_not_judged_fails_unless_the_project_opts_out(tmp_path, ci, table, strict):
+    from harness.settings.run import RunSettings
+
+    assert RunSettings.make(parse_config(tmp_path, table), {}, ci=ci).latency_strict is strict
+    assert RunSettings.make(parse_config(tmp_path, table), {"latency_strict": True}, ci=ci).latency_strict
+
+
+def test_a_run_whose_latency_was_not_judged_says_so_in_its_verdict_line():
+    from harness.cli.common import verdict_line
+
+    busy = Outcome("latency", "mine.generate", "generate_plain", "latency", Status.SKIPPED,
+                   "not judged: the machine was busy", "not-judged")
+    judged = Outcome("latency", "mine.generate", "prefill", "latency", Status.PASS, "within noise")
+    line = verdict_line(Results({}, {}, [busy, judged]))
+    assert line.startswith("verdict: pass") and "latency NOT judged in 1 field(s)" in line
+    assert "NOT judged" not in verdict_line(Results({}, {}, [judged]))

@@ -23,7 +23,7 @@ from harness.checking.humane import printable
 from harness.cli.project import UsageError, pytest_problem
 from harness.report.terminal import markdown_summary, print_summary, write_outputs
 from harness.report.writes import writes_lines
-from harness.schema import Outcome, Results
+from harness.schema import Category, Outcome, Results
 from harness.settings.run import BY_FIELD, OPTIONS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
@@ -184,7 +184,10 @@ def verdict_line(results: Results) -> str:
     known = len(results.tracked)
     tracked = (f"{known} known deviation(s) the baseline already holds are tracked (findings in transformers, "
                "listed above)") if known else ""
+    unjudged = sum(o.kind == "latency" and o.category is Category.NOT_JUDGED for o in results.outcomes)
+    latency = (f"; latency NOT judged in {unjudged} field(s) (the machine was busy): no slowdown was checked - "
+               "`--latency-strict` (the default under CI) makes that a failure") if unjudged else ""
     if results.verdict == "changed":
         return ("verdict: changed within policy (allowed); accept the changes with `harness regen`"
-                + (f"; {tracked}" if tracked else ""))
-    return "verdict: pass" + (f" - {tracked}; nothing for `harness regen` to accept" if tracked else "")
+                + (f"; {tracked}" if tracked else "") + latency)
+    return "verdict: pass" + (f" - {tracked}; nothing for `harness regen` to accept" if tracked else "") + latency

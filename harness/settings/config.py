@@ -13,6 +13,7 @@ baseline = ""                    # env key to compare against ("" = the current 
 models = []                      # fixture model names the suites run (empty = all) - or, as a table,
                                  # your own checkpoints (below; then only they run, unless zoo = true)
 zoo = false                      # with models of your own: also run the fixture zoo's cases
+ci_latency_strict = true         # under CI (CI set): a latency field not judged (busy machine) fails the run
 extra_model_dirs = []            # more checkpoint directories; `harness check` verifies they exist
 
 [tool.harness.thresholds]        # see `Thresholds`
@@ -130,11 +131,12 @@ class HarnessConfig:
     extra_model_dirs: tuple[Path, ...] = ()
     user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/settings/models.py)
     zoo: bool = False  # with user models: also run the fixture zoo's cases (without user models it always runs)
+    ci_latency_strict: bool = True  # under CI, latency not judged fails (as --latency-strict) unless false
 
 
 # path keys and their defaults under rootdir; models_dir defaults to the zoo the harness ships (MODELS_DIR)
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": None, "reports_dir": "reports"}
-_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo")
+_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict")
 
 
 def _fail(path: Path, key: str, message: str) -> ConfigError:
@@ -206,11 +208,12 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     models = _string_list(path, "models", raw_models)
     extra = tuple(rootdir / p for p in _string_list(path, "extra_model_dirs", table.get("extra_model_dirs", [])))
     thresholds = _thresholds(path, table.get("thresholds", {}))
-    zoo = table.get("zoo", False)
-    if not isinstance(zoo, bool):
-        raise _fail(path, "zoo", f"expected true or false, got {zoo!r}")
+    flags = {key: table.get(key, default) for key, default in (("zoo", False), ("ci_latency_strict", True))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise _fail(path, key, f"expected true or false, got {value!r}")
     return HarnessConfig(
-        zoo=zoo,
+        **flags,
         rootdir=rootdir,
         alpha=alpha,
         thresholds=thresholds,
