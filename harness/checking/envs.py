@@ -12,9 +12,7 @@ from harness.store.records import GoldenStore
 def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b: str) -> Results:
     """Every record of B against A's through the checking core (per-case Holm at alpha / number
     of compared cases, as a live run decides per test)."""
-    from harness.checking import (
-        stats,  # numpy / scipy / torch: imported when comparing, not by every CLI command
-    )
+    from harness.checking import stats  # numpy / scipy / torch: imported when comparing, not by every CLI command
     from harness.checking.core import compare_records
 
     records_a, records_b = store.env_records(key_a), store.env_records(key_b)
