@@ -506,8 +506,10 @@ class Results:
                       (a record that could not be written) - it checked less than it claims;
         'regression'  an outcome failed;
         'failed'      a test failed other than by its golden verdict (meta["broken_tests"], meta["failed"]);
-        'changed'     an outcome needs a regen (a change, or a baseline field no longer observed);
-        'pass'        none of these."""
+        'changed'     an outcome needs a regen (a change, or a baseline field no longer observed) -
+                      a known deviation the baseline already holds (`tracked`) is none: regen
+                      would change nothing;
+        'pass'        none of these (the tracked deviations are listed beside it)."""
         meta = self.meta if isinstance(self.meta, dict) else {}
         if any(meta.get(key) for key in RUN_ERRORS):
             return "error"
@@ -516,9 +518,16 @@ class Results:
             return "regression"
         if meta.get("broken_tests") or meta.get("failed"):
             return "failed"
-        if Status.CHANGED in statuses or Status.MISSING in statuses:
+        if Status.MISSING in statuses or any(o.status is Status.CHANGED and o not in self.tracked
+                                             for o in self.outcomes):
             return "changed"
         return "pass"
+
+    @property
+    def tracked(self) -> list[Outcome]:
+        """Known upstream deviations the baseline already holds at this size (changed,
+        known-deviation): findings in the library, reported every run, nothing to regenerate."""
+        return [o for o in self.outcomes if o.status is Status.CHANGED and o.category is Category.KNOWN_DEVIATION]
 
     @classmethod
     def combine(cls, parts: list[Results], phases: list[str]) -> Results:

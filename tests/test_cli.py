@@ -129,7 +129,8 @@ def test_check_changed_value_is_a_regression(project, capfd):
     assert project.run("check") == 1
     out = capfd.readouterr().out
     regression = out[out.index("\nregression (2):"):out.index("\nchanged (2):")]
-    assert "toy    one   value" in regression and "root: 1 -> 2" in regression
+    # the same change in both cases is one row (report/terminal.py `collapsed`)
+    assert "toy    one (+1 more)  value" in regression and regression.count("root: 1 -> 2") == 1
     changed = out[out.index("\nchanged (2):"):out.index("report:")]
     assert "features" in changed and "feature-added" in changed
     assert "verdict: REGRESSION" in out
@@ -863,21 +864,28 @@ def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_
 
 
 @pytest.mark.parametrize("categories, says_regen", [
-    (["known-deviation"], False),  # the baseline already holds it: regen would change nothing
+    (["known-deviation"], False),  # the baseline already holds it: regen would change nothing - a pass
     (["known-deviation", "known-deviation"], False),
     (["known-deviation", "tolerated-drift"], True),  # one real change: regen has something to accept
     (["fixed"], True),
 ])
-def test_changed_verdict_says_regen_only_when_it_would_accept_something(categories, says_regen):
-    from harness.cli.common import changed_verdict
+def test_the_verdict_says_regen_only_when_it_would_accept_something(categories, says_regen):
+    """The verdict line and the report's headline are one decision (`Results.verdict`)."""
+    from harness.cli.common import verdict_line
+    from harness.report.page import context
     from harness.schema import Category
     results = Results(env={}, baseline_env={}, outcomes=[
         Outcome("sampling", f"c{i}", "exact_emitted", "deviation", Status.CHANGED, "", Category(c))
         for i, c in enumerate(categories)])
-    line = changed_verdict(results)
-    assert line.startswith("verdict: changed within policy (allowed)")
+    line, page = verdict_line(results), context(results)
+    assert results.verdict == page["verdict"] == ("changed" if says_regen else "pass")
+    assert line.startswith("verdict: changed within policy (allowed)" if says_regen else "verdict: pass")
     assert ("accept the changes with `harness regen`" in line) is says_regen
     assert ("nothing for `harness regen` to accept" in line) is (not says_regen)
+    assert ("regenerate the golden records" in page["verdict_text"]) is says_regen
+    known = categories.count("known-deviation")
+    said = f"{known} known deviation" if known else "known deviation"
+    assert (said in line) is (said in page["verdict_text"]) is bool(known)
 
 
 def test_combined_phases_report_a_fact_both_phases_saw_once():

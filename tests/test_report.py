@@ -152,6 +152,37 @@ def test_verdict_follows_results(statuses: list[Status], verdict: str) -> None:
     assert root.one("header").classes == {"banner", f"v-{verdict}"}
 
 
+def test_only_tracked_deviations_are_a_pass_in_the_headline() -> None:
+    """A known upstream deviation the baseline holds is tracked, not a change: the headline is
+    the verdict line's decision (harness/cli/common.py `verdict_line`), with no word of regenerating."""
+    outcomes = [Outcome("s", "c0", "f", "exact", Status.PASS),
+                Outcome("s", "c1", "exact_emitted", "deviation", Status.CHANGED, "TV 0.24", "known-deviation")]
+    root = parse(render_html(Results(env={}, baseline_env={}, outcomes=outcomes))).root
+    assert root.one("h1", id="verdict").attrs["data-verdict"] == "pass"
+    text = root.one("p", cls="verdict-text").text
+    assert "1 known deviation" in text and "tracked" in text and "regenerate the golden records" not in text
+
+
+def test_the_run_panel_says_what_ran_in_plain_words_and_keeps_the_raw_metadata_disclosed() -> None:
+    def argv(phase: str, *more: str) -> list[str]:
+        return ["/x/suites", "--harness-phase", phase, *more, "-k", "mine", "-q"]
+
+    meta = {"argv": argv("parallel", "-n", "2"), "duration_s": 47.5, "env_key": "tf5-fp32", "baseline_key": "tf5-fp32",
+            "golden_tests": 44, "alpha": 0.01,
+            "phases": [{"phase": "parallel", "duration_s": 31.58, "outcomes": 386, "argv": argv("parallel", "-n", "2")},
+                       {"phase": "timing", "duration_s": 15.94, "outcomes": 6, "argv": argv("timing")}]}
+    root = parse(render_html(Results(env={}, baseline_env=None, outcomes=[], meta=meta))).root
+    plain = {}
+    for tr in root.one("table", cls="run-plain").find_all("tr"):
+        plain.setdefault(tr.one("th").text, []).append(tr.one("td").text)
+    assert plain["command"] == ["pytest /x/suites -k 'mine'"]
+    assert plain["phase"] == ["parallel: 31.6 s, 2 workers, 386 fields", "timing: 15.9 s, 1 process, 6 fields"]
+    assert plain["duration"] == ["47.5 s in all"] and plain["records"] == ["this env tf5-fp32 against its own records"]
+    raw = root.one("details", cls="raw-meta")
+    assert raw.one("summary").text.startswith("raw run metadata")
+    assert "--harness-phase" in raw.one("table", cls="meta").text  # the raw argv, only behind the disclosure
+
+
 def test_counts_per_status(page, results: Results) -> None:
     shown = {li.attrs["data-status"]: int(li.one(cls="n").text) for li in dom(page).find_all("li", cls="count")}
     expected = results.counts()

@@ -20,14 +20,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from harness.checking.claims import ClaimsError
-from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report, repro
-from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, OWNED_OPTIONS, common_parser, error
-from harness.cli.project import UsageError
-from harness.report import ResultsFileError
-from harness.schema import RecordError
-from harness.settings.config import ConfigError
-from harness.store.reading import InputError
+from harness.cli.startup import quiet_interrupts_while_importing
+
+with quiet_interrupts_while_importing():  # Ctrl-C before main() runs: exit 130, no traceback
+    from harness.checking.claims import ClaimsError
+    from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report, repro
+    from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, OWNED_OPTIONS, common_parser, error
+    from harness.cli.project import UsageError
+    from harness.report import ResultsFileError
+    from harness.schema import RecordError
+    from harness.settings.config import ConfigError
+    from harness.store.reading import InputError
 
 COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report, repro)
 
@@ -55,6 +58,15 @@ def unknown_arguments(args: argparse.Namespace, unknown: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; exit codes: harness/cli/common.py. Ctrl-C at any moment is exit 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while parsing, or between a command's steps
+        error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:

@@ -35,11 +35,11 @@ FLAGS = ("baseline", "record", "strict", "latency_strict", "fault", "dtype", "de
 
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
-    one_off_store(project)
-    require_store(project, args)
     check_workers(args.workers)
     check_fixtures(project.config)
-    run = run_settings(project, args)
+    run = run_settings(project, args)  # a refused --model stops here, before a one-off store is made
+    one_off_store(project)
+    require_store(project, args)
     key = current_env_key(run)
     if run.baseline:
         source = "--baseline" if args.harness_baseline else f"{project.root / 'pyproject.toml'}: [tool.harness] baseline"

@@ -28,6 +28,7 @@ from typing import Any
 
 STOP_GRACE_S = 10.0  # how long a stopped child gets after each signal (SIGINT, then SIGTERM) before the next
 PR_SET_PDEATHSIG = 1
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM}  # held over a child's start (`run`)
 
 WATCHDOG = r"""
 import os, shutil, signal, sys
@@ -103,6 +104,13 @@ def _prctl() -> Any:
 def _child_setup(parent: int, prctl: Any) -> Any:
     def setup() -> None:  # in the child, between fork and exec: async-signal-safe calls only
         os.setpgid(0, 0)
+        # the harness held SIGINT / SIGTERM over the fork (`run`): one sent to its group before the
+        # line above was the harness's (it stops this child itself) - dropped, then the defaults back
+        for sig in INTERRUPTS:
+            signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+        for sig in INTERRUPTS:
+            signal.signal(sig, signal.SIG_DFL)
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:  # the harness died before the line above
@@ -130,13 +138,24 @@ def _terminated(signum: int, frame: Any) -> None:
 
 def run(command: list[str], cwd: Path, guard: Guard | None = None) -> int:
     """Run `command` as a child tied to this process (see the module docstring); its exit code.
-    KeyboardInterrupt (SIGINT, or SIGTERM while it runs) stops the child's group and propagates."""
-    process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
-                               preexec_fn=_child_setup(os.getpid(), _prctl()))
-    if guard is not None:
-        guard.watch(process.pid)
-    previous = signal.signal(signal.SIGTERM, _terminated) if _main_thread() else None
+    KeyboardInterrupt (SIGINT, or SIGTERM while it runs) stops the child's group and propagates.
+    SIGINT / SIGTERM are held from before the fork until the child is started, watched and the
+    SIGTERM handler is in: one that comes meanwhile is raised inside the block that stops the child
+    (before, a Ctrl-C in that window left the child's xdist workers running)."""
+    main = _main_thread()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS) if main else None
+    previous = None
     try:
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
+                                   preexec_fn=_child_setup(os.getpid(), _prctl()))
+        if guard is not None:
+            guard.watch(process.pid)
+        previous = signal.signal(signal.SIGTERM, _terminated) if main else None
+    except BaseException:
+        _release(held)
+        raise
+    try:
+        _release(held)  # a signal that came while held is raised here
         return process.wait()
     except BaseException:
         stop(process)
@@ -144,6 +163,11 @@ def run(command: list[str], cwd: Path, guard: Guard | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _release(held: Any) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _main_thread() -> bool:

@@ -23,7 +23,7 @@ from harness.checking.humane import printable
 from harness.cli.project import UsageError, pytest_problem
 from harness.report.terminal import markdown_summary, print_summary, write_outputs
 from harness.report.writes import writes_lines
-from harness.schema import Category, Outcome, Results, Status
+from harness.schema import Category, Outcome, Results
 from harness.settings.run import BY_FIELD, OPTIONS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
@@ -173,17 +173,21 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         print("verdict: FAILED (tests failed that are not golden regressions; see pytest's output"
               + (f": {', '.join(meta['broken_tests'][:3])}" if meta.get("broken_tests") else "") + ")")
         return EXIT_REGRESSION
-    print(changed_verdict(results) if verdict == "changed" else "verdict: pass")
+    print(verdict_line(results))
     return EXIT_OK
 
 
-def changed_verdict(results: Results) -> str:
-    """The 'changed' verdict's line: what `harness regen` would accept, or, when every change is a
-    known deviation the baseline already holds (a finding in transformers, the same size as recorded),
-    that there is nothing for regen to accept."""
-    changed = [o for o in results.outcomes if o.status == Status.CHANGED]
-    known = sum(1 for o in changed if o.category == Category.KNOWN_DEVIATION)
-    if changed and known == len(changed):
-        return (f"verdict: changed within policy (allowed): {known} known deviation(s) the baseline already "
-                "holds (findings in transformers, listed above); nothing for `harness regen` to accept")
-    return "verdict: changed within policy (allowed); accept the changes with `harness regen`"
+def verdict_line(results: Results) -> str:
+    """The 'pass' / 'changed' verdict's line (`Results.verdict`, the report's headline too): a
+    change says `harness regen` accepts it; the known deviations the baseline already holds (findings
+    in transformers, the same size as recorded) are a pass, said as tracked."""
+    known = len(results.tracked)
+    tracked = (f"{known} known deviation(s) the baseline already holds are tracked (findings in transformers, "
+               "listed above)") if known else ""
+    unjudged = sum(o.kind == "latency" and o.category is Category.NOT_JUDGED for o in results.outcomes)
+    latency = (f"; latency NOT judged in {unjudged} field(s) (the machine was busy): no slowdown was checked - "
+               "`--latency-strict` (the default under CI) makes that a failure") if unjudged else ""
+    if results.verdict == "changed":
+        return ("verdict: changed within policy (allowed); accept the changes with `harness regen`"
+                + (f"; {tracked}" if tracked else "") + latency)
+    return "verdict: pass" + (f" - {tracked}; nothing for `harness regen` to accept" if tracked else "") + latency

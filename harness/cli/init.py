@@ -54,11 +54,12 @@ golden_dir = "golden/records"  # your golden records, <env-key>/<suite>/<case>.j
 reports_dir = "reports"        # HTML reports (git-ignored)
 # models_dir = "..."           # the fixture zoo (default: the one installed with genharness, hash-checked)
 # baseline = ""                # env key to compare against ("" = this environment's own records)
+# zoo = true                   # also run the fixture zoo's cases (default: only your models below)
 
 [tool.harness.models.{name}]
 path = {path}  # relative to this file; a save_pretrained directory (safetensors only; never unpickled)
 {helper}  # same tokenizer; enables the assisted / ensemble cases
-# dtype = "bf16"               # the dtype you serve in (default: the run's, --dtype, fp32)
+# dtype = "bf16"               # the dtype you serve in (default: the checkpoint's own bf16 / fp16, else --dtype, fp32)
 # prompts = "prompts.jsonl"    # your prompts, one {{"id": "...", "text": "..."}} a line (default: two built-in)
 # paths = ["plain", "assisted", "prompt_lookup", "mtp", "ensemble"]  # default: every path it supports
 """

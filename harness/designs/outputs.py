@@ -19,7 +19,8 @@
   drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
                         speculative paths; prompt lookup has no margins)
   acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
-                        exactly); rate (Fisher test) for a sampled one
+                        exactly); rate (Fisher test) for a sampled one - `not checked` when no
+                        draft was proposed (a rate of 0 / 0 has nothing to count)
   acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
   divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
 A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
@@ -78,7 +79,11 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
         if case.decoding != "greedy":  # seeded sampling: a count, judged statistically
-            obs.add("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
+            if sum(drafted) == 0:  # no draft proposed (prompt lookup found no n-gram): nothing to count
+                obs.skipped("acceptance", "rate", f"no draft token was proposed in {len(got.tokens)} steps "
+                            f"({case.path}): an acceptance rate has nothing to count")
+            else:
+                obs.add("acceptance", {"k": sum(accepted), "n": sum(drafted)}, kind="rate")
             return obs
         # greedy is deterministic: the drafts (with the drafter's own margins, where it has any) and
         # what the verifier accepted of them are exact, and consequences of both token streams

@@ -6,7 +6,7 @@ judged by the checking core (harness/checking/core.py).
     session.py     HarnessSession: settings, store, env; collection, finishing tests, results.json
     selection.py   case ids and suite names, @pytest.mark.cases(table), the model and case filters
     golden.py      Golden, the `golden` fixture's object: one test's checks and its record write
-    fixtures.py    golden, zoo, run_settings, harness_env, harness_config
+    fixtures.py    golden, zoo, fresh_models, run_settings, harness_env, harness_config
 
 A suite reads::
 
@@ -25,9 +25,16 @@ regression in a run without a real change) <= alpha.
 
 from __future__ import annotations
 
-from harness.plugin.fixtures import golden, harness_config, harness_env, run_settings_fixture, zoo
+from harness.plugin.fixtures import (
+           fresh_models,
+           golden,
+           harness_config,
+           harness_env,
+           run_settings_fixture,
+           zoo,
+)
 from harness.plugin.options import pytest_addoption
 from harness.plugin.session import pytest_configure
 
-__all__ = ["golden", "harness_config", "harness_env", "run_settings_fixture", "zoo", "pytest_addoption",
+__all__ = ["fresh_models", "golden", "harness_config", "harness_env", "run_settings_fixture", "zoo", "pytest_addoption",
            "pytest_configure"]

@@ -7,6 +7,8 @@
 - `zoo`: the installed transformers' view of the run's checkpoints - the fixture zoo and your own
   models - each loaded once per process (harness/subjects/hf.py `Zoo`), with the reference
   engine's answers read from its on-disk cache (harness/store/cache.py; `--harness-no-cache`: afresh);
+- `fresh_models` (autouse): a test that uses the zoo starts with every loaded model as loaded
+  (`Zoo.fresh`): no generation state of an earlier test in the worker;
 - `run_settings`: the run's `RunSettings` (deep mode, seed salt, dtype, ...);
 - `harness_env`: the run's fingerprint and env key; `harness_config`: the project's `[tool.harness]`.
 """
@@ -49,6 +51,15 @@ def user_checkpoint(model: UserModel, with_assistant: bool) -> dict[str, str]:
     if with_assistant and model.assistant is not None:
         prints.update(fingerprint(model.assistant, prefix="assistant/"))
     return prints
+
+
+@pytest.fixture(autouse=True)
+def fresh_models(request: pytest.FixtureRequest) -> None:
+    """Reset the generation state of the worker's loaded models before a test that uses them."""
+    if "zoo" in request.fixturenames:
+        fresh = getattr(request.getfixturevalue("zoo"), "fresh", None)  # a unit test's stand-in has none
+        if fresh is not None:
+            fresh()
 
 
 @pytest.fixture(name="run_settings", scope="session")

@@ -119,8 +119,22 @@ class Golden:
         `stopped` early reports the test skipped with its reason, after its checks so far are in -
         unless one of them regressed: the plugin then fails the test (harness/plugin/session.py)."""
         out = self.core.check_all(observation)
+        if self._checkpoint is not None:  # a model of yours: a library crash is listed first (report/library_errors.py)
+            out += self._library_errors(observation)
         if observation.stopped:
             pytest.skip(observation.stopped)
+        return out
+
+    def _library_errors(self, observation: Observation) -> list[Outcome]:
+        """One `info` outcome `<field>_raised` per exception transformers raised in a field."""
+        from harness.report.library_errors import SUFFIX, errors_in, sentence
+
+        out = []
+        for name, f in observation.fields.items():
+            for i, err in enumerate(errors_in(f.value)):
+                field = f"{name}{SUFFIX}" + (f"_{i}" if i else "")
+                out.append(self.core.add(Outcome(self.suite, self.case, field, "exact", Status.INFO,
+                                                 sentence(name, err), diff=dict(err), against="reference")))
         return out
 
     def reference(self, name: str, observed: Any, expected: Any, kind: str = "exact", *,

@@ -70,10 +70,13 @@ def parametrize_cases(metafunc: pytest.Metafunc, run: RunSettings) -> None:
 
 def wanted_model(item: Any, run: RunSettings) -> bool:
     """`[tool.harness] models` keeps those zoo models' cases (and the user's); `--harness-model`
-    only that model's. Tests without a case's model run unless the run is a one-off."""
+    only that model's; a project with models of its own runs only theirs unless `zoo = true`.
+    Tests without a case's model run unless the run is a one-off."""
     model = model_of(item)
     users = {m.name for m in run.user_models}
     if run.one_off:
+        return model in users
+    if run.config.user_models and not run.config.zoo and model is not None:
         return model in users
     if run.config.models and model is not None:
         return model in run.config.models or model in users

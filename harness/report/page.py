@@ -19,6 +19,7 @@ from harness.checking.findings import Finding, group_findings, headline
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
+from harness.report.run_panel import run_rows
 from harness.report.sampling_table import sampling_rows
 from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results, Status
@@ -32,8 +33,8 @@ VERDICT_TEXT = {
     "the golden records on purpose.",
     "pass": "No regression and nothing to regenerate.",
     "error": "The run did not complete, so this report checked less than the records hold: fix the error "
-    "(shown below under run metadata) and rerun. Nothing here is a pass.",
-    "failed": "Tests failed other than by a golden verdict (broken_tests under run metadata): their cases "
+    "(shown below in the Run panel) and rerun. Nothing here is a pass.",
+    "failed": "Tests failed other than by a golden verdict (broken tests, in the Run panel): their cases "
     "observed less than they should. Fix them and rerun. Nothing here is a pass.",
 }
 
@@ -189,7 +190,7 @@ def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[Mo
     order = [*user_models, *sorted(n for n in grouped if n in BY_NAME), ""]
     return [ModelView(name or "(no single model: contracts, bias)",
                       "yours" if name in user_models else "zoo" if name else "",
-                      len({v.case for v in grouped[name]}),
+                      len({(v.suite, v.case) for v in grouped[name]}),  # a case is suite/case, as findings count
                       tuple((s, n) for s, n in count_statuses(grouped[name]) if n))
             for name in order if name in grouped]
 
@@ -234,6 +235,13 @@ def meta_rows(meta: Any) -> list[tuple[str, str, bool]]:
     return rows
 
 
+def tracked_text(results: Results) -> str:
+    """The headline's word on the known upstream deviations the baseline holds (never a regen)."""
+    n = len(results.tracked)
+    return (f" {n} known deviation{'s' if n != 1 else ''} in transformers that the baseline already holds "
+            f"{'are' if n != 1 else 'is'} tracked: listed below, nothing to regenerate.") if n else ""
+
+
 def context(results: Results, claims: Any = None) -> dict[str, Any]:
     findings = finding_views(results.outcomes)
     views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
@@ -242,13 +250,14 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
     latency = latency_chart(latency_rows(results.outcomes))
     return {
         "verdict": verdict,
-        "verdict_text": VERDICT_TEXT.get(verdict, ""),
+        "verdict_text": VERDICT_TEXT.get(verdict, "") + tracked_text(results),
         "total": sum(v.status != Status.INFO.value for v in views),  # checks: information rows are none
         "counts": count_statuses(views),
         "env_rows": envs,
         "env_changes": [r for r in envs if r.differs][:6],
         "has_baseline": results.baseline_env is not None,
         "meta_rows": meta_rows(results.meta),
+        "run_rows": run_rows(results.meta),
         "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value,
                                                          Status.MISSING.value)],
         "suites": suite_views(views),

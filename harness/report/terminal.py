@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.checking.findings import group_findings, headline, numbered
 from harness.checking.humane import printable, shorten
+from harness.report import library_errors
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.report.repro import scriptable
@@ -75,6 +76,8 @@ def print_summary(results: Results, title: str) -> None:
                           ((v.name, v.origin, v.cases, ", ".join(f"{n} {s}" for s, n in v.counts)) for v in views),
                           (None, None, None, 80)):
             print("  " + line)
+    for line in library_errors.terminal_lines(results.outcomes):
+        print(printable(line))
     findings = group_findings(results.outcomes)
     listed = numbered(findings)
     print(f"\n{headline(findings)}" + (":" if listed else "."))
@@ -88,12 +91,28 @@ def print_summary(results: Results, title: str) -> None:
         if not listed:
             continue
         print(f"\n{status.value} ({len(listed)}):")
-        rows = ((o.suite, o.case, o.field, o.kind, o.category or "-", o.against, o.detail) for o in listed[:MAX_LISTED])
+        rows = ((suite, case, o.field, o.kind, o.category or "-", o.against, o.detail)
+                for o, suite, case in collapsed(listed)[:MAX_LISTED])
         for line in table(("suite", "case", "field", "kind", "category", "against", "old -> new"), rows,
                           (None, None, None, None, None, None, 100)):
             print("  " + line)
         if len(listed) > MAX_LISTED:
             print(f"  ... and {len(listed) - MAX_LISTED} more (see the report)")
+
+
+def collapsed(outcomes: Sequence[Any]) -> list[tuple[Any, str, str]]:
+    """(outcome, suites, cases) with outcomes that say the same thing about the same field - one
+    cause, e.g. a changed checkpoint in every case of a model - on one row: "case (+N more)"."""
+    same: dict[tuple[Any, ...], list[Any]] = {}
+    for o in outcomes:
+        same.setdefault((o.field, o.kind, o.category, o.against, o.detail), []).append(o)
+    rows = []
+    for group in same.values():
+        first, more = group[0], len(group) - 1
+        suites = list(dict.fromkeys(o.suite for o in group))
+        rows.append((first, first.suite if len(suites) == 1 else f"{len(suites)} suites",
+                     first.case + (f" (+{more} more)" if more else "")))
+    return rows
 
 
 def md_cell(text: Any, width: int = 200) -> str:
@@ -110,7 +129,7 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     machine = machine_differences(results.env, results.baseline_env)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             *(["", machine] if machine else []), ""]
+             *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes)]
     lines += to_decide(findings, meta.get("baseline_key"))
     top, lines = lines, ["", f"## {headline(findings)}", ""]
     for number, finding in numbered(findings):
@@ -131,8 +150,8 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
         if listed:
             lines += ["", f"## {status.value} ({len(listed)})", "", "| suite | case | field | category | detail |",
                       "|---|---|---|---|---|"]
-            lines += [f"| {md_cell(o.suite, 80)} | {md_cell(o.case, 120)} | {md_cell(o.field, 80)} | "
-                      f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o in listed]
+            lines += [f"| {md_cell(suite, 80)} | {md_cell(case, 120)} | {md_cell(o.field, 80)} | "
+                      f"{o.category.value or '-'} | {md_cell(o.detail)} |" for o, suite, case in collapsed(listed)]
     # the reviewer's decision first; the rest collapsed (the only HTML here: the tags, added after escaping)
     return (escape_markdown("\n".join(top) + "\n") + "\n<details><summary>every finding, per suite, every outcome"
             "</summary>\n" + escape_markdown("\n".join(lines) + "\n") + "\n</details>\n")

@@ -11,7 +11,9 @@ reports_dir = "reports"          # results.json and the HTML report
 alpha = 0.01                     # family-wise false-alarm rate of one whole run
 baseline = ""                    # env key to compare against ("" = the current env's own records)
 models = []                      # fixture model names the suites run (empty = all) - or, as a table,
-                                 # your own checkpoints (below; then the whole zoo runs as well)
+                                 # your own checkpoints (below; then only they run, unless zoo = true)
+zoo = false                      # with models of your own: also run the fixture zoo's cases
+ci_latency_strict = true         # under CI (CI set): a latency field not judged (busy machine) fails the run
 extra_model_dirs = []            # more checkpoint directories; `harness check` verifies they exist
 
 [tool.harness.thresholds]        # see `Thresholds`
@@ -139,11 +141,13 @@ class HarnessConfig:
     models: tuple[str, ...] = ()
     extra_model_dirs: tuple[Path, ...] = ()
     user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/settings/models.py)
+    zoo: bool = False  # with user models: also run the fixture zoo's cases (without user models it always runs)
+    ci_latency_strict: bool = True  # under CI, latency not judged fails (as --latency-strict) unless false
 
 
 # path keys and their defaults under rootdir; models_dir defaults to the zoo the harness ships (MODELS_DIR)
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": None, "reports_dir": "reports"}
-_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs")
+_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict")
 
 
 def _fail(path: Path, key: str, message: str) -> ConfigError:
@@ -215,7 +219,12 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     models = _string_list(path, "models", raw_models)
     extra = tuple(rootdir / p for p in _string_list(path, "extra_model_dirs", table.get("extra_model_dirs", [])))
     thresholds = _thresholds(path, table.get("thresholds", {}))
+    flags = {key: table.get(key, default) for key, default in (("zoo", False), ("ci_latency_strict", True))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise _fail(path, key, f"expected true or false, got {value!r}")
     return HarnessConfig(
+        **flags,
         rootdir=rootdir,
         alpha=alpha,
         thresholds=thresholds,

@@ -5,7 +5,7 @@
 [tool.harness.models.my-model]
 path = "/models/my-llama"             # a save_pretrained directory (safetensors only; never unpickled)
 assistant = "/models/my-llama-small"  # optional: enables the assisted / ensemble cases
-dtype = "bf16"                        # optional: this model's dtype (default: the run's)
+dtype = "bf16"                        # optional: this model's dtype (default: its config.json's bf16 / fp16, else the run's)
 prompts = "prompts.jsonl"             # optional: one JSON object a line, {"text": ..., "id": ...}
 paths = ["plain", "assisted", "prompt_lookup", "mtp"]  # optional subset (default: all it supports)
 ```
@@ -283,4 +283,16 @@ def resolve(model: UserModel) -> UserModel:
                              "remove 'mtp' from the paths")
     prompts = load_prompts(model.prompts_file, model.key("prompts")) if model.prompts_file else tuple(
         p for p in PROMPTS if p.id in DEFAULT_PROMPTS)
-    return replace(model, paths=tuple(model.paths or supported), prompts=prompts, model_type=config["model_type"])
+    return replace(model, paths=tuple(model.paths or supported), prompts=prompts, model_type=config["model_type"],
+                   dtype=model.dtype or own_dtype(config))
+
+
+# a checkpoint's saved dtype (config.json `dtype`, `torch_dtype` before transformers 5) -> the harness's
+# name; float32 is the run's default anyway, so only a half-precision checkpoint changes anything
+SAVED_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def own_dtype(config: dict[str, Any]) -> str | None:
+    """The dtype the checkpoint was saved in, when it is a half precision one (None: the run's)."""
+    saved = config.get("dtype") or config.get("torch_dtype")
+    return SAVED_DTYPES.get(saved) if isinstance(saved, str) else None

@@ -156,7 +156,10 @@ class RunSettings:
         regen = bool(given.get("regen"))
         ci = bool(os.environ.get("CI")) if ci is None else ci
         strict = bool(given.pop("strict", False)) or (ci and not regen)
-        return cls(config=config, golden_dir=golden, results=results, strict=strict, **given)
+        # CI runners are busy machines: there a latency field not judged fails, unless the project opts out
+        latency_strict = bool(given.pop("latency_strict", False)) or (ci and not regen and config.ci_latency_strict)
+        return cls(config=config, golden_dir=golden, results=results, strict=strict, latency_strict=latency_strict,
+                   **given)
 
     @classmethod
     def from_pytest_config(cls, pytest_config: Any, config: HarnessConfig) -> RunSettings:

@@ -35,6 +35,7 @@ from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
 from harness.store.cache import AnswerCache
 from harness.subjects import error_of, is_subject_error
+from harness.subjects.hf_state import ModelState
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
 EOS = 2
@@ -191,6 +192,7 @@ class Zoo:
         self.user = {m.name: m for m in user}
         self._assistants = {m.assistant_name: m for m in user if m.assistant_name}
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
+        self._states: list[ModelState] = []  # each loaded model as loaded (hf_state.py)
         self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
         self._memo: dict[Any, Any] = {}
@@ -222,6 +224,7 @@ class Zoo:
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""
         if key not in self._memo:
+            self.fresh()  # the answer is the key's, whichever case asks first
             self._memo[key] = compute()
         return self._memo[key]
 
@@ -273,7 +276,14 @@ class Zoo:
             model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
             tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
             self._loaded[key] = Loaded(model, tokenizer, info)
+            self._states.append(ModelState.of(model))
         return self._loaded[key]
+
+    def fresh(self) -> list[str]:
+        """Every loaded model back to its state at load (harness/subjects/hf_state.py): the
+        generation state a call leaves - a longer static cache, a compiled forward, an assistant's
+        draft schedule - must not reach another case. Returns what had drifted."""
+        return [item for state in self._states for item in state.restore()]
 
     def engine_gap(self, name: str) -> str:
         """Why the reference engine cannot be the expected side for this model ('' when it can)."""
@@ -342,6 +352,7 @@ class Zoo:
     def generate(self, case: Case) -> Generated:
         """`generate()` on the case's path (cached: a lossless case and its plain twin share runs)."""
         if case not in self._generated:
+            self.fresh()  # the run is the case's, whichever case asks first
             self._generated[case] = generate(
                 self.load(case.model).model, self.prompt_ids(case.model, case.prompt), case.new_tokens,
                 **self.path_args(case), do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache,

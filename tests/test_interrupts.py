@@ -1,0 +1,45 @@
+"""Ctrl-C at several moments of `harness check` - the command still importing, the pytest child
+starting (its fork, its process group, its xdist workers), the suite running: every one exits 130
+with nothing left behind (no report folder, the record untouched, no process of the run alive).
+harness/cli/startup.py holds the first moment, harness/cli/child.py `run` the child's start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_fail_closed import KEY, _alive, _kill_leftovers, make_project
+
+# seconds after the command starts: the harness importing, then the pytest child starting (earlier than
+# ~0.1 s, Python itself is still starting: its own 'Fatal Python error', before any code of the harness)
+MOMENTS_S = (0.3, 0.8, 1.5, 2.5, 4.0)
+EXIT_WITHIN_S = 30  # one stop grace (10 s) after SIGINT, twice over for a busy machine
+
+
+@pytest.mark.parametrize("moment", MOMENTS_S)
+def test_ctrl_c_at_any_moment_of_a_start_is_130_and_leaves_nothing(tmp_path, moment):
+    project = make_project(tmp_path / "p")
+    record = project.record("one")
+    before = record.read_bytes()
+    project.values(1, sleep=120)
+    proc = project.popen("check", start_new_session=True)
+    try:
+        time.sleep(moment)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal's foreground process group
+        out, _ = proc.communicate(timeout=EXIT_WITHIN_S)
+        assert proc.returncode == 130, out[-2000:]
+        assert "harness: error: interrupted" in out, out[-2000:]  # the child's own traceback may precede it
+        pids = [int(p.name.split(".")[1]) for p in project.root.glob("running.*")]
+        assert not [p for p in pids if _alive(p)], "a test of the run outlived the harness"
+        reports = project.root / "reports"
+        assert not reports.exists() or not list(reports.rglob("*")), list(reports.rglob("*"))
+        assert project.store.root.joinpath(KEY, "toy", "one.json").read_bytes() == before
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"harness check did not exit within {EXIT_WITHIN_S} s of SIGINT {moment} s into the run")
+    finally:
+        proc.kill()
+        _kill_leftovers(project)
