@@ -229,13 +229,18 @@ def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> s
     or when either is unknown): another device model or another ISA level torch dispatches to. A
     report comparing them says so beside its verdict, since their latencies are never compared and
     their rounding may differ."""
-    if not a or not b:
+    if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
         return ""
+
+    def part(fp: dict[str, Any], key: str) -> dict[str, Any]:  # a results.json from elsewhere: any shape
+        value = fp.get(key)
+        return value if isinstance(value, dict) else {}
+
     parts = []
-    da, db = a.get("device") or {}, b.get("device") or {}
+    da, db = part(a, "device"), part(b, "device")
     if (da.get("type"), da.get("name")) != (db.get("type"), db.get("name")):
         parts.append(f"device {db.get('name', '?')} -> {da.get('name', '?')}")
-    ka, kb = a.get("cpu_kernels") or {}, b.get("cpu_kernels") or {}
+    ka, kb = part(a, "cpu_kernels"), part(b, "cpu_kernels")
     for key, label in (("isa", "CPU ISA"), ("onednn", "oneDNN"), ("blas", "BLAS"), ("sdpa_backends", "SDPA backends")):
         if kb.get(key, "unknown") != ka.get(key, "unknown"):
             old = ",".join(kb[key]) if isinstance(kb.get(key), list) else kb.get(key, "not recorded")
