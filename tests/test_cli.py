@@ -832,7 +832,7 @@ def test_regen_rewrites_an_unreadable_record(project, capfd):
 
 
 @pytest.mark.parametrize(("body", "code", "says"), [
-    ("def test_plain():\n    assert 1 + 1 == 2\n", 0, "no test used the `golden` fixture; nothing to report"),
+    ("def test_plain():\n    assert 1 + 1 == 2\n", 0, "not checked: no golden test ran"),
     ("def test_plain():\n    assert 1 + 1 == 3\n", 1, "tests failed and no results.json was written"),
 ])
 def test_check_without_golden_observations(project, capfd, body, code, says):

@@ -771,6 +771,102 @@ def probe_locks_live_outside_the_records_tree(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: no spelling of a pytest option bypasses what the harness owns
+
+
+def changed_project(tmp_path: Path) -> Project:
+    """Records of 1, values now 2: a run that rewrites them, or exits 0, failed open."""
+    project = make_project(tmp_path)
+    project.record("one")
+    project.record("two")
+    project.values(2)
+    return project
+
+
+def assert_records_kept(project: Project) -> None:
+    for case in ("one", "two"):
+        assert project.store.read(KEY, "toy", case).fields["value"].value == 1
+
+
+def probe_force_regen_in_pytest_addopts(tmp_path: Path) -> None:
+    project = changed_project(tmp_path)
+    for ci in ({}, {"CI": "true"}):
+        one_line_exit_2(project.harness("check", env={"PYTEST_ADDOPTS": "--force-regen", **ci}), "--force-regen",
+                        "PYTEST_ADDOPTS")
+    assert_records_kept(project)
+
+
+def probe_force_regen_in_ini_addopts(tmp_path: Path) -> None:
+    """ini addopts reach only pytest: the plugin refuses them in the run `harness check` started."""
+    project = changed_project(tmp_path)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.pytest.ini_options]\naddopts = "--force-regen"\n')
+    proc = project.harness("check", "-n", "0")
+    assert proc.returncode == 2 and "--force-regen" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert_records_kept(project)
+
+
+def probe_plugin_off_in_pytest_addopts(tmp_path: Path) -> None:
+    project = changed_project(tmp_path)
+    one_line_exit_2(project.harness("check", env={"PYTEST_ADDOPTS": "-p no:harness"}), "no:harness")
+
+
+def probe_no_test_modes_under_ci(tmp_path: Path) -> None:
+    """Modes that run no test compare nothing: `not checked`, exit 2 under CI - after --, and in
+    PYTEST_ADDOPTS (the plugin sees the parsed option, whichever spelling set it)."""
+    project = changed_project(tmp_path)
+    for mode in ("--collect-only", "--markers"):
+        proc = project.harness("check", "-n", "0", extra=(mode,), env={"CI": "true"})
+        assert proc.returncode == 2 and "not checked" in proc.stdout + proc.stderr, (mode, proc.stdout[-2000:])
+    proc = project.harness("check", "-n", "0", env={"CI": "true", "PYTEST_ADDOPTS": "--setup-plan"})
+    assert proc.returncode == 2 and "not checked" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert not project.reports()
+
+
+def probe_no_test_modes_are_one_list(tmp_path: Path) -> None:
+    """Every pytest option dest the plugin reads as 'runs no test' is a real option of pytest, and
+    every spelling of NO_TEST_MODES is one pytest knows (a renamed option would fail open)."""
+    from _pytest.config import get_config
+
+    from harness.plugin.options import NO_TEST_DESTS
+    from harness.settings.run import NO_TEST_MODES, no_test_mode
+
+    config = get_config()
+    config.pluginmanager.import_plugin("harness.plugin")
+    spellings = {s for option in config._parser._anonymous.options + [o for g in config._parser._groups
+                                                                        for o in g.options] for s in option.names()}
+    dests = {option.dest for g in config._parser._groups for option in g.options}
+    assert set(NO_TEST_MODES) <= spellings, set(NO_TEST_MODES) - spellings
+    assert set(NO_TEST_DESTS) <= dests, set(NO_TEST_DESTS) - dests
+    assert all(no_test_mode(["-q", mode]) == mode for mode in NO_TEST_MODES)
+
+
+def probe_fault_run_writes_no_records(tmp_path: Path) -> None:
+    """A first run with a fault injected (and plain pytest --force-regen --inject-fault) writes nothing."""
+    from harness.faults.catalogue import FAULTS
+
+    project = make_project(tmp_path)
+    fault = FAULTS[0].name
+    proc = project.harness("check", "-n", "0", "--inject-fault", fault)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not list(project.store.root.rglob("*.json")), "a fault run wrote golden records"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q", "--force-regen",
+                           "--inject-fault", fault], cwd=project.root, env=_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 4 and "--inject-fault" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert not list(project.store.root.rglob("*.json"))
+
+
+def probe_fault_settings_are_read_only(tmp_path: Path) -> None:
+    from harness.settings.config import parse_config
+    from harness.settings.run import RunSettings
+
+    config = parse_config(tmp_path, {})
+    for given in ({"fault": "x"}, {"fault": "x", "record": True}, {"fault": "x", "deep": True}):
+        assert RunSettings.make(config, given, ci=False).read_only, given
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -825,6 +921,18 @@ PROBES = [
     Probe("interrupt/sigint", "Ctrl-C during check", probe_sigint_is_130_and_leaves_nothing),
     Probe("lock/wait-says-who", "waiting on a lock held by a live process", probe_lock_wait_says_who_and_how_long),
     Probe("lock/outside-records", "where a writer's lock lives", probe_locks_live_outside_the_records_tree),
+    # issue 41
+    Probe("strict/force-regen-addopts-env", "PYTEST_ADDOPTS=--force-regen harness check (CI and not)",
+          probe_force_regen_in_pytest_addopts),
+    Probe("strict/force-regen-ini-addopts", "[tool.pytest.ini_options] addopts = --force-regen",
+          probe_force_regen_in_ini_addopts),
+    Probe("strict/plugin-off-addopts", "PYTEST_ADDOPTS='-p no:harness'", probe_plugin_off_in_pytest_addopts),
+    Probe("strict/no-test-modes-ci", "CI=true check -- --collect-only / --markers; PYTEST_ADDOPTS=--setup-plan",
+          probe_no_test_modes_under_ci),
+    Probe("strict/no-test-modes-list", "--setup-only, --fixtures, ... are pytest's options", probe_no_test_modes_are_one_list),
+    Probe("fault/first-run-writes-nothing", "check --inject-fault F on an empty store; pytest --force-regen --inject-fault",
+          probe_fault_run_writes_no_records),
+    Probe("fault/settings-read-only", "a fault with --record / --deep", probe_fault_settings_are_read_only),
 ]
 
 

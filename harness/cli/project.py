@@ -199,7 +199,9 @@ def narrowed_suites(project: Project, args: argparse.Namespace) -> bool:
 
 # what `harness check` / `regen` add to pytest: no cache folder and no pytest-benchmark storage
 # (`.benchmarks/`) in your project, and the golden summary printed once, by the command itself
-QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_terminal_summary=false")
+# and the mark of a run it started (`harness_front`: the plugin then refuses what it owns in addopts)
+QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_terminal_summary=false",
+                "-o", "harness_front=cli")
 
 
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
