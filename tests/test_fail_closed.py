@@ -867,6 +867,89 @@ def probe_fault_settings_are_read_only(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: the engine cache is verified (a temporary XDG_CACHE_HOME, never ~/.cache/genharness)
+
+
+def poison(path: Path) -> None:
+    """Change the value's bytes of an entry and leave its header (key, checksum) as it was."""
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def probe_poisoned_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference answer (the engine's greedy decode of llama-target) served from a poisoned entry,
+    a `{}` entry, and an entry of the right key holding a wrong value: each time the answer is the
+    fresh one - the verdict a cold run would give - and the file is named once."""
+    import torch
+
+    from harness.cases import Case
+    from harness.fixtures.prompts import PROMPTS
+    from harness.store.cache import AnswerCache, checksum
+    from harness.subjects import engine
+    from harness.subjects.hf import Zoo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    zoo = Zoo(REPO / "golden" / "models", "fp32", "cpu", (), AnswerCache(tmp_path / "xdg" / "genharness"))
+    case = Case("llama-target", name="llama-target", prompt=PROMPTS[0].id)
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    fresh = engine.decode_cached(zoo, case, prompt).tokens
+    (entry,) = (tmp_path / "xdg").rglob("*.pt")
+    header = json.loads(entry.read_bytes().split(b"\n", 1)[0])
+    wrong = {"tokens": [0] * len(fresh), "target_forwards": 0, "margins": [], "steps": []}
+    buffer = __import__("io").BytesIO()
+    torch.save(wrong, buffer)
+    for spoil in (poison, lambda p: p.write_bytes(b"{}"),
+                  lambda p: p.write_bytes(json.dumps({"key": header["key"], "sha256": "0" * 64}).encode() + b"\n"
+                                          + buffer.getvalue())):
+        spoil(entry)
+        zoo.answers.rejected.clear()
+        with pytest.warns(UserWarning, match=str(entry)):
+            assert engine.decode_cached(zoo, case, prompt).tokens == fresh
+    assert checksum(header["key"], entry.read_bytes().split(b"\n", 1)[1]) == header["sha256"]  # rewritten intact
+    assert not (Path.home() / ".cache" / "genharness" / "engine").is_relative_to(tmp_path)
+
+
+def probe_cache_write_errors_cost_time_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: torch.save raising RuntimeError (as it does on ENOSPC) or OSError - the answer is
+    still returned, nothing half-written stays."""
+    import torch
+
+    from harness.store.cache import AnswerCache
+
+    cache = AnswerCache(tmp_path / "c")
+    for exc in (RuntimeError("[enforce fail at inline_container.cc] PytorchStreamWriter failed writing file"),
+                OSError(errno.ENOSPC, "No space left on device")):
+        def full(*args, exc=exc, **kwargs):
+            raise exc
+
+        monkeypatch.setattr(torch, "save", full)
+        assert cache.get({"q": str(exc)}, lambda: [1, 2]) == [1, 2]
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def probe_cache_key_covers_the_reference_code(tmp_path: Path) -> None:
+    """Every module whose code computes a cached answer (each `engine_answer` caller's module, e.g.
+    designs/caches.py's rollback `rewound`) is in the import graph its key hashes, with the engine."""
+    from harness.store.cache import PACKAGE, source_files
+
+    callers = sorted({p for p in (REPO / "harness").rglob("*.py") if "engine_answer(" in p.read_text(encoding="utf-8")
+                      and p.name != "hf.py"})
+    assert REPO / "harness" / "designs" / "caches.py" in callers
+    for path in callers:
+        module = ".".join(("harness", *path.relative_to(PACKAGE).with_suffix("").parts))
+        files = source_files("harness.subjects.engine", module)
+        assert path in files and PACKAGE / "engine" / "decode.py" in files, (module, files)
+
+
+def probe_fault_run_writes_no_cache_entry(tmp_path: Path) -> None:
+    from harness.store.cache import AnswerCache
+
+    cache = AnswerCache(tmp_path / "c", writable=False)
+    assert cache.get({"q": 1}, lambda: "faulty") == "faulty" and not (tmp_path / "c").exists()
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -933,6 +1016,12 @@ PROBES = [
     Probe("fault/first-run-writes-nothing", "check --inject-fault F on an empty store; pytest --force-regen --inject-fault",
           probe_fault_run_writes_no_records),
     Probe("fault/settings-read-only", "a fault with --record / --deep", probe_fault_settings_are_read_only),
+    Probe("cache/poisoned-entry", "an altered entry, `{}`, a right key with a wrong value",
+          probe_poisoned_cache_entry_is_recomputed),
+    Probe("cache/write-errors", "torch.save raising RuntimeError / OSError (a full disk)",
+          probe_cache_write_errors_cost_time_only),
+    Probe("cache/key-covers-designs", "a change to rewound() in designs/caches.py", probe_cache_key_covers_the_reference_code),
+    Probe("cache/fault-run-writes-none", "a fault run's own answers", probe_fault_run_writes_no_cache_entry),
 ]
 
 
