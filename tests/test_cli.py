@@ -853,7 +853,8 @@ def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
 
 def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_path):
     for name, value in (("cell-a", 1), ("cell-b", 2)):
-        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", project.fp, {"value": Field("exact", value)})
+        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", other_env(project.fp),
+                                            {"value": Field("exact", value)})
     assert project.run("merge", str(tmp_path / "cell-a")) == 0
     assert f"harness: merge: {OTHER_KEY}: added 1 records" in capfd.readouterr().out
     assert project.store.read(OTHER_KEY, "toy", "one").fields["value"].value == 1

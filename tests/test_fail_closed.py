@@ -478,9 +478,18 @@ def probe_crop_that_raises_is_a_regression(tmp_path: Path, monkeypatch: pytest.M
 # hostile or broken inputs: one line, exit 2 - never a crash or a hang
 
 
+def env_of(key: str) -> dict:
+    """A fingerprint naming `key` (merge checks each record's env against its directory); {} for a
+    name that is no key."""
+    if len(key.split("-")) != 5:
+        return {}
+    tf, torch, device, arch, dtype = key.split("-")
+    return {"transformers": tf[2:], "torch": torch[5:], "device": {"type": device, "arch": arch}, "dtype": dtype}
+
+
 def lone_surrogate_record(path: Path, suite: str = "toy", case: str = "one") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = json.dumps({"schema": 1, "suite": suite, "case": case, "env": {}})[:-1]
+    head = json.dumps({"schema": 1, "suite": suite, "case": case, "env": env_of(path.parents[1].name)})[:-1]
     path.write_text(head + ', "fields": {"value": {"kind": "exact", "value": "lone \\ud800 surrogate"}}}')
     return path
 
@@ -950,6 +959,65 @@ def probe_fault_run_writes_no_cache_entry(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: the store writes only what it reads back; merge trusts no directory name
+
+
+def probe_write_over_the_read_limits(tmp_path: Path) -> None:
+    """A 17 MB value and a 70-deep value are never written (the next read would refuse them)."""
+    from harness.store.reading import MAX_DEPTH, MAX_RECORD_BYTES
+    from harness.store.records import RecordLimitError
+
+    store = GoldenStore(tmp_path)
+    deep: object = 1
+    for _ in range(MAX_DEPTH + 6):
+        deep = [deep]
+    for value, says in (("x" * (MAX_RECORD_BYTES + 1), "over the store's limit"), (deep, "deep")):
+        with pytest.raises(RecordLimitError, match=says):
+            store.update(KEY, "toy", "one", fingerprint(), {"value": Field("exact", value)})
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def probe_deep_value_on_a_first_run_is_not_checked(tmp_path: Path) -> None:
+    """A first run observing a value nested 70 deep (a generation_config.json could hold one):
+    `not checked` with the reason, nothing written, and the next check does not exit 2."""
+    project = make_project(tmp_path)
+    deep: object = 1
+    for _ in range(70):
+        deep = [deep]
+    project.values(deep)
+    proc = project.harness("check", "-n", "0")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not list(project.store.root.rglob("*.json")), "a record the store cannot read back was written"
+    (index,) = project.reports()
+    outcomes = json.loads((index.parent / "results.json").read_text())["outcomes"]
+    assert outcomes and all(o["status"] == "skipped" and "not checked" in o["detail"] for o in outcomes), outcomes
+
+
+def probe_merge_reindented_over_the_limit(tmp_path: Path) -> None:
+    """A merge input under 16 MiB as read that the store's canonical (indented) text puts over it."""
+    project = make_project(tmp_path)
+    path = merge_input(tmp_path)
+    record = {"schema": 1, "suite": "toy", "case": "one", "env": env_of(OTHER),
+              "fields": {"value": {"kind": "exact", "value": [1] * 1_600_000}}}
+    path.write_text(json.dumps(record, separators=(",", ":")))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "over the store's limit")
+    assert not (project.store.root / OTHER).exists()
+
+
+def probe_merge_checks_env_against_its_key(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    lie = merge_input(tmp_path)
+    lie.write_text(json.dumps({"schema": 1, "suite": "toy", "case": "one", "env": env_of("tf4.0.0-torch2.8.0-cpu-x86_64-fp32"),
+                               "fields": {"value": {"kind": "exact", "value": 1}}}))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "tf4.0.0", OTHER)
+    for name in ("not-a-key", "a b"):
+        shutil.rmtree(tmp_path / "in")
+        lone_surrogate_record(tmp_path / "in" / name / "toy" / "one.json")
+        one_line_exit_2(project.harness("merge", str(tmp_path / "in")))
+    assert project.store.env_keys() == []
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -1022,6 +1090,12 @@ PROBES = [
           probe_cache_write_errors_cost_time_only),
     Probe("cache/key-covers-designs", "a change to rewound() in designs/caches.py", probe_cache_key_covers_the_reference_code),
     Probe("cache/fault-run-writes-none", "a fault run's own answers", probe_fault_run_writes_no_cache_entry),
+    Probe("write/over-read-limits", "a 17 MB and a 70-deep value written to the store", probe_write_over_the_read_limits),
+    Probe("write/deep-first-run", "a first check observing a 70-deep value", probe_deep_value_on_a_first_run_is_not_checked),
+    Probe("merge/reindented-16mib", "a merge input the store's indented text puts over 16 MiB",
+          probe_merge_reindented_over_the_limit),
+    Probe("merge/env-vs-key", "env tf4.0.0 under another key's dir; dirs 'not-a-key' and 'a b'",
+          probe_merge_checks_env_against_its_key),
 ]
 
 
