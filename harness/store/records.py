@@ -214,8 +214,9 @@ def record_text(path: Path | str, data: Any) -> str:
 
 
 def write_record_json(path: Path, data: Any) -> None:
-    """A record written atomically, within the read limits (`record_text`)."""
-    _atomic_write_text(Path(path), record_text(path, data))
+    """A record written atomically (`atomic_write_json`), within the read limits (`record_text`)."""
+    record_text(path, data)
+    atomic_write_json(path, data)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
