@@ -641,6 +641,21 @@ def probe_non_finite_tolerance(tmp_path: Path) -> None:
     one_line_exit_2(project.harness("envs"), "tie_eps_bf16")
 
 
+def probe_tie_eps_without_meaning(tmp_path: Path) -> None:
+    """tie_eps_fp32 = 1e9 would call every greedy step a near-tie: refused, naming the key."""
+    from harness.settings.config import MAX_THRESHOLDS, Thresholds
+
+    project = make_project(tmp_path)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write("\n[tool.harness.thresholds]\ntie_eps_fp32 = 1e9\n")
+    one_line_exit_2(project.harness("envs"), "tie_eps_fp32", "<=")
+    from dataclasses import fields
+
+    names = {f.name for f in fields(Thresholds)}
+    assert set(MAX_THRESHOLDS) == names  # every threshold is bounded
+    assert all(getattr(Thresholds(), n) <= MAX_THRESHOLDS[n] for n in names)  # the defaults within
+
+
 def probe_out_is_a_file(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     project.record("one", key=OTHER)
@@ -1066,6 +1081,8 @@ PROBES = [
       for variant in (*REPORT_VARIANTS, "dev-zero")),
     Probe("preflight/hidden-size-1e9", "--model with hidden_size 1e9", probe_config_that_cannot_fit_memory),
     Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
+    Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
+          probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),
     Probe("preflight/long-message", "a 20,000-character error", probe_long_message_is_one_readable_line),
     Probe("interrupt/sigkill", "SIGKILL of the harness during regen", probe_sigkill_of_the_harness_kills_its_pytest),
