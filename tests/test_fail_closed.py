@@ -1033,6 +1033,36 @@ def probe_merge_checks_env_against_its_key(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: a chat template's output never depends on the day
+
+
+def probe_strftime_now_template_is_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template printing strftime_now (as Llama 3.x's do) renders the same text and ids on two
+    different days (the clock moved a year), and names the pinned date."""
+    import datetime as dt
+
+    from harness.subjects import hf_text
+
+    template = "{{ 'Today Date: ' + strftime_now('%d %b %Y') }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok, error = hf_text.chat_tokenizer(REPO / "golden" / "models" / "llama-target", template)
+    assert error is None, error
+    messages = [{"role": "user", "content": "hello"}]
+    days = []
+    for shift in (0, 366):
+        class Later(dt.datetime):
+            @classmethod
+            def now(cls, tz=None, shift=shift):
+                return dt.datetime(2030, 6, 1) + dt.timedelta(days=shift)
+
+        import transformers.utils.chat_template_utils as utils
+
+        monkeypatch.setattr(utils, "datetime", Later, raising=True)  # the day the run happens on
+        days.append(hf_text.render_chat(tok, messages, None))
+    assert days[0].rendered == days[1].rendered and days[0].ids == days[1].ids
+    assert hf_text.TEMPLATE_DATE.strftime("%d %b %Y") in days[0].rendered["generation_prompt"]
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -1081,6 +1111,7 @@ PROBES = [
       for variant in (*REPORT_VARIANTS, "dev-zero")),
     Probe("preflight/hidden-size-1e9", "--model with hidden_size 1e9", probe_config_that_cannot_fit_memory),
     Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
+    Probe("chat/strftime-now-pinned", "a template using strftime_now rendered on two days", probe_strftime_now_template_is_pinned),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),
