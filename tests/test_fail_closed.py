@@ -634,6 +634,22 @@ def probe_config_that_cannot_fit_memory(tmp_path: Path) -> None:
     assert "harness: running" not in proc.stdout  # refused before any model loads
 
 
+def probe_gpt_bigcode_sizes_in_the_preflight(tmp_path: Path) -> None:
+    """A gpt_bigcode-style config (n_embd, n_layer, n_head): 1e9 / 1e7 floats, and integers whose
+    weights cannot fit, are refused before anything loads - the same rule as hidden_size."""
+    from harness.settings.models import SIZE_ALIASES, size_problem
+
+    base = {"model_type": "gpt_bigcode", "vocab_size": 512, "n_embd": 64, "n_layer": 2, "n_head": 2, "n_inner": None}
+    assert size_problem(base, memory=1 << 34) == ""
+    for change, says in (({"n_embd": 1e9}, "n_embd"), ({"n_layer": 1e7}, "n_layer"), ({"n_head": 0}, "n_head"),
+                         ({"n_layer": 10**7}, "num_hidden_layers"), ({"n_embd": 10**9}, "hidden_size")):
+        assert says in size_problem({**base, **change}, memory=1 << 34), change
+    assert all(size_problem({alias: -1}, memory=1 << 34) for alias in SIZE_ALIASES)
+    project = make_project(tmp_path / "p")
+    proc = project.harness("check", "--model", str(user_model(tmp_path, n_layer=1e7)))
+    one_line_exit_2(proc, "n_layer")
+
+
 def probe_non_finite_tolerance(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     with (project.root / "pyproject.toml").open("a") as handle:
@@ -1110,6 +1126,8 @@ PROBES = [
     *(Probe(f"report/{variant}", f"harness report on a results.json with {variant}", report_probe(variant))
       for variant in (*REPORT_VARIANTS, "dev-zero")),
     Probe("preflight/hidden-size-1e9", "--model with hidden_size 1e9", probe_config_that_cannot_fit_memory),
+    Probe("preflight/gpt-bigcode-sizes", "n_embd = 1e9 / n_layer = 1e7 in a gpt_bigcode config",
+          probe_gpt_bigcode_sizes_in_the_preflight),
     Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
     Probe("chat/strftime-now-pinned", "a template using strftime_now rendered on two days", probe_strftime_now_template_is_pinned),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
