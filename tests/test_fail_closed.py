@@ -1079,6 +1079,66 @@ def probe_strftime_now_template_is_pinned(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: one reading layer for claims and pyproject.toml
+
+
+CLAIM = {"id": "c", "text": "t", "evidence": [{"suite": "toy", "case": "one", "field": "value"}]}
+
+
+def hostile_claims(tmp_path: Path, variant: str) -> Path:
+    path = tmp_path / "claims.json"
+    if variant == "fifo":
+        os.mkfifo(path)
+        return path
+    expect = {"regex": {"new": "(unclosed"}, "category-5": {"category": 5}}.get(variant)
+    if variant == "deep":
+        path.write_text('{"claims": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        path.write_text(json.dumps({"claims": [{**CLAIM, "evidence": [{**CLAIM["evidence"][0], "expect": expect}]}]}))
+    return path
+
+
+def probe_hostile_claims(tmp_path: Path) -> None:
+    """--claims that is 100k deep, has an unclosed regex, a category that is a number, is a FIFO:
+    compare and report each end in one line naming the file (no traceback, no hang)."""
+    project = make_project(tmp_path / "p")
+    project.record("one", 1, key=OTHER)
+    project.record("one", 2)
+    for variant, says in (("deep", "deep"), ("regex", "regular expression"), ("category-5", "category"),
+                          ("fifo", "FIFO")):
+        (tmp_path / variant).mkdir()
+        claims = hostile_claims(tmp_path / variant, variant)
+        proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "out"), "--claims", str(claims), timeout=60)
+        one_line_exit_2(proc, says)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"claims": [CLAIM]}))
+    proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "ok"), "--claims", str(good), timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    results = json.loads(next((tmp_path / "ok").rglob("results.json")).read_text())
+    results["meta"]["claims"] = {"claims": [{**CLAIM, "evidence": [{**CLAIM["evidence"][0], "expect": {"new": "(x"}}]}]}
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    one_line_exit_2(project.harness("report", str(tmp_path / "r.json"), "--out", str(tmp_path / "r"), timeout=60),
+                    "regular expression")
+
+
+def probe_hostile_pyproject(tmp_path: Path) -> None:
+    """A pyproject.toml that is not UTF-8 (check, envs, init) or a FIFO (init): one line, exit 2."""
+    project = make_project(tmp_path / "p")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_bytes(pyproject.read_bytes() + b'\n# caf\xe9\n')
+    for command in (("check",), ("envs",)):
+        one_line_exit_2(project.harness(*command, timeout=60), "UTF-8")
+    proc = subprocess.run([sys.executable, "-m", "harness", "init"], cwd=project.root, env=_env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    one_line_exit_2(proc, "UTF-8")
+    pyproject.unlink()
+    os.mkfifo(pyproject)
+    proc = subprocess.run([sys.executable, "-m", "harness", "init"], cwd=project.root, env=_env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    one_line_exit_2(proc, "FIFO")
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -1130,6 +1190,10 @@ PROBES = [
           probe_gpt_bigcode_sizes_in_the_preflight),
     Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
     Probe("chat/strftime-now-pinned", "a template using strftime_now rendered on two days", probe_strftime_now_template_is_pinned),
+    Probe("input/hostile-claims", "--claims 100k deep, '(unclosed', category 5, a FIFO; report's meta.claims",
+          probe_hostile_claims),
+    Probe("input/hostile-pyproject", "a pyproject.toml not UTF-8 (check, envs, init), a FIFO (init)",
+          probe_hostile_pyproject),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),

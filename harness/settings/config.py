@@ -30,18 +30,13 @@ path = "/models/my-llama"
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.models import ModelError, UserModel, parse_models_table
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - python 3.10
-    import tomli as tomllib
+from harness.store.reading import InputError, read_toml
 
 
 class ConfigError(ValueError):
@@ -238,12 +233,11 @@ def load_config(rootdir: Path) -> HarnessConfig:
     rootdir = Path(rootdir).resolve()
     path = rootdir / "pyproject.toml"
     table: dict[str, Any] = {}
-    if path.is_file():
+    if path.exists():
         try:
-            with path.open("rb") as handle:
-                data = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+            data = read_toml(path)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
         table = data.get("tool", {}).get("harness", {})
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [tool.harness] must be a table")
