@@ -1139,6 +1139,27 @@ def probe_hostile_pyproject(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: the weak items
+
+
+def probe_matrix_refuses_what_is_no_version(tmp_path: Path) -> None:
+    """0.0.0, a word and a path are refused before any venv is built or nox.log written."""
+    project = make_project(tmp_path / "p")
+    for version in ("0.0.0", "not-a-version", str(tmp_path / "elsewhere"), "../../x"):
+        one_line_exit_2(project.harness("matrix", "--transformers", "5.24.0", version, "--out", str(tmp_path / "out"),
+                                        timeout=60), "--transformers")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "elsewhere").exists()
+    from harness.cli.matrix import check_versions
+
+    check_versions(["4.57.6", "5.0.0", "5.0.0rc1", "5.24.0"], "2.13.0")  # real versions pass
+
+
+def probe_records_missing_names_the_flag_given(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    one_line_exit_2(project.harness("check", "--records", str(tmp_path / "missing")), "--records", "does not exist")
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -1194,6 +1215,8 @@ PROBES = [
           probe_hostile_claims),
     Probe("input/hostile-pyproject", "a pyproject.toml not UTF-8 (check, envs, init), a FIFO (init)",
           probe_hostile_pyproject),
+    Probe("weak/matrix-versions", "matrix --transformers 0.0.0 / not-a-version / a path", probe_matrix_refuses_what_is_no_version),
+    Probe("weak/records-missing", "check --records MISSING", probe_records_missing_names_the_flag_given),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),

@@ -105,7 +105,8 @@ def run_settings(project: Project, args: argparse.Namespace) -> RunSettings:
 def require_store(project: Project, args: argparse.Namespace) -> None:
     """A golden directory that does not exist is a typo or a wrong checkout, never 'no records'."""
     if not project.store.root.is_dir():
-        source = "--golden-dir" if getattr(args, "harness_golden_dir", None) else "[tool.harness] golden_dir"
+        given = getattr(args, "harness_golden_dir", None)
+        source = "--golden-dir / --records" if given else "[tool.harness] golden_dir"
         raise UsageError(f"{project.store.root} does not exist ({source}); fix the path, or create the directory "
                          "and record this env with `harness regen`")
 
