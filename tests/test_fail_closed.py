@@ -7,6 +7,12 @@ before the fix (6dc1a29) and failed there. The probes drive the real front ends 
 in a subprocess (a traceback, an exit code, a hang are what a user sees), plain `pytest`, or the
 library call the front end makes - on throw-away projects: a pyproject.toml, a fake zoo model with
 its manifest, and a toy suite whose golden checks read value.json.
+
+The third pass (issue 41) adds the rows after "# issue 41" in `PROBES`: strict-mode bypasses
+(PYTEST_ADDOPTS / ini addopts / modes that run no test), fault runs that wrote records, the engine
+cache (poisoned entries, write errors, the key's code), writes over the read limits, merge's env
+check, thresholds, hostile claims / pyproject, the config families' sizes, the chat-template date
+and the weak items (matrix versions, --records). The cache probes use a temporary XDG_CACHE_HOME.
 """
 
 from __future__ import annotations
