@@ -833,7 +833,7 @@ def test_regen_rewrites_an_unreadable_record(project, capfd):
 
 
 @pytest.mark.parametrize(("body", "code", "says"), [
-    ("def test_plain():\n    assert 1 + 1 == 2\n", 0, "no test used the `golden` fixture; nothing to report"),
+    ("def test_plain():\n    assert 1 + 1 == 2\n", 0, "not checked: no golden test ran"),
     ("def test_plain():\n    assert 1 + 1 == 3\n", 1, "tests failed and no results.json was written"),
 ])
 def test_check_without_golden_observations(project, capfd, body, code, says):
@@ -854,7 +854,8 @@ def test_confirm_reads_yes_and_defaults_to_no(monkeypatch):
 
 def test_merge_imports_runner_uploads_and_refuses_conflicts(project, capfd, tmp_path):
     for name, value in (("cell-a", 1), ("cell-b", 2)):
-        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", project.fp, {"value": Field("exact", value)})
+        GoldenStore(tmp_path / name).update(OTHER_KEY, "toy", "one", other_env(project.fp),
+                                            {"value": Field("exact", value)})
     assert project.run("merge", str(tmp_path / "cell-a")) == 0
     assert f"harness: merge: {OTHER_KEY}: added 1 records" in capfd.readouterr().out
     assert project.store.read(OTHER_KEY, "toy", "one").fields["value"].value == 1

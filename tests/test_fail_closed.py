@@ -7,6 +7,12 @@ before the fix (6dc1a29) and failed there. The probes drive the real front ends 
 in a subprocess (a traceback, an exit code, a hang are what a user sees), plain `pytest`, or the
 library call the front end makes - on throw-away projects: a pyproject.toml, a fake zoo model with
 its manifest, and a toy suite whose golden checks read value.json.
+
+The third pass (issue 41) adds the rows after "# issue 41" in `PROBES`: strict-mode bypasses
+(PYTEST_ADDOPTS / ini addopts / modes that run no test), fault runs that wrote records, the engine
+cache (poisoned entries, write errors, the key's code), writes over the read limits, merge's env
+check, thresholds, hostile claims / pyproject, the config families' sizes, the chat-template date
+and the weak items (matrix versions, --records). The cache probes use a temporary XDG_CACHE_HOME.
 """
 
 from __future__ import annotations
@@ -478,9 +484,18 @@ def probe_crop_that_raises_is_a_regression(tmp_path: Path, monkeypatch: pytest.M
 # hostile or broken inputs: one line, exit 2 - never a crash or a hang
 
 
+def env_of(key: str) -> dict:
+    """A fingerprint naming `key` (merge checks each record's env against its directory); {} for a
+    name that is no key."""
+    if len(key.split("-")) != 5:
+        return {}
+    tf, torch, device, arch, dtype = key.split("-")
+    return {"transformers": tf[2:], "torch": torch[5:], "device": {"type": device, "arch": arch}, "dtype": dtype}
+
+
 def lone_surrogate_record(path: Path, suite: str = "toy", case: str = "one") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = json.dumps({"schema": 1, "suite": suite, "case": case, "env": {}})[:-1]
+    head = json.dumps({"schema": 1, "suite": suite, "case": case, "env": env_of(path.parents[1].name)})[:-1]
     path.write_text(head + ', "fields": {"value": {"kind": "exact", "value": "lone \\ud800 surrogate"}}}')
     return path
 
@@ -625,11 +640,42 @@ def probe_config_that_cannot_fit_memory(tmp_path: Path) -> None:
     assert "harness: running" not in proc.stdout  # refused before any model loads
 
 
+def probe_gpt_bigcode_sizes_in_the_preflight(tmp_path: Path) -> None:
+    """A gpt_bigcode-style config (n_embd, n_layer, n_head): 1e9 / 1e7 floats, and integers whose
+    weights cannot fit, are refused before anything loads - the same rule as hidden_size."""
+    from harness.settings.models import SIZE_ALIASES, size_problem
+
+    base = {"model_type": "gpt_bigcode", "vocab_size": 512, "n_embd": 64, "n_layer": 2, "n_head": 2, "n_inner": None}
+    assert size_problem(base, memory=1 << 34) == ""
+    for change, says in (({"n_embd": 1e9}, "n_embd"), ({"n_layer": 1e7}, "n_layer"), ({"n_head": 0}, "n_head"),
+                         ({"n_layer": 10**7}, "num_hidden_layers"), ({"n_embd": 10**9}, "hidden_size")):
+        assert says in size_problem({**base, **change}, memory=1 << 34), change
+    assert all(size_problem({alias: -1}, memory=1 << 34) for alias in SIZE_ALIASES)
+    project = make_project(tmp_path / "p")
+    proc = project.harness("check", "--model", str(user_model(tmp_path, n_layer=1e7)))
+    one_line_exit_2(proc, "n_layer")
+
+
 def probe_non_finite_tolerance(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     with (project.root / "pyproject.toml").open("a") as handle:
         handle.write("\n[tool.harness.thresholds]\ntie_eps_bf16 = inf\n")
     one_line_exit_2(project.harness("envs"), "tie_eps_bf16")
+
+
+def probe_tie_eps_without_meaning(tmp_path: Path) -> None:
+    """tie_eps_fp32 = 1e9 would call every greedy step a near-tie: refused, naming the key."""
+    from harness.settings.config import MAX_THRESHOLDS, Thresholds
+
+    project = make_project(tmp_path)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write("\n[tool.harness.thresholds]\ntie_eps_fp32 = 1e9\n")
+    one_line_exit_2(project.harness("envs"), "tie_eps_fp32", "<=")
+    from dataclasses import fields
+
+    names = {f.name for f in fields(Thresholds)}
+    assert set(MAX_THRESHOLDS) == names  # every threshold is bounded
+    assert all(getattr(Thresholds(), n) <= MAX_THRESHOLDS[n] for n in names)  # the defaults within
 
 
 def probe_out_is_a_file(tmp_path: Path) -> None:
@@ -771,6 +817,355 @@ def probe_locks_live_outside_the_records_tree(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 41: no spelling of a pytest option bypasses what the harness owns
+
+
+def changed_project(tmp_path: Path) -> Project:
+    """Records of 1, values now 2: a run that rewrites them, or exits 0, failed open."""
+    project = make_project(tmp_path)
+    project.record("one")
+    project.record("two")
+    project.values(2)
+    return project
+
+
+def assert_records_kept(project: Project) -> None:
+    for case in ("one", "two"):
+        assert project.store.read(KEY, "toy", case).fields["value"].value == 1
+
+
+def probe_force_regen_in_pytest_addopts(tmp_path: Path) -> None:
+    project = changed_project(tmp_path)
+    for ci in ({}, {"CI": "true"}):
+        one_line_exit_2(project.harness("check", env={"PYTEST_ADDOPTS": "--force-regen", **ci}), "--force-regen",
+                        "PYTEST_ADDOPTS")
+    assert_records_kept(project)
+
+
+def probe_force_regen_in_ini_addopts(tmp_path: Path) -> None:
+    """ini addopts reach only pytest: the plugin refuses them in the run `harness check` started."""
+    project = changed_project(tmp_path)
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.pytest.ini_options]\naddopts = "--force-regen"\n')
+    proc = project.harness("check", "-n", "0")
+    assert proc.returncode == 2 and "--force-regen" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert_records_kept(project)
+
+
+def probe_plugin_off_in_pytest_addopts(tmp_path: Path) -> None:
+    project = changed_project(tmp_path)
+    one_line_exit_2(project.harness("check", env={"PYTEST_ADDOPTS": "-p no:harness"}), "no:harness")
+
+
+def probe_no_test_modes_under_ci(tmp_path: Path) -> None:
+    """Modes that run no test compare nothing: `not checked`, exit 2 under CI - after --, and in
+    PYTEST_ADDOPTS (the plugin sees the parsed option, whichever spelling set it)."""
+    project = changed_project(tmp_path)
+    for mode in ("--collect-only", "--markers"):
+        proc = project.harness("check", "-n", "0", extra=(mode,), env={"CI": "true"})
+        assert proc.returncode == 2 and "not checked" in proc.stdout + proc.stderr, (mode, proc.stdout[-2000:])
+    proc = project.harness("check", "-n", "0", env={"CI": "true", "PYTEST_ADDOPTS": "--setup-plan"})
+    assert proc.returncode == 2 and "not checked" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert not project.reports()
+
+
+def probe_no_test_modes_are_one_list(tmp_path: Path) -> None:
+    """Every pytest option dest the plugin reads as 'runs no test' is a real option of pytest, and
+    every spelling of NO_TEST_MODES is one pytest knows (a renamed option would fail open)."""
+    from _pytest.config import get_config
+
+    from harness.plugin.options import NO_TEST_DESTS
+    from harness.settings.run import NO_TEST_MODES, no_test_mode
+
+    config = get_config()
+    config.pluginmanager.import_plugin("harness.plugin")
+    spellings = {s for option in config._parser._anonymous.options + [o for g in config._parser._groups
+                                                                        for o in g.options] for s in option.names()}
+    dests = {option.dest for g in config._parser._groups for option in g.options}
+    assert set(NO_TEST_MODES) <= spellings, set(NO_TEST_MODES) - spellings
+    assert set(NO_TEST_DESTS) <= dests, set(NO_TEST_DESTS) - dests
+    assert all(no_test_mode(["-q", mode]) == mode for mode in NO_TEST_MODES)
+
+
+def probe_fault_run_writes_no_records(tmp_path: Path) -> None:
+    """A first run with a fault injected (and plain pytest --force-regen --inject-fault) writes nothing."""
+    from harness.faults.catalogue import FAULTS
+
+    project = make_project(tmp_path)
+    fault = FAULTS[0].name
+    proc = project.harness("check", "-n", "0", "--inject-fault", fault)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not list(project.store.root.rglob("*.json")), "a fault run wrote golden records"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q", "--force-regen",
+                           "--inject-fault", fault], cwd=project.root, env=_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 4 and "--inject-fault" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert not list(project.store.root.rglob("*.json"))
+
+
+def probe_fault_settings_are_read_only(tmp_path: Path) -> None:
+    from harness.settings.config import parse_config
+    from harness.settings.run import RunSettings
+
+    config = parse_config(tmp_path, {})
+    for given in ({"fault": "x"}, {"fault": "x", "record": True}, {"fault": "x", "deep": True}):
+        assert RunSettings.make(config, given, ci=False).read_only, given
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 41: the engine cache is verified (a temporary XDG_CACHE_HOME, never ~/.cache/genharness)
+
+
+def poison(path: Path) -> None:
+    """Change the value's bytes of an entry and leave its header (key, checksum) as it was."""
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def probe_poisoned_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference answer (the engine's greedy decode of llama-target) served from a poisoned entry,
+    a `{}` entry, and an entry of the right key holding a wrong value: each time the answer is the
+    fresh one - the verdict a cold run would give - and the file is named once."""
+    import torch
+
+    from harness.cases import Case
+    from harness.fixtures.prompts import PROMPTS
+    from harness.store.cache import AnswerCache, checksum
+    from harness.subjects import engine
+    from harness.subjects.hf import Zoo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    zoo = Zoo(REPO / "golden" / "models", "fp32", "cpu", (), AnswerCache(tmp_path / "xdg" / "genharness"))
+    case = Case("llama-target", name="llama-target", prompt=PROMPTS[0].id)
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    fresh = engine.decode_cached(zoo, case, prompt).tokens
+    (entry,) = (tmp_path / "xdg").rglob("*.pt")
+    header = json.loads(entry.read_bytes().split(b"\n", 1)[0])
+    wrong = {"tokens": [0] * len(fresh), "target_forwards": 0, "margins": [], "steps": []}
+    buffer = __import__("io").BytesIO()
+    torch.save(wrong, buffer)
+    for spoil in (poison, lambda p: p.write_bytes(b"{}"),
+                  lambda p: p.write_bytes(json.dumps({"key": header["key"], "sha256": "0" * 64}).encode() + b"\n"
+                                          + buffer.getvalue())):
+        spoil(entry)
+        zoo.answers.rejected.clear()
+        with pytest.warns(UserWarning, match=str(entry)):
+            assert engine.decode_cached(zoo, case, prompt).tokens == fresh
+    assert checksum(header["key"], entry.read_bytes().split(b"\n", 1)[1]) == header["sha256"]  # rewritten intact
+    assert not (Path.home() / ".cache" / "genharness" / "engine").is_relative_to(tmp_path)
+
+
+def probe_cache_write_errors_cost_time_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: torch.save raising RuntimeError (as it does on ENOSPC) or OSError - the answer is
+    still returned, nothing half-written stays."""
+    import torch
+
+    from harness.store.cache import AnswerCache
+
+    cache = AnswerCache(tmp_path / "c")
+    for exc in (RuntimeError("[enforce fail at inline_container.cc] PytorchStreamWriter failed writing file"),
+                OSError(errno.ENOSPC, "No space left on device")):
+        def full(*args, exc=exc, **kwargs):
+            raise exc
+
+        monkeypatch.setattr(torch, "save", full)
+        assert cache.get({"q": str(exc)}, lambda: [1, 2]) == [1, 2]
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def probe_cache_key_covers_the_reference_code(tmp_path: Path) -> None:
+    """Every module whose code computes a cached answer (each `engine_answer` caller's module, e.g.
+    designs/caches.py's rollback `rewound`) is in the import graph its key hashes, with the engine."""
+    from harness.store.cache import PACKAGE, source_files
+
+    callers = sorted({p for p in (REPO / "harness").rglob("*.py") if "engine_answer(" in p.read_text(encoding="utf-8")
+                      and p.name != "hf.py"})
+    assert REPO / "harness" / "designs" / "caches.py" in callers
+    for path in callers:
+        module = ".".join(("harness", *path.relative_to(PACKAGE).with_suffix("").parts))
+        files = source_files("harness.subjects.engine", module)
+        assert path in files and PACKAGE / "engine" / "decode.py" in files, (module, files)
+
+
+def probe_fault_run_writes_no_cache_entry(tmp_path: Path) -> None:
+    from harness.store.cache import AnswerCache
+
+    cache = AnswerCache(tmp_path / "c", writable=False)
+    assert cache.get({"q": 1}, lambda: "faulty") == "faulty" and not (tmp_path / "c").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 41: the store writes only what it reads back; merge trusts no directory name
+
+
+def probe_write_over_the_read_limits(tmp_path: Path) -> None:
+    """A 17 MB value and a 70-deep value are never written (the next read would refuse them)."""
+    from harness.store.reading import MAX_DEPTH, MAX_RECORD_BYTES
+    from harness.store.records import RecordLimitError
+
+    store = GoldenStore(tmp_path)
+    deep: object = 1
+    for _ in range(MAX_DEPTH + 6):
+        deep = [deep]
+    for value, says in (("x" * (MAX_RECORD_BYTES + 1), "over the store's limit"), (deep, "deep")):
+        with pytest.raises(RecordLimitError, match=says):
+            store.update(KEY, "toy", "one", fingerprint(), {"value": Field("exact", value)})
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def probe_deep_value_on_a_first_run_is_not_checked(tmp_path: Path) -> None:
+    """A first run observing a value nested 70 deep (a generation_config.json could hold one):
+    `not checked` with the reason, nothing written, and the next check does not exit 2."""
+    project = make_project(tmp_path)
+    deep: object = 1
+    for _ in range(70):
+        deep = [deep]
+    project.values(deep)
+    proc = project.harness("check", "-n", "0")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not list(project.store.root.rglob("*.json")), "a record the store cannot read back was written"
+    (index,) = project.reports()
+    outcomes = json.loads((index.parent / "results.json").read_text())["outcomes"]
+    assert outcomes and all(o["status"] == "skipped" and "not checked" in o["detail"] for o in outcomes), outcomes
+
+
+def probe_merge_reindented_over_the_limit(tmp_path: Path) -> None:
+    """A merge input under 16 MiB as read that the store's canonical (indented) text puts over it."""
+    project = make_project(tmp_path)
+    path = merge_input(tmp_path)
+    record = {"schema": 1, "suite": "toy", "case": "one", "env": env_of(OTHER),
+              "fields": {"value": {"kind": "exact", "value": [1] * 1_600_000}}}
+    path.write_text(json.dumps(record, separators=(",", ":")))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "over the store's limit")
+    assert not (project.store.root / OTHER).exists()
+
+
+def probe_merge_checks_env_against_its_key(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    lie = merge_input(tmp_path)
+    lie.write_text(json.dumps({"schema": 1, "suite": "toy", "case": "one", "env": env_of("tf4.0.0-torch2.8.0-cpu-x86_64-fp32"),
+                               "fields": {"value": {"kind": "exact", "value": 1}}}))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "tf4.0.0", OTHER)
+    for name in ("not-a-key", "a b"):
+        shutil.rmtree(tmp_path / "in")
+        lone_surrogate_record(tmp_path / "in" / name / "toy" / "one.json")
+        one_line_exit_2(project.harness("merge", str(tmp_path / "in")))
+    assert project.store.env_keys() == []
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 41: a chat template's output never depends on the day
+
+
+def probe_strftime_now_template_is_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template printing strftime_now (as Llama 3.x's do) renders the same text and ids on two
+    different days (the clock moved a year), and names the pinned date."""
+    import datetime as dt
+
+    from harness.subjects import hf_text
+
+    template = "{{ 'Today Date: ' + strftime_now('%d %b %Y') }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok, error = hf_text.chat_tokenizer(REPO / "golden" / "models" / "llama-target", template)
+    assert error is None, error
+    messages = [{"role": "user", "content": "hello"}]
+    days = []
+    for shift in (0, 366):
+        class Later(dt.datetime):
+            @classmethod
+            def now(cls, tz=None, shift=shift):
+                return dt.datetime(2030, 6, 1) + dt.timedelta(days=shift)
+
+        import transformers.utils.chat_template_utils as utils
+
+        monkeypatch.setattr(utils, "datetime", Later, raising=True)  # the day the run happens on
+        days.append(hf_text.render_chat(tok, messages, None))
+    assert days[0].rendered == days[1].rendered and days[0].ids == days[1].ids
+    assert hf_text.TEMPLATE_DATE.strftime("%d %b %Y") in days[0].rendered["generation_prompt"]
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 41: one reading layer for claims and pyproject.toml
+
+
+CLAIM = {"id": "c", "text": "t", "evidence": [{"suite": "toy", "case": "one", "field": "value"}]}
+
+
+def hostile_claims(tmp_path: Path, variant: str) -> Path:
+    path = tmp_path / "claims.json"
+    if variant == "fifo":
+        os.mkfifo(path)
+        return path
+    expect = {"regex": {"new": "(unclosed"}, "category-5": {"category": 5}}.get(variant)
+    if variant == "deep":
+        path.write_text('{"claims": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        path.write_text(json.dumps({"claims": [{**CLAIM, "evidence": [{**CLAIM["evidence"][0], "expect": expect}]}]}))
+    return path
+
+
+def probe_hostile_claims(tmp_path: Path) -> None:
+    """--claims that is 100k deep, has an unclosed regex, a category that is a number, is a FIFO:
+    compare and report each end in one line naming the file (no traceback, no hang)."""
+    project = make_project(tmp_path / "p")
+    project.record("one", 1, key=OTHER)
+    project.record("one", 2)
+    for variant, says in (("deep", "deep"), ("regex", "regular expression"), ("category-5", "category"),
+                          ("fifo", "FIFO")):
+        (tmp_path / variant).mkdir()
+        claims = hostile_claims(tmp_path / variant, variant)
+        proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "out"), "--claims", str(claims), timeout=60)
+        one_line_exit_2(proc, says)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"claims": [CLAIM]}))
+    proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "ok"), "--claims", str(good), timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    results = json.loads(next((tmp_path / "ok").rglob("results.json")).read_text())
+    results["meta"]["claims"] = {"claims": [{**CLAIM, "evidence": [{**CLAIM["evidence"][0], "expect": {"new": "(x"}}]}]}
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    one_line_exit_2(project.harness("report", str(tmp_path / "r.json"), "--out", str(tmp_path / "r"), timeout=60),
+                    "regular expression")
+
+
+def probe_hostile_pyproject(tmp_path: Path) -> None:
+    """A pyproject.toml that is not UTF-8 (check, envs, init) or a FIFO (init): one line, exit 2."""
+    project = make_project(tmp_path / "p")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_bytes(pyproject.read_bytes() + b'\n# caf\xe9\n')
+    for command in (("check",), ("envs",)):
+        one_line_exit_2(project.harness(*command, timeout=60), "UTF-8")
+    proc = subprocess.run([sys.executable, "-m", "harness", "init"], cwd=project.root, env=_env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    one_line_exit_2(proc, "UTF-8")
+    pyproject.unlink()
+    os.mkfifo(pyproject)
+    proc = subprocess.run([sys.executable, "-m", "harness", "init"], cwd=project.root, env=_env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    one_line_exit_2(proc, "FIFO")
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 41: the weak items
+
+
+def probe_matrix_refuses_what_is_no_version(tmp_path: Path) -> None:
+    """0.0.0, a word and a path are refused before any venv is built or nox.log written."""
+    project = make_project(tmp_path / "p")
+    for version in ("0.0.0", "not-a-version", str(tmp_path / "elsewhere"), "../../x"):
+        one_line_exit_2(project.harness("matrix", "--transformers", "5.24.0", version, "--out", str(tmp_path / "out"),
+                                        timeout=60), "--transformers")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "elsewhere").exists()
+    from harness.cli.matrix import check_versions
+
+    check_versions(["4.57.6", "5.0.0", "5.0.0rc1", "5.24.0"], "2.13.0")  # real versions pass
+
+
+def probe_records_missing_names_the_flag_given(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    one_line_exit_2(project.harness("check", "--records", str(tmp_path / "missing")), "--records", "does not exist")
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -818,13 +1213,48 @@ PROBES = [
     *(Probe(f"report/{variant}", f"harness report on a results.json with {variant}", report_probe(variant))
       for variant in (*REPORT_VARIANTS, "dev-zero")),
     Probe("preflight/hidden-size-1e9", "--model with hidden_size 1e9", probe_config_that_cannot_fit_memory),
+    Probe("preflight/gpt-bigcode-sizes", "n_embd = 1e9 / n_layer = 1e7 in a gpt_bigcode config",
+          probe_gpt_bigcode_sizes_in_the_preflight),
     Probe("preflight/tie-eps-inf", "tie_eps_bf16 = inf", probe_non_finite_tolerance),
+    Probe("chat/strftime-now-pinned", "a template using strftime_now rendered on two days", probe_strftime_now_template_is_pinned),
+    Probe("input/hostile-claims", "--claims 100k deep, '(unclosed', category 5, a FIFO; report's meta.claims",
+          probe_hostile_claims),
+    Probe("input/hostile-pyproject", "a pyproject.toml not UTF-8 (check, envs, init), a FIFO (init)",
+          probe_hostile_pyproject),
+    Probe("weak/matrix-versions", "matrix --transformers 0.0.0 / not-a-version / a path", probe_matrix_refuses_what_is_no_version),
+    Probe("weak/records-missing", "check --records MISSING", probe_records_missing_names_the_flag_given),
+    Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
+          probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),
     Probe("preflight/long-message", "a 20,000-character error", probe_long_message_is_one_readable_line),
     Probe("interrupt/sigkill", "SIGKILL of the harness during regen", probe_sigkill_of_the_harness_kills_its_pytest),
     Probe("interrupt/sigint", "Ctrl-C during check", probe_sigint_is_130_and_leaves_nothing),
     Probe("lock/wait-says-who", "waiting on a lock held by a live process", probe_lock_wait_says_who_and_how_long),
     Probe("lock/outside-records", "where a writer's lock lives", probe_locks_live_outside_the_records_tree),
+    # issue 41
+    Probe("strict/force-regen-addopts-env", "PYTEST_ADDOPTS=--force-regen harness check (CI and not)",
+          probe_force_regen_in_pytest_addopts),
+    Probe("strict/force-regen-ini-addopts", "[tool.pytest.ini_options] addopts = --force-regen",
+          probe_force_regen_in_ini_addopts),
+    Probe("strict/plugin-off-addopts", "PYTEST_ADDOPTS='-p no:harness'", probe_plugin_off_in_pytest_addopts),
+    Probe("strict/no-test-modes-ci", "CI=true check -- --collect-only / --markers; PYTEST_ADDOPTS=--setup-plan",
+          probe_no_test_modes_under_ci),
+    Probe("strict/no-test-modes-list", "--setup-only, --fixtures, ... are pytest's options", probe_no_test_modes_are_one_list),
+    Probe("fault/first-run-writes-nothing", "check --inject-fault F on an empty store; pytest --force-regen --inject-fault",
+          probe_fault_run_writes_no_records),
+    Probe("fault/settings-read-only", "a fault with --record / --deep", probe_fault_settings_are_read_only),
+    Probe("cache/poisoned-entry", "an altered entry, `{}`, a right key with a wrong value",
+          probe_poisoned_cache_entry_is_recomputed),
+    Probe("cache/write-errors", "torch.save raising RuntimeError / OSError (a full disk)",
+          probe_cache_write_errors_cost_time_only),
+    Probe("cache/key-covers-designs", "a change to rewound() in designs/caches.py", probe_cache_key_covers_the_reference_code),
+    Probe("cache/fault-run-writes-none", "a fault run's own answers", probe_fault_run_writes_no_cache_entry),
+    Probe("write/over-read-limits", "a 17 MB and a 70-deep value written to the store", probe_write_over_the_read_limits),
+    Probe("write/deep-first-run", "a first check observing a 70-deep value", probe_deep_value_on_a_first_run_is_not_checked),
+    Probe("merge/reindented-16mib", "a merge input the store's indented text puts over 16 MiB",
+          probe_merge_reindented_over_the_limit),
+    Probe("merge/env-vs-key", "env tf4.0.0 under another key's dir; dirs 'not-a-key' and 'a b'",
+          probe_merge_checks_env_against_its_key),
 ]
 
 

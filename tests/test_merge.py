@@ -10,12 +10,17 @@ from harness.schema import Field
 from harness.store.records import GoldenStore
 
 KEY_A, KEY_B = "tf5.13.1-torch2.13.0-cpu-x86_64-fp32", "tf5.14.0-torch2.13.0-cpu-x86_64-fp32"
-ENV = {"dtype": "fp32"}
+
+
+def env_of(key: str) -> dict:
+    """A fingerprint naming `key` (merge checks each record's env against its directory)."""
+    tf, torch, device, arch, dtype = key.split("-")
+    return {"transformers": tf[2:], "torch": torch[5:], "device": {"type": device, "arch": arch}, "dtype": dtype}
 
 
 def cell(root: Path, key: str, value: int = 1, case: str = "c1") -> Path:
     """One runner's upload: root/<key>/outputs/<case>.json."""
-    GoldenStore(root).update(key, "outputs", case, ENV, {"tokens": Field("tokens", [1, 2, value])})
+    GoldenStore(root).update(key, "outputs", case, env_of(key), {"tokens": Field("tokens", [1, 2, value])})
     return root
 
 

@@ -24,7 +24,6 @@ as "not in the release notes" (regressions, changes and missing fields; new reco
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -61,12 +60,36 @@ class ClaimsReport:
 
 def load_claims(path: str | Path) -> dict[str, Any]:
     """Read and validate a claims file; every problem is a `ClaimsError` naming it."""
+    from harness.store.reading import InputError, read_json
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ClaimsError(f"{path}: cannot read claims: {exc}") from exc
+    try:  # the input layer: no FIFO or device, size, UTF-8, strict JSON nested at most MAX_DEPTH
+        data = read_json(path)
+    except InputError as exc:
+        raise ClaimsError(f"{path}: cannot read claims: {exc.problem}") from None
     return check_claims(data, path)
+
+
+def check_expect(expect: Any, where: str) -> None:
+    """An evidence entry's `expect`: status / category lists of strings, detail a string, new a
+    regular expression that compiles."""
+    if not isinstance(expect, dict):
+        raise ClaimsError(f"{where}: 'expect' must be an object, got {type(expect).__name__}")
+    unknown = set(expect) - EXPECT_KEYS
+    if unknown:
+        raise ClaimsError(f"{where}: unknown expect key(s) {', '.join(sorted(unknown))}; "
+                          f"known: {', '.join(sorted(EXPECT_KEYS))}")
+    for key in ("status", "category"):
+        if key in expect and not (isinstance(expect[key], list) and all(isinstance(v, str) for v in expect[key])):
+            raise ClaimsError(f"{where}: expect.{key} must be a list of strings, got {expect[key]!r:.80}")
+    for key in ("detail", "new"):
+        if key in expect and not isinstance(expect[key], str):
+            raise ClaimsError(f"{where}: expect.{key} must be a string, got {expect[key]!r:.80}")
+    if "new" in expect:
+        try:
+            re.compile(expect["new"])
+        except re.error as exc:
+            raise ClaimsError(f"{where}: expect.new {expect['new']!r:.80} is not a regular expression: {exc}") from None
 
 
 def check_claims(data: Any, path: str | Path) -> dict[str, Any]:
@@ -84,10 +107,7 @@ def check_claims(data: Any, path: str | Path) -> dict[str, Any]:
         for j, entry in enumerate(evidence):
             if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("suite", "case", "field")):
                 raise ClaimsError(f"{where}.evidence[{j}]: needs string 'suite', 'case' and 'field'")
-            unknown = set(entry.get("expect", {})) - EXPECT_KEYS
-            if unknown:
-                raise ClaimsError(f"{where}.evidence[{j}]: unknown expect key(s) {', '.join(sorted(unknown))}; "
-                                  f"known: {', '.join(sorted(EXPECT_KEYS))}")
+            check_expect(entry.get("expect", {}), f"{where}.evidence[{j}]")
     return data
 
 

@@ -25,11 +25,12 @@ from harness.cli.startup import quiet_interrupts_while_importing
 with quiet_interrupts_while_importing():  # Ctrl-C before main() runs: exit 130, no traceback
     from harness.checking.claims import ClaimsError
     from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report, repro
-    from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, OWNED_OPTIONS, common_parser, error
+    from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, common_parser, error
     from harness.cli.project import UsageError
     from harness.report import ResultsFileError
     from harness.schema import RecordError
     from harness.settings.config import ConfigError
+    from harness.settings.run import OWNED_OPTIONS, owned_option
     from harness.store.reading import InputError
 
 COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report, repro)
@@ -57,6 +58,25 @@ def unknown_arguments(args: argparse.Namespace, unknown: Sequence[str]) -> None:
     command.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" (did you mean {near[0]}?)" if near else ""))
 
 
+def owned_pytest_args(extra: Sequence[str]) -> str:
+    """Why the pytest arguments this run would add (after --, then PYTEST_ADDOPTS) set what the
+    harness owns ('' when they do not). The plugin checks the list pytest parses, ini addopts
+    included (harness/plugin/options.py `check_front`)."""
+    import os
+    import shlex
+
+    try:
+        addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError as exc:
+        return f"PYTEST_ADDOPTS: {exc}"
+    for where, items in (("after --", extra), ("in PYTEST_ADDOPTS", addopts)):
+        item = owned_option(items)
+        if item is not None:
+            owned = OWNED_OPTIONS.get(item.split("=", 1)[0])
+            return f"pytest argument {item!r} {where} is set by harness itself" + (f"; use {owned}" if owned else "")
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit codes: harness/cli/common.py. Ctrl-C at any moment is exit 130."""
     try:
@@ -82,10 +102,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "passthrough", False):
         error(f"{args.command} takes no pytest arguments (got: -- {' '.join(extra)})")
         return EXIT_USAGE
-    for item in extra:
-        owned = OWNED_OPTIONS.get(item.split("=", 1)[0])
-        if owned is not None:
-            error(f"pytest argument {item!r} after -- is set by harness itself" + (f"; use {owned}" if owned else ""))
+    if getattr(args, "passthrough", False):
+        problem = owned_pytest_args(extra)
+        if problem:
+            error(problem)
             return EXIT_USAGE
     try:
         return args.func(args, extra)

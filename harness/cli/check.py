@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.cli.child import guarded
-from harness.cli.common import EXIT_OK, EXIT_REGRESSION, error, finish, running_parser
+from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, error, finish, running_parser
 from harness.cli.project import (
     UsageError,
     check_fixtures,
@@ -62,9 +63,20 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
         if rc == 1:
             error("tests failed and no results.json was written (no test used the `golden` fixture?)")
             return EXIT_REGRESSION
-        print("harness: no test used the `golden` fixture; nothing to report")
-        return EXIT_OK
+        return not_checked(rc)
     return finish(results, run_dir, rc, results_json=False)
+
+
+def not_checked(rc: int) -> int:
+    """A run that wrote no results compared nothing (no golden test ran: --collect-only and the other
+    modes that run no test, or suites without the `golden` fixture): `not checked`, never a pass -
+    exit 2 under CI, where a check must check."""
+    print("harness: not checked: no golden test ran (a pytest mode that runs no test, such as --collect-only, "
+          "or no test used the `golden` fixture); nothing to report", flush=True)
+    if os.environ.get("CI"):
+        error("not checked: the run compared nothing (CI: a check must check)")
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def remove_run_dir(run_dir: Path) -> None:

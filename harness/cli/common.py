@@ -24,14 +24,11 @@ from harness.cli.project import UsageError, pytest_problem
 from harness.report.terminal import markdown_summary, print_summary, write_outputs
 from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results
-from harness.settings.run import BY_FIELD, OPTIONS
+from harness.settings.run import BY_FIELD
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it: 128 + 2
 
-# pytest options the CLI sets itself: as pytest args after -- they would contradict its flags
-OWNED_OPTIONS = {**{o.pytest: o.cli or "" for o in OPTIONS if o.cli},
-                 "--force-regen": "harness regen", "--harness-results": "", "--rootdir": "--root"}
 
 
 MAX_ERROR_CHARS = 400  # an error is one readable line; a longer text is saved to a file it names

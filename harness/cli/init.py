@@ -22,11 +22,7 @@ from harness.cli import ci
 from harness.cli.common import EXIT_OK
 from harness.cli.project import UsageError
 from harness.settings.models import NAME, ModelError, check_checkpoint
-
-try:
-    import tomllib
-except ImportError:  # pragma: no cover - python 3.10
-    import tomli as tomllib
+from harness.store.reading import InputError, read_toml
 
 # what a run leaves in the project that is not for version control (records are: commit them)
 GITIGNORE = ("reports/", ".pytest_cache/", "__pycache__/", ".hypothesis/", ".benchmarks/")
@@ -93,11 +89,11 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
             except ModelError as exc:
                 raise UsageError(str(exc)) from None
     pyproject = directory / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    try:
-        has = "harness" in tomllib.loads(text).get("tool", {})
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{pyproject}: not valid TOML ({exc}); fix it before `harness init`") from exc
+    try:  # a FIFO, not UTF-8, not TOML: refused in one line (store/reading.py read_toml)
+        has = pyproject.exists() and "harness" in read_toml(pyproject).get("tool", {})
+    except InputError as exc:
+        raise UsageError(f"{exc}; fix it before `harness init`") from None
+    text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""  # a regular UTF-8 file: read above
     if has:
         raise UsageError(f"{pyproject} already has [tool.harness]; edit it (README, 'Configuration') "
                          "instead of running init again")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import html
 import os
+import re
 import subprocess
 import sys
 import time
@@ -146,7 +147,23 @@ def matrix(project: Project, args: argparse.Namespace, runner: Runner = run_nox)
     return cells, links, out
 
 
+# a release version as PyPI spells transformers': 4.57.6, 5.0.0, 5.0.0rc1 (a major of 4 or later - the
+# versions whose generate() the harness knows; `0.0.0`, a word or a path is no version to build a venv for)
+VERSION = re.compile(r"(?:[4-9]|[1-9]\d+)\.\d{1,3}\.\d{1,3}(?:(?:a|b|rc|\.post|\.dev)\d{1,3})?")
+
+
+def check_versions(versions: Sequence[str], torch: str | None) -> None:
+    """Refuse, before any venv is built, a version that is not one (also a path: a cell's
+    version names its directory under --out, so a path would write outside it)."""
+    for version in versions:
+        if not VERSION.fullmatch(version):
+            raise UsageError(f"--transformers {version!r}: not a transformers release version (e.g. 5.24.0)")
+    if torch is not None and not re.fullmatch(r"\d{1,3}\.\d{1,3}(?:\.\d{1,3})?", torch):
+        raise UsageError(f"--torch {torch!r}: not a torch release version (e.g. 2.13.0)")
+
+
 def cmd_matrix(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    check_versions(args.transformers, args.torch)
     project = open_project(args)
     if not project.store.root.is_dir():
         raise UsageError(f"{project.store.root} does not exist (the store the cells record into)")

@@ -25,7 +25,8 @@ from typing import Any
 
 from harness.cli.project import UsageError, open_project
 from harness.schema import Record, RecordError
-from harness.store.records import GoldenStore
+from harness.store.env import env_key, is_safe_key
+from harness.store.records import GoldenStore, RecordLimitError, record_text
 
 RecordSet = dict[tuple[str, str], Record]
 
@@ -40,6 +41,33 @@ def first_difference(a: RecordSet, b: RecordSet) -> str:
         if key not in a or key not in b or a[key].to_json() != b[key].to_json():
             return "/".join(key)
     return ""
+
+
+def key_of_record(record: Record) -> str | None:
+    """The env key the record's own `env` (its fingerprint) names (None: it names none)."""
+    try:
+        return env_key(record.env) if isinstance(record.env, dict) else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def check_records(here: Path, key: str, records: RecordSet) -> None:
+    """An input env directory is merged only when its name is an env key, every record's `env` names
+    that key (the directory name is not trusted), and every record is within the store's limits
+    as the store would write it (a record the next read would refuse is never written)."""
+    if not is_safe_key(key):
+        raise UsageError(f"{here}: {key!r} is not an env key (expected e.g. tf5.24.0-torch2.13.0-cpu-x86_64-fp32); "
+                         "nothing was merged")
+    for (suite, stem), record in records.items():
+        path = here / suite / f"{stem}.json"
+        named = key_of_record(record)
+        if named != key:
+            raise UsageError(f"{path}: its env names {named or 'no env key'}, not the directory's {key}; "
+                             "nothing was merged")
+        try:
+            record_text(path, record.to_json())
+        except RecordLimitError as exc:
+            raise UsageError(f"refused record {exc}; nothing was merged") from None
 
 
 def read_inputs(dirs: Sequence[str]) -> dict[str, tuple[Path, RecordSet]]:
@@ -58,6 +86,7 @@ def read_inputs(dirs: Sequence[str]) -> dict[str, tuple[Path, RecordSet]]:
             except RecordError as exc:
                 raise UsageError(f"refused record {exc}; nothing was merged") from exc
             here = source.root / key
+            check_records(here, key, records)
             if key in found and as_json(found[key][1]) != as_json(records):
                 other = found[key][0]
                 raise UsageError(f"env key {key}: {other} and {here} hold different record sets (first difference: "

@@ -20,12 +20,8 @@ from harness.cli.child import Guard
 from harness.schema import RecordError, Results
 from harness.settings.config import HarnessConfig, load_config, parse_config
 from harness.settings.run import RunSettings, SettingsError
+from harness.store.reading import InputError, read_toml
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - python 3.10
-    import tomli as tomllib
 
 PYTEST_FAILURES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 
@@ -48,16 +44,15 @@ def find_root(explicit: str | None) -> Path:
     here = Path.cwd().resolve()
     for directory in (here, *here.parents):
         pyproject = directory / "pyproject.toml"
-        if not pyproject.is_file():
+        if not pyproject.exists():
             continue
         try:
-            with pyproject.open("rb") as handle:
-                if "harness" in tomllib.load(handle).get("tool", {}):
-                    return directory
-        except tomllib.TOMLDecodeError:  # load_config will name the problem
+            if "harness" in read_toml(pyproject).get("tool", {}):
+                return directory
+        except InputError as exc:  # not UTF-8, not TOML, a FIFO, too large or deep: load_config names it
+            if exc.problem.startswith("cannot be opened"):
+                continue
             return directory
-        except OSError:
-            continue
     raise UsageError(f"no pyproject.toml with [tool.harness] in {here} or above; run inside the project or pass --root")
 
 
@@ -110,7 +105,8 @@ def run_settings(project: Project, args: argparse.Namespace) -> RunSettings:
 def require_store(project: Project, args: argparse.Namespace) -> None:
     """A golden directory that does not exist is a typo or a wrong checkout, never 'no records'."""
     if not project.store.root.is_dir():
-        source = "--golden-dir" if getattr(args, "harness_golden_dir", None) else "[tool.harness] golden_dir"
+        given = getattr(args, "harness_golden_dir", None)
+        source = "--golden-dir / --records" if given else "[tool.harness] golden_dir"
         raise UsageError(f"{project.store.root} does not exist ({source}); fix the path, or create the directory "
                          "and record this env with `harness regen`")
 
@@ -199,7 +195,9 @@ def narrowed_suites(project: Project, args: argparse.Namespace) -> bool:
 
 # what `harness check` / `regen` add to pytest: no cache folder and no pytest-benchmark storage
 # (`.benchmarks/`) in your project, and the golden summary printed once, by the command itself
-QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_terminal_summary=false")
+# and the mark of a run it started (`harness_front`: the plugin then refuses what it owns in addopts)
+QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_terminal_summary=false",
+                "-o", "harness_front=cli")
 
 
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],

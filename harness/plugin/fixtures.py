@@ -87,5 +87,6 @@ def zoo(request: pytest.FixtureRequest, harness_env: RunEnv):
     from harness.subjects.hf import Zoo
 
     settings = run_settings(request.config)
-    answers = AnswerCache(default_root() / "engine", enabled=not settings.no_cache)
+    # a run with a fault injected reads clean answers but never stores its own (issue 41)
+    answers = AnswerCache(default_root() / "engine", enabled=not settings.no_cache, writable=not settings.fault)
     return Zoo(settings.config.models_dir, harness_env.dtype, harness_env.device, settings.user_models, answers)

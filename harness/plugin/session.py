@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from harness.checking import stats
 from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
-from harness.plugin.options import TERMINAL_SUMMARY
+from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run
 from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name
 from harness.report.writes import writes_lines
 from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
@@ -127,6 +128,8 @@ class HarnessSession:
         s = self.settings
         if s.regen:
             return "regen: this env's records are rewritten", ""
+        if s.fault:
+            return "not written", f"a run with a fault injected ({s.fault}) never writes records"
         if s.strict:
             return "not written", "a strict run only reads; CI runs are strict"
         if s.deep:
@@ -275,8 +278,8 @@ class HarnessSession:
             return
         if not self.outcomes and not self.golden_tests and not self.collection_errors:
             return  # no golden checks in this run: leave any previous results.json alone
-        if self.config.option.collectonly:
-            return  # nothing ran on purpose (--collect-only): no field is missing, there is nothing to report
+        if no_test_run(self.config):
+            return  # nothing ran on purpose (--collect-only, --setup-only ...): nothing to report
         self.outcomes += self.missing()
         if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
@@ -341,7 +344,7 @@ class HarnessSession:
         return Results(env=env, baseline_env=baseline_env, outcomes=ordered, meta=meta)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or (not self.outcomes and not self.golden_tests) or self.config.option.collectonly:
+        if self.is_worker or (not self.outcomes and not self.golden_tests) or no_test_run(self.config):
             return
         if not self.config.getini(TERMINAL_SUMMARY):
             return  # `harness check` prints the summary itself
@@ -394,6 +397,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = RunSettings.from_pytest_config(config, load_config(config.rootpath)).validate()
     except (ConfigError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from exc
+    check_front(config, settings.regen, ci=bool(os.environ.get("CI")))
     config.stash[SETTINGS] = settings
     import torch
 

@@ -32,18 +32,13 @@ path = "/models/my-llama"
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.models import ModelError, UserModel, parse_models_table
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - python 3.10
-    import tomli as tomllib
+from harness.store.reading import InputError, read_toml
 
 
 class ConfigError(ValueError):
@@ -178,6 +173,20 @@ def _number(path: Path, key: str, value: Any) -> float:
     return float(value)
 
 
+# The largest value of each threshold that can still mean something (a larger one would make its
+# check pass whatever it sees): a tie epsilon is a top-2 logit margin - the zoo's greedy margins are
+# a few logits, and a margin of 8 is a probability ratio of e^8 (about 3000:1), no near-tie in any
+# dtype; a relative tolerance or a TV distance of 1 allows everything; an ulp count of 2^20 is a
+# relative error of ~0.1 in fp32; busy-machine factors past 10 never call any machine busy.
+MAX_THRESHOLDS = {
+    **{f"tie_eps_{d}": 8.0 for d in ("fp32", "fp16", "bf16", "fp64")},
+    "tensor_cross_env_ulps": float(2 ** 20),
+    "latency_tolerance": 1.0, "latency_run_sd": 0.5, "latency_run_sd_generate": 0.5,
+    "latency_busy_wall_cpu": 10.0, "latency_busy_spread": 10.0, "latency_busy_load": 10.0,
+    "latency_max_detectable": 1.0, "memory_tolerance": 1.0, "tv_max": 0.5,
+}
+
+
 def _thresholds(path: Path, value: Any) -> Thresholds:
     if not isinstance(value, dict):
         raise _fail(path, "thresholds", f"expected a table, got {_type_name(value)} {value!r}")
@@ -190,6 +199,9 @@ def _thresholds(path: Path, value: Any) -> Thresholds:
         number = _number(path, f"thresholds.{name}", raw)
         if number < 0:
             raise _fail(path, f"thresholds.{name}", f"must be >= 0, got {raw!r}")
+        if number > MAX_THRESHOLDS[name]:
+            raise _fail(path, f"thresholds.{name}", f"must be <= {MAX_THRESHOLDS[name]:g} (a larger value would let "
+                        f"its check pass whatever it sees), got {raw!r}")
         parsed[name] = number
     return Thresholds(**parsed)
 
@@ -241,12 +253,11 @@ def load_config(rootdir: Path) -> HarnessConfig:
     rootdir = Path(rootdir).resolve()
     path = rootdir / "pyproject.toml"
     table: dict[str, Any] = {}
-    if path.is_file():
+    if path.exists():
         try:
-            with path.open("rb") as handle:
-                data = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+            data = read_toml(path)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
         table = data.get("tool", {}).get("harness", {})
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [tool.harness] must be a table")

@@ -179,6 +179,31 @@ SIZE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_atten
              "head_dim", "vocab_size", "moe_intermediate_size", "num_experts", "n_routed_experts", "num_local_experts")
 
 
+# what other config families call those sizes (their config classes' attribute_map: GPT-2 /
+# GPT-BigCode / GPT-J n_embd, n_layer, n_head, n_inner; BLOOM n_embed; T5 / MPT d_model, d_ff,
+# num_layers, n_layers, num_heads, n_heads; OPT ffn_dim): checked as sizes, and counted as the
+# canonical key when that is absent
+SIZE_ALIASES = {"n_embd": "hidden_size", "n_embed": "hidden_size", "d_model": "hidden_size",
+                "n_layer": "num_hidden_layers", "n_layers": "num_hidden_layers", "num_layers": "num_hidden_layers",
+                "n_head": "num_attention_heads", "n_heads": "num_attention_heads", "num_heads": "num_attention_heads",
+                "n_inner": "intermediate_size", "d_ff": "intermediate_size", "ffn_dim": "intermediate_size",
+                "n_positions": "max_position_embeddings", "d_kv": "head_dim"}
+
+
+def canonical_sizes(table: dict[str, Any]) -> dict[str, Any]:
+    """`table` with each `SIZE_ALIASES` spelling also under its canonical key (when that is absent);
+    GPT-2's family leaves n_inner null for 4 x n_embd, as its model code does."""
+    out = dict(table)
+    for alias, key in SIZE_ALIASES.items():
+        if out.get(key) is None and out.get(alias) is not None:
+            out[key] = out[alias]
+    if "n_inner" in table and table["n_inner"] is None and isinstance(out.get("hidden_size"), int):
+        out.setdefault("intermediate_size", 4 * out["hidden_size"])
+        if out["intermediate_size"] is None:
+            out["intermediate_size"] = 4 * out["hidden_size"]
+    return out
+
+
 def memory_bytes() -> int:
     """This machine's physical memory (0 when the platform does not say)."""
     try:
@@ -194,11 +219,12 @@ def size_problem(config: dict[str, Any], memory: int | None = None) -> str:
 
         bytes >= 2 * (vocab_size * hidden_size + num_hidden_layers * 2 * hidden_size * intermediate_size)
 
+    Every family's spelling of the sizes counts (`SIZE_ALIASES`: n_embd, n_layer, n_head, ...).
     Checked before any model loads (transformers would allocate the weights from these sizes)."""
     memory = memory_bytes() if memory is None else memory
     tables = [config] + [v for k, v in config.items() if k.endswith("_config") and isinstance(v, dict)]
-    for table in tables:
-        for key in SIZE_KEYS:
+    for table in map(canonical_sizes, tables):
+        for key in (*SIZE_ALIASES, *SIZE_KEYS):  # the spelling the config uses is named
             value = table.get(key)
             if value is None:
                 continue

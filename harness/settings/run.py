@@ -113,6 +113,40 @@ OPTIONS: tuple[Option, ...] = (
 BY_FIELD = {o.field: o for o in OPTIONS}
 PYTEST_FLAGS = {o.pytest: o for o in OPTIONS}
 
+# The one list of pytest options `harness check` / `regen` own (they set them from their own flags;
+# the value is the flag to use instead, "" for none) - refused wherever pytest would read them: after
+# --, in PYTEST_ADDOPTS and in the ini's addopts (`owned_option`, applied by the CLI and, on the list
+# pytest actually parses, by the plugin: harness/plugin/options.py `check_front`).
+FRONT_INI = "harness_front"  # "cli": this pytest run was started by `harness check` / `regen`
+OWNED_OPTIONS = {**{o.pytest: o.cli or "" for o in OPTIONS if o.cli},
+                 "--force-regen": "harness regen", "--harness-results": "", "--rootdir": "--root"}
+# pytest modes that run no test: a check in such a mode compared nothing (`not checked`)
+NO_TEST_MODES = ("--collect-only", "--co", "--markers", "--setup-only", "--setup-plan", "--fixtures", "--funcargs",
+                 "--fixtures-per-test")
+
+
+def owned_option(args: Sequence[str]) -> str | None:
+    """The first item of `args` that sets what the harness owns: an option of `OWNED_OPTIONS`
+    (``--flag`` or ``--flag=value``), the harness plugin switched off (``-p no:harness``) or its
+    front marker overridden (``-o harness_front=...``); None when there is none."""
+    items = list(args)
+    for i, item in enumerate(items):
+        name = item.split("=", 1)[0]
+        following = items[i + 1] if i + 1 < len(items) else ""
+        plugin = item[2:] if item.startswith("-p") and len(item) > 2 else following if item == "-p" else ""
+        override = item[2:] if item.startswith("-o") and len(item) > 2 else following \
+            if item in ("-o", "--override-ini") else item.split("=", 1)[1] if name == "--override-ini" else ""
+        if name in OWNED_OPTIONS:
+            return item
+        if plugin.strip().startswith("no:harness") or override.strip().startswith(FRONT_INI):
+            return item if len(item) > 2 and item != "--override-ini" else f"{item} {following}"
+    return None
+
+
+def no_test_mode(args: Sequence[str]) -> str | None:
+    """The first item of `args` that puts pytest in a mode that runs no test (`NO_TEST_MODES`)."""
+    return next((a for a in args if a.split("=", 1)[0] in NO_TEST_MODES), None)
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -202,8 +236,8 @@ class RunSettings:
     @property
     def read_only(self) -> bool:
         """A deep run is an investigation: it never writes records (unless regenerating on purpose);
-        a strict one only reads."""
-        return self.strict or (self.deep and not self.regen)
+        a strict one only reads; a run with a fault injected never writes, whatever the flags."""
+        return self.strict or (self.deep and not self.regen) or bool(self.fault)
 
     @property
     def one_off(self) -> bool:
@@ -225,6 +259,9 @@ class RunSettings:
                                 f"{', '.join(DTYPES[:3])}") from None
         if self.threads < 1:
             raise SettingsError(f"{flag('threads')} must be >= 1, got {self.threads}")
+        if self.fault and self.regen:
+            raise SettingsError(f"{flag('fault')} with --force-regen: a run with an injected fault never writes "
+                                "records; drop one of them")
         if self.assistant is not None and self.model is None:
             raise SettingsError(f"{flag('assistant')} needs {flag('model')} PATH (the model it drafts for)")
         try:

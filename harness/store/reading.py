@@ -31,6 +31,7 @@ from typing import Any
 
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # a record of the zoo is < 30 kB; a user model's a few 100 kB
 MAX_RESULTS_BYTES = 256 * 1024 * 1024  # a whole run's outcomes (the zoo's: ~0.5 MB)
+MAX_TOML_BYTES = 1024 * 1024  # a pyproject.toml (this project's: ~10 kB)
 MAX_DEPTH = 64  # nesting of objects and arrays (records: < 10, results.json: < 15)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -166,3 +167,29 @@ def read_json(path: Path | str, *, max_bytes: int = MAX_RECORD_BYTES, max_depth:
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not valid UTF-8 (byte {exc.start})") from None
     return parse_json(text, path, max_depth=max_depth)
+
+
+def read_toml(path: Path | str, *, max_bytes: int = MAX_TOML_BYTES) -> dict[str, Any]:
+    """A TOML file (pyproject.toml) read within the same limits: a regular file (no FIFO, no
+    device), at most `max_bytes`, UTF-8, valid TOML nested at most `MAX_DEPTH`; `InputError`."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - python 3.10
+        import tomli as tomllib
+
+    raw = read_bytes(path, max_bytes=max_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not valid UTF-8 (byte {exc.start})") from None
+    deepest = depth(text)  # brackets of arrays and inline tables; a string's are not counted
+    if deepest > MAX_DEPTH:
+        raise InputError(path, f"nested {deepest} deep, over the limit of {MAX_DEPTH}")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"not valid TOML: {exc}") from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise InputError(path, f"nested over the limit of {MAX_DEPTH}") from None

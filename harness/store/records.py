@@ -189,6 +189,36 @@ def describe_holder(fd: int) -> str:
         return "another process (it did not say who)"
 
 
+class RecordLimitError(ValueError):
+    """A record the store would refuse to read back (harness/store/reading.py limits): never written."""
+
+
+def record_text(path: Path | str, data: Any) -> str:
+    """The record's canonical text, checked against the read limits before it is written - size
+    (`MAX_RECORD_BYTES`), nesting (`MAX_DEPTH`), strict JSON (it parses back as itself) - so nothing
+    the store writes is refused by the next read; `RecordLimitError` names the file and the limit."""
+    from harness.store.reading import MAX_DEPTH, MAX_RECORD_BYTES, InputError, parse_json
+
+    try:
+        text = dumps(data)
+    except (ValueError, TypeError, RecursionError) as exc:  # NaN / Infinity, or a value nested past Python's limit
+        raise RecordLimitError(f"{path}: not written - not strict JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_RECORD_BYTES:
+        raise RecordLimitError(f"{path}: not written - {size} bytes, over the store's limit of {MAX_RECORD_BYTES}")
+    try:
+        parse_json(text, path, max_depth=MAX_DEPTH)
+    except InputError as exc:
+        raise RecordLimitError(f"{path}: not written - {exc.problem}") from None
+    return text
+
+
+def write_record_json(path: Path, data: Any) -> None:
+    """A record written atomically (`atomic_write_json`), within the read limits (`record_text`)."""
+    record_text(path, data)
+    atomic_write_json(path, data)
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """`dumps(data)` written atomically (temp file in the same directory + `os.replace`)."""
     _atomic_write_text(Path(path), dumps(data))
@@ -353,7 +383,7 @@ class GoldenStore:
         """Write a whole record atomically (no merge; prefer `update`)."""
         path = self.path(env_key, record.suite, record.case)
         with self.lock(env_key):
-            atomic_write_json(path, record.to_json())
+            write_record_json(path, record.to_json())
         return path
 
     def update(
@@ -388,7 +418,7 @@ class GoldenStore:
         with self.lock(env_key):  # merge again under the lock: another writer may have been first
             report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable, refs)
             if record is not None:
-                atomic_write_json(report.path, record.to_json())
+                write_record_json(report.path, record.to_json())
                 report.written = True
         return report
 
@@ -478,7 +508,7 @@ class GoldenStore:
                         path.parent.rmdir()
                 for record in write:
                     target = self.path(env_key, record.suite, record.case)
-                    atomic_write_json(scratch / target.relative_to(env_dir), record.to_json())
+                    write_record_json(scratch / target.relative_to(env_dir), record.to_json())
                 self._swap(scratch, env_dir, parked)
             except BaseException:
                 with contextlib.suppress(OSError):

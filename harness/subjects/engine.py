@@ -9,9 +9,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,18 +38,6 @@ def drafter_for(case: Case, target, assistant) -> Drafter | None:
     if case.path == "mtp":
         return MtpDrafter(target)
     return None
-
-
-@functools.cache
-def code_digest() -> str:
-    """sha256 of the engine's code (harness/engine/*.py and this module): a cached answer of an
-    older engine is never read back."""
-    digest = hashlib.sha256()
-    engine_dir = Path(__file__).resolve().parents[1] / "engine"
-    for path in [*sorted(engine_dir.glob("*.py")), Path(__file__).resolve()]:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def decoded_data(d: Decoded) -> dict[str, Any]:

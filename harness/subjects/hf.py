@@ -33,7 +33,7 @@ from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
 from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
-from harness.store.cache import AnswerCache
+from harness.store.cache import AnswerCache, source_digest
 from harness.subjects import error_of, is_subject_error
 from harness.subjects.hf_state import ModelState
 
@@ -212,13 +212,13 @@ class Zoo:
 
     def engine_answer(self, kind: str, models: Sequence[str | None], args: Any, compute: Callable[[], Any]) -> Any:
         """The reference engine's answer `kind` about `models` for `args`, from the on-disk cache
-        when it holds exactly this question (weights, torch, the engine's code), else computed."""
+        when it holds exactly this question (weights, torch, the code of the engine and of the module
+        that defines `compute` - a design's reference code - by import graph), else computed."""
         import torch
 
-        from harness.subjects import engine
-
+        code = source_digest("harness.subjects.engine", getattr(compute, "__module__", None) or "harness.subjects.engine")
         key = {"kind": kind, "models": {m: self.weights_id(m) for m in models if m}, "args": args,
-               "engine": engine.code_digest(), "torch": torch.__version__}
+               "code": code, "torch": torch.__version__}
         return self.answers.get(key, compute)
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:

@@ -15,16 +15,21 @@ the types its batch calls return, and `apply_chat_template` rendered, tokenized 
 - `render_chat(tok, messages, tools)` -> `Chat`: apply_chat_template with and without the
   generation prompt, with tools where the signature takes them, tokenized by default and with
   return_dict False / True, and the type name of each return; `chat_ids(tok, messages, **kwargs)`:
-  one tokenized call's ids (`sanitize_control_tokens` where `supports_sanitize()`).
+  one tokenized call's ids (`sanitize_control_tokens` where `supports_sanitize()`);
+- every chat template renders on `TEMPLATE_DATE` (`pinned_date`): a template calling
+  `strftime_now` (Llama 3.x's "Today Date") renders the same text on every day, so `rendered` and
+  `ids` never regress because the calendar moved.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _datetime
 import inspect
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,10 +197,47 @@ def supports_sanitize() -> bool:
     return "sanitize_control_tokens" in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
 
 
+TEMPLATE_DATE = _datetime.datetime(2026, 1, 1, 12, 0, 0)  # the day every chat template renders on
+
+
+class _PinnedDatetime(_datetime.datetime):
+    """datetime whose now() / today() is `TEMPLATE_DATE` (what a template's strftime_now reads)."""
+
+    @classmethod
+    def now(cls, tz=None):  # noqa: ANN001, ANN206 - datetime's signature
+        return TEMPLATE_DATE if tz is None else TEMPLATE_DATE.replace(tzinfo=tz)
+
+    @classmethod
+    def today(cls):  # noqa: ANN206
+        return TEMPLATE_DATE
+
+
+@contextlib.contextmanager
+def pinned_date() -> Iterator[bool]:
+    """Within the block, transformers' `strftime_now` (chat_template_utils: `datetime.now()
+    .strftime(format)`, read at render time in 4.57 - 5.24) sees `TEMPLATE_DATE`. Yields whether
+    the pin applies (False: the installed version renders dates some other way)."""
+    try:
+        from transformers.utils import chat_template_utils as utils
+    except ImportError:  # pragma: no cover - every supported version has the module
+        yield False
+        return
+    clock = getattr(utils, "datetime", None)
+    if not (isinstance(clock, type) and issubclass(clock, _datetime.datetime)):
+        yield False
+        return
+    utils.datetime = _PinnedDatetime
+    try:
+        yield True
+    finally:
+        utils.datetime = clock
+
+
 def chat_ids(tok: Any, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
     """input_ids of apply_chat_template(messages, add_generation_prompt=True, **kwargs) (or its error)."""
-    return _ids(_call(lambda: tok.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
-                                                      **kwargs)))
+    with pinned_date():
+        return _ids(_call(lambda: tok.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                                          **kwargs)))
 
 
 @dataclass
@@ -209,7 +251,13 @@ class Chat:
 def render_chat(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[dict] | None) -> Chat:
     """apply_chat_template of `messages`: rendered (tokenize=False) with and without the generation
     prompt, and with `tools` (None: the version does not take them); tokenized with the generation
-    prompt by default and with return_dict False and True; each return's type name."""
+    prompt by default and with return_dict False and True; each return's type name. Rendered on
+    `TEMPLATE_DATE` (`pinned_date`)."""
+    with pinned_date():
+        return _render_chat(tok, messages, tools)
+
+
+def _render_chat(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[dict] | None) -> Chat:
     out = Chat()
     msgs = [dict(m) for m in messages]
     variants = {"generation_prompt": dict(add_generation_prompt=True),
