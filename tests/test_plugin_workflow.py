@@ -371,10 +371,18 @@ def test_reference_outcomes_need_no_record(pytester: pytest.Pytester):
     assert reference == {("test_against_reference", "ids_vs_engine"): "pass",
                          ("test_against_reference", "analytic_tv"): "pass",
                          ("test_reference_regression", "ids_vs_engine"): "regression"}
+    run.stdout.fnmatch_lines(["*its record was not written (a case that regresses is never recorded as golden*"])
     records = GoldenStore(pytester.path / "golden" / "records")
     stored = {(r.case, name): ref.status for k in records.env_keys() for r in records.records(k)
               for name, ref in r.references.items()}
-    assert stored == reference  # the verdicts are recorded (schema 2), no value of either side
+    # the verdicts are recorded (schema 2), no value of either side - and a case that regressed on this
+    # first run is not recorded at all (a faulty case never becomes golden)
+    assert stored == {k: v for k, v in reference.items() if v != "regression"}
+    regen = run_inline(pytester, "--force-regen")  # on purpose: regen records it, its failing verdict with it
+    assert regen.ret == 1  # the reference still fails: regen records it, it does not make it pass
+    stored = {(r.case, name): ref.status for k in records.env_keys() for r in records.records(k)
+              for name, ref in r.references.items()}
+    assert stored[("test_reference_regression", "ids_vs_engine")] == "regression"
 
 
 STOPPED_MODULE = '''

@@ -187,8 +187,13 @@ class Golden:
             return ""
         problems: list[str] = []
         outcomes = self._check.outcomes()
+        # A faulty case is never written as golden: a case with a regression (against its record or an
+        # in-run reference - on a first run the references are all there is) adds nothing to the store
+        # in a normal run; `harness regen` (--force-regen) records it on purpose, after review.
+        regressed = any(o.status is Status.REGRESSION for o in outcomes)
+        withheld = regressed and write and not self.session.force_regen
         try:
-            written = self._write() if write else None
+            written = self._write() if write and not withheld else None
         except RecordError as exc:
             written = None
             outcomes.append(Outcome(self.suite, self.case, "<record>", "exact", Status.REGRESSION, str(exc),
@@ -213,4 +218,7 @@ class Golden:
         if failed:
             problems.append(f"golden regression in {self.suite}/{self.case} (baseline {self.session.baseline_key}):")
             problems.extend(f"  {o.field} [{o.kind}, {o.against}]: {o.detail}" for o in failed)
+            if withheld:
+                problems.append("  its record was not written (a case that regresses is never recorded as golden; "
+                                "`harness regen` records it on purpose)")
         return "\n".join(problems)
