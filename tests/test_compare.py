@@ -679,3 +679,31 @@ def test_a_hook_that_found_its_target_in_the_baseline_and_nothing_now_is_coverag
     got = compare_field("exact_emitted", now, base, SAME)
     assert (got.status, got.category) == (Status.REGRESSION, "coverage-lost") and hook.split(":")[0] in got.detail
     assert compare_field("exact_emitted", base, now, SAME).status is Status.PASS  # a hook found again is no loss
+
+
+def test_regen_records_only_latency_a_later_run_can_judge():
+    """harness regen's latency rule (checking/regen.py latency_field): a busy measurement never goes
+    over a record (neither replacing this class's nor adding a class), a busy recorded one is replaced
+    by a quiet one, a quiet unchanged one keeps the record, the other classes are always kept."""
+    from harness.checking.compare_stats import busy
+    from harness.checking.regen import latency_field
+
+    t = Thresholds()
+    quiet, noisy = lat(1.0, seed=3), lat(1.0, seed=3, waiting=2.0)
+    assert not busy(quiet, t) and busy(noisy, t)
+    here, there = hardware_class(FP32), hardware_class(OTHER_CPU)
+    field = lambda value: Field("latency", value)  # noqa: E731
+    record = field({"by_hardware": {there: BASE}})
+
+    kept, unchanged = latency_field("f", record, field(noisy), SAME)
+    assert unchanged and kept.value == record.value  # a busy one adds no class
+    added, unchanged = latency_field("f", record, field(quiet), SAME)
+    assert not unchanged and set(added.value["by_hardware"]) == {here, there}
+    again, unchanged = latency_field("f", added, field(lat(1.0, seed=4)), SAME)
+    assert unchanged and again.value == added.value  # timing noise is not a change
+
+    busy_record = field({"by_hardware": {there: BASE, here: noisy}})
+    kept, unchanged = latency_field("f", busy_record, field(lat(1.0, seed=5, waiting=2.0)), SAME)
+    assert unchanged and kept.value == busy_record.value  # busy over busy: nothing gained
+    fixed, unchanged = latency_field("f", busy_record, field(quiet), SAME)
+    assert not unchanged and fixed.value["by_hardware"] == {there: BASE, here: quiet}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,9 +22,14 @@ from harness.cli import main
 from harness.fixtures.zoo import MODELS_DIR
 from harness.report import load_results
 from harness.report.page import model_of
-from harness.settings.config import ConfigError, parse_config, tomllib
+from harness.settings.config import ConfigError, parse_config
 from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from user_checkpoints import other_tokenizer, perturb, qwen3
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
@@ -247,9 +253,11 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
-    assert set(skipped) == {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine",
-                            "engine_rollback_vs_fresh"}
-    assert all("does not implement model_type 'qwen3'" in d for d in skipped.values())
+    engine = {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine", "engine_rollback_vs_fresh"}
+    fits = {"joint", "distribution"}  # black-box fits whose N cannot rule out the smallest TV that matters
+    assert set(skipped) == engine | fits
+    assert all("does not implement model_type 'qwen3'" in skipped[f] for f in engine)
+    assert all(skipped[f].startswith("not checked") for f in fits), {f: skipped[f] for f in fits}
     out = capfd.readouterr().out
     assert "per model:" in out and "prod" in out
 

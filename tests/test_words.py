@@ -78,8 +78,8 @@ def test_the_sampling_row_takes_the_worst_status_of_its_field():
 
 def _long_case_outcomes() -> list[Outcome]:
     stem = "my-model.prompt_lookup.dynamic.short-0.sample0.with.a.long.tail"
-    return [Outcome("outputs", f"{stem}.{end}", "tokens", "tokens", Status.REGRESSION, "differs", "real-change")
-            for end in ("a1", "a2")]
+    return [Outcome("outputs", f"{stem}.{end}", "tokens", "tokens", Status.REGRESSION, f"differs from step {step}",
+                    "real-change") for step, end in ((1, "a1"), (2, "a2"))]  # two findings: never one collapsed row
 
 
 def test_the_terminal_table_never_cuts_a_case_id(capsys):

@@ -79,14 +79,22 @@ def reference_unchanged(before: RecordedReference | None, after: RecordedReferen
 
 def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field, bool]:
     """(the latency field to record, unchanged?). A record keeps one measurement per hardware class
-    (``{"by_hardware": {class: ...}}``): this machine's is added or replaced only when its kind's rule
-    says it changed (timing noise is not a change), never by one taken on a busy machine, and the
-    other classes' are kept."""
+    (``{"by_hardware": {class: ...}}``), and only measurements a later run can judge:
+
+    - a measurement taken on a busy machine is never recorded over an existing record - it neither
+      replaces this class's measurement nor adds a class (a busy entry could never be judged);
+    - a recorded measurement that was itself taken on a busy machine is replaced by a quiet one;
+    - otherwise this machine's is added, or replaced when its kind's rule says it changed (timing
+      noise is not a change); the other classes' are kept."""
     from harness.checking.compare_stats import busy, latency_entries
 
     hw, entry = next(iter(latency_entries(after, policy.observed_env).items()))
-    old = latency_entries(before, policy.baseline_env) if before is not None else {}
-    if before is not None and (field_unchanged(name, before, after, policy) or (hw in old and busy(entry, policy.thresholds))):
+    if before is None:
+        return Field("latency", {"by_hardware": {hw: entry}}, after.extras), False
+    old = latency_entries(before, policy.baseline_env)
+    if busy(entry, policy.thresholds):
+        return before, True
+    if hw in old and not busy(old[hw], policy.thresholds) and field_unchanged(name, before, after, policy):
         return before, True
     return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
 

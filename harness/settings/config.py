@@ -181,6 +181,7 @@ def _number(path: Path, key: str, value: Any) -> float:
 MAX_THRESHOLDS = {
     **{f"tie_eps_{d}": 8.0 for d in ("fp32", "fp16", "bf16", "fp64")},
     "tensor_cross_env_ulps": float(2 ** 20),
+    "tensor_rounding_ulps": 64.0,  # x bf16's unit roundoff 2**-8: a 25 % relative allowance at most
     "latency_tolerance": 1.0, "latency_run_sd": 0.5, "latency_run_sd_generate": 0.5,
     "latency_busy_wall_cpu": 10.0, "latency_busy_spread": 10.0, "latency_busy_load": 10.0,
     "latency_max_detectable": 1.0, "memory_tolerance": 1.0, "tv_max": 0.5,
