@@ -703,7 +703,11 @@ def test_regen_records_only_latency_a_later_run_can_judge():
     assert unchanged and again.value == added.value  # timing noise is not a change
 
     busy_record = field({"by_hardware": {there: BASE, here: noisy}})
-    kept, unchanged = latency_field("f", busy_record, field(lat(1.0, seed=5, waiting=2.0)), SAME)
-    assert unchanged and kept.value == busy_record.value  # busy over busy: nothing gained
+    dropped, unchanged = latency_field("f", busy_record, field(lat(1.0, seed=5, waiting=2.0)), SAME)
+    assert not unchanged and dropped.value == {"by_hardware": {there: BASE}}  # busy over busy: the class unrecorded
+    too_noisy = lat(1.0, seed=6, noise=0.6)  # quiet, but its own spread hides any slowdown under 50 %
+    assert not busy(too_noisy, t)
+    kept, unchanged = latency_field("f", added, field(too_noisy), SAME)
+    assert unchanged and kept.value == added.value
     fixed, unchanged = latency_field("f", busy_record, field(quiet), SAME)
     assert not unchanged and fixed.value["by_hardware"] == {there: BASE, here: quiet}

@@ -77,24 +77,46 @@ def reference_unchanged(before: RecordedReference | None, after: RecordedReferen
         after.kind, after.status, after.category)
 
 
+JUDGE_ALPHA = 1e-5  # below a full default run's per-test alpha (0.01 / ~310 golden tests = 3.2e-5)
+
+
+def judgeable(name: str, entry: dict[str, Any], env: dict[str, Any] | None, policy: Policy) -> bool:
+    """A latency measurement a later run can judge: taken on a quiet machine, and against itself
+    detecting a slowdown under `latency_max_detectable` at `JUDGE_ALPHA` (tests/test_compare.py holds
+    every committed entry to this)."""
+    from harness.checking.compare import compare_field
+    from harness.checking.compare_stats import busy
+    from harness.store.env import hardware_class
+
+    if busy(entry, policy.thresholds):
+        return False
+    f = Field("latency", {"by_hardware": {hardware_class(env or {}): entry}})
+    same = replace(policy, alpha=min(policy.alpha, JUDGE_ALPHA), observed_env=env, baseline_env=env)
+    return compare_field(name, f, f, same).status is Status.PASS
+
+
 def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field, bool]:
     """(the latency field to record, unchanged?). A record keeps one measurement per hardware class
-    (``{"by_hardware": {class: ...}}``), and only measurements a later run can judge:
+    (``{"by_hardware": {class: ...}}``), and only measurements a later run can judge (`judgeable`):
 
-    - a measurement taken on a busy machine is never recorded over an existing record - it neither
-      replaces this class's measurement nor adds a class (a busy entry could never be judged);
-    - a recorded measurement that was itself taken on a busy machine is replaced by a quiet one;
+    - one that cannot be judged (a busy machine, too noisy to see `latency_max_detectable`) is never
+      recorded over an existing record; where this class's recorded one cannot be judged either, it
+      is dropped - a later run then says the class is not recorded, instead of never judging it;
+    - a recorded one that cannot be judged is replaced by one that can;
     - otherwise this machine's is added, or replaced when its kind's rule says it changed (timing
       noise is not a change); the other classes' are kept."""
-    from harness.checking.compare_stats import busy, latency_entries
+    from harness.checking.compare_stats import latency_entries
 
     hw, entry = next(iter(latency_entries(after, policy.observed_env).items()))
     if before is None:
         return Field("latency", {"by_hardware": {hw: entry}}, after.extras), False
     old = latency_entries(before, policy.baseline_env)
-    if busy(entry, policy.thresholds):
+    old_ok = hw in old and judgeable(name, old[hw], policy.observed_env, policy)
+    if not judgeable(name, entry, policy.observed_env, policy):
+        if hw in old and not old_ok:
+            return Field("latency", {"by_hardware": {k: v for k, v in old.items() if k != hw}}, before.extras), False
         return before, True
-    if hw in old and not busy(old[hw], policy.thresholds) and field_unchanged(name, before, after, policy):
+    if old_ok and field_unchanged(name, before, after, policy):
         return before, True
     return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
 
