@@ -261,7 +261,10 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     coarser of the two dtypes; when the envs' numerics differ, plus ``k * u(dtype) * max|old|``
     (k = thresholds.tensor_cross_env_ulps) in fp32 / fp64; in bf16 / fp16 across numerics, the
     per-element rounding rule of harness/checking/rounding.py instead
-    (``atol + c * u * (max(|a_i|,|b_i|) + rms(b))``, c = thresholds.tensor_rounding_ulps). NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
+    (``atol + c * u * (max(|a_i|,|b_i|) + rms(b))``, c = thresholds.tensor_rounding_ulps) - except
+    for a mixture-of-experts model's tensors (extra ``routing``: rounding flips a near-tied expert
+    choice, moving a whole row; designs/backends.py `routes_experts`), which keep the coarse
+    ``k * u * max|old|`` allowance. NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
     try:
         new = np.asarray(observed.value, dtype=float)
         old = np.asarray(baseline.value, dtype=float)
@@ -278,7 +281,8 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     u = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"])
     finite = np.abs(old[np.isfinite(old)])
     scale = float(finite.max()) if finite.size else 0.0
-    per_element = bool(differs) and dtype in LOW_PRECISION
+    routed = bool(observed.extras.get("routing") or baseline.extras.get("routing"))  # a top-k expert choice
+    per_element = bool(differs) and dtype in LOW_PRECISION and not routed
     extra = policy.thresholds.tensor_cross_env_ulps * u * scale if differs and not per_element else 0.0
     same = (new == old) | (np.isnan(new) & np.isnan(old))  # equal infinities (masked logits) match
     with np.errstate(invalid="ignore"):
@@ -417,11 +421,16 @@ def _deviating(f: Field) -> set[str] | None:
     return {str(x) for x in listed} if isinstance(listed, list) else None
 
 
-def coverage_lost(observed: Field, baseline: Field | None) -> str:
+def coverage_lost(observed: Field, baseline: Field | None, same_numerics: bool = True) -> str:
     """Why the field observed less than it must ("" when it did not): fewer positions than the
     run generated (extras "min_positions": every sampled token has a position the hooks must see;
     judged without a baseline too), fewer than the baseline record observed, or a hook that found
-    its target in the baseline run and finds nothing now (extras hooks_missing)."""
+    its target in the baseline run and finds nothing now (extras hooks_missing).
+
+    The baseline's count is compared only where the two runs drew the same stream: the same
+    numerics and as many sampled tokens - how many drafts an assisted call makes depends on what it
+    accepted, which another dtype's rounding (or another random stream) moves (fp32 -> bf16:
+    18 -> 15 acceptance positions on llama-target.assisted with every position observed)."""
     seen = _positions(observed)
     if seen is None:
         return ""
@@ -429,7 +438,8 @@ def coverage_lost(observed: Field, baseline: Field | None) -> str:
     if isinstance(need, int) and seen < need:
         return f"the hooks observed {seen} positions, fewer than the {need} sampled tokens the case generated"
     old = _positions(baseline)
-    if old is not None and seen < old:
+    same_stream = same_numerics and baseline is not None and baseline.extras.get("min_positions") == need
+    if old is not None and seen < old and same_stream:
         return f"the hooks observed {seen} positions, the baseline record {old}"
     if baseline is not None:
         hooks = sorted(_hooks(observed) - _hooks(baseline))
@@ -497,7 +507,7 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
             "mechanism": observed.extras.get("mechanism") or [], "observed": observed.extras.get("observed"),
             "exact": observed.extras.get("exact"), "positions": _positions(observed),
             "positions_baseline": _positions(baseline), "min_positions": observed.extras.get("min_positions")}
-    lost = coverage_lost(observed, baseline)
+    lost = coverage_lost(observed, baseline, not policy.numerics_differences())
     if lost:
         return verdict(name, "deviation", Status.REGRESSION, f"coverage lost: {lost}", "coverage-lost", diff)
     if d <= t:
