@@ -404,7 +404,7 @@ def test_compare_with_claims_writes_the_table_to_html_and_summary(project, capfd
     assert 'data-claim="ensemble"' in (target / "index.html").read_text()
     # the claims ride along in results.json: a re-render shows the same table
     (target / "index.html").unlink()
-    assert main(["report", str(target / "results.json")]) == 0
+    assert main(["report", str(target / "results.json")]) == 1  # the comparison's regression, as compare said
     assert 'data-claim="ensemble"' in (target / "index.html").read_text()
     assert "claims.claims" not in (target / "index.html").read_text()  # not dumped into the run table
     claims.write_text("{}")
@@ -434,9 +434,9 @@ def test_report_rerenders_results_json(tmp_path, capfd):
     source = tmp_path / "run" / "results.json"
     source.parent.mkdir()
     source.write_text(json.dumps(sample_results().to_json()))
-    assert main(["report", str(source)]) == 0
+    assert main(["report", str(source)]) == 1  # the sample holds a regression: report exits as check did
     assert (source.parent / "index.html").is_file()
-    assert main(["report", str(source), "--out", str(tmp_path / "elsewhere"), "--junit", str(tmp_path / "j.xml")]) == 0
+    assert main(["report", str(source), "--out", str(tmp_path / "elsewhere"), "--junit", str(tmp_path / "j.xml")]) == 1
     assert (tmp_path / "elsewhere" / "index.html").is_file() and (tmp_path / "j.xml").is_file()
     assert "report:" in capfd.readouterr().out
     bad = tmp_path / "bad.json"

@@ -1165,6 +1165,38 @@ def probe_records_missing_names_the_flag_given(tmp_path: Path) -> None:
     one_line_exit_2(project.harness("check", "--records", str(tmp_path / "missing")), "--records", "does not exist")
 
 
+def probe_report_exits_1_on_a_regression(tmp_path: Path) -> None:
+    """`harness report` on a results.json holding a regression exits 1, as `check` did; a pass exits 0."""
+    project = make_project(tmp_path / "p")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(hostile_results(lambda d: None)))
+    proc = project.harness("report", str(path), "--out", str(tmp_path / "out"), timeout=60)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    path.write_text(json.dumps(hostile_results(lambda d: d["outcomes"][0].update(status="pass"))))
+    proc = project.harness("report", str(path), "--out", str(tmp_path / "out"), timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def probe_summary_md_neutralises_script_links(tmp_path: Path) -> None:
+    """`[x](javascript:...)`, an image with a data: target and a `[x]: javascript:` definition from
+    a record reach summary.md as text, not as links; http(s) and relative links stay links."""
+    from harness.report.terminal import escape_markdown
+
+    for hostile in ("[click](javascript:alert(1))", "![i](data:text/html;base64,PHNjcmlwdD4=)", "[x]: javascript:alert(1)",
+                    "[c](JaVaScRiPt:alert(1))", "[c]( vbscript:x)"):
+        out = escape_markdown(hostile)
+        assert "](" not in out.replace("]\\(", "") and "]:" not in out.replace("]\\:", ""), out
+    for fine in ("[docs](https://example.org/a)", "[up](../README.md)", "[a](#anchor)", "field[0]: 3"):
+        assert escape_markdown(fine) == fine
+    project = make_project(tmp_path)
+    project.record("one", "a", key=OTHER)
+    project.record("one", "[click](javascript:alert(document.domain))")
+    proc = project.harness("compare", OTHER, KEY, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "](javascript:" not in summary and "]\\(javascript:" in summary
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1223,6 +1255,9 @@ PROBES = [
           probe_hostile_pyproject),
     Probe("weak/matrix-versions", "matrix --transformers 0.0.0 / not-a-version / a path", probe_matrix_refuses_what_is_no_version),
     Probe("weak/records-missing", "check --records MISSING", probe_records_missing_names_the_flag_given),
+    Probe("weak/summary-md-script-links", "[link](javascript:...) from a record value into summary.md",
+          probe_summary_md_neutralises_script_links),
+    Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),
     Probe("preflight/out-is-a-file", "compare --out FILE", probe_out_is_a_file),

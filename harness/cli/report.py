@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import check_claims, evaluate
-from harness.cli.common import EXIT_OK, output_dir
+from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, error, output_dir, run_error
 from harness.report import load_results, render, write_junit
 from harness.report.terminal import print_summary
 
@@ -24,7 +24,11 @@ def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
     print(f"\nreport: {index}")
     if args.junit:
         print(f"junit:  {write_junit(results, args.junit)}")
-    return EXIT_OK
+    verdict = results.verdict  # the exit code `check` gave this run: a report never turns it green
+    if verdict == "error":
+        error(run_error(results))
+        return EXIT_USAGE
+    return EXIT_REGRESSION if verdict in ("regression", "failed") else EXIT_OK
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

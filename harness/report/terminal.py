@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -176,5 +177,16 @@ def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
 def escape_markdown(text: str) -> str:
     """Markdown that renders no HTML: every '<', '>' and '&' escaped, as index.html's autoescape
     does (record strings, case names and release notes can carry <script> or <img onerror>). The
-    markdown this module writes uses none of the three, so escaping the whole text loses nothing."""
-    return html.escape(text, quote=False)
+    markdown this module writes uses none of the three, so escaping the whole text loses nothing.
+    A link or image (`[x](target)`, a definition `[x]: target`) whose target is not http(s) or
+    relative (`javascript:`, `data:`, ...) is broken by escaping its bracket: this module writes no
+    link, so every one comes from a record, a case name or the release notes."""
+    return _LINK.sub(_neutralise_link, html.escape(text, quote=False))
+
+
+_LINK = re.compile(r"\](\(\s*|:[ \t]*)([^)\s]*)")  # `](target` of a link or image, `]: target` of a definition
+_SAFE_TARGET = re.compile(r"https?://|[^:/?#]*(?:[/?#]|$)", re.IGNORECASE)  # http(s), or relative: no scheme
+
+
+def _neutralise_link(match: re.Match) -> str:
+    return match.group(0) if _SAFE_TARGET.match(match.group(2)) else "]\\" + match.group(1) + match.group(2)
