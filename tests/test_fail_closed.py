@@ -1197,6 +1197,20 @@ def probe_summary_md_neutralises_script_links(tmp_path: Path) -> None:
     assert "](javascript:" not in summary and "]\\(javascript:" in summary
 
 
+def probe_overflowing_number_is_refused_at_read(tmp_path: Path) -> None:
+    """`1e999` (and -1e999) in a merge input, or in a record in the store, was read as Infinity:
+    refused at read time in one line naming the file."""
+    project = make_project(tmp_path)
+    merge_input(tmp_path).write_text('{"schema": 1, "suite": "toy", "case": "one", "env": {}, "fields": {"value": '
+                                     '{"kind": "tensor", "value": [1.0, -1e999]}}}')
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "overflows", "one.json")
+    from harness.store.reading import InputError, parse_json
+
+    with pytest.raises(InputError, match="overflows"):
+        parse_json('{"v": 1e999}', tmp_path / "r.json")
+    assert parse_json('{"v": 1.5e308, "w": 1e-999}', tmp_path / "r.json") == {"v": 1.5e308, "w": 0.0}
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1257,6 +1271,7 @@ PROBES = [
     Probe("weak/records-missing", "check --records MISSING", probe_records_missing_names_the_flag_given),
     Probe("weak/summary-md-script-links", "[link](javascript:...) from a record value into summary.md",
           probe_summary_md_neutralises_script_links),
+    Probe("weak/overflow-1e999", "1e999 in a merged record (read as Infinity)", probe_overflowing_number_is_refused_at_read),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),

@@ -23,6 +23,7 @@ what this returns.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -133,6 +134,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: Python's float() overflows to infinity without a word
+        raise ValueError(f"{clean_text(text)[:40]} overflows a float (strict JSON has no Infinity)")
+    return value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -143,12 +151,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json(text: str, path: Path | str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Strict JSON (no NaN / Infinity, no duplicate keys, at most `max_depth` deep), strings cleaned."""
+    """Strict JSON (no NaN / Infinity, nor a number that overflows to one, no duplicate keys, at most `max_depth` deep), strings cleaned."""
     deepest = depth(text)
     if deepest > max_depth:
         raise InputError(path, f"nested {deepest} deep, over the limit of {max_depth}")
     try:
-        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except ValueError as exc:
