@@ -1211,6 +1211,32 @@ def probe_overflowing_number_is_refused_at_read(tmp_path: Path) -> None:
     assert parse_json('{"v": 1.5e308, "w": 1e-999}', tmp_path / "r.json") == {"v": 1.5e308, "w": 0.0}
 
 
+def harness_init(root: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "init", *argv], cwd=root, env=_env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def probe_init_refuses_a_zoo_name(tmp_path: Path) -> None:
+    """`init --name llama-target` was accepted, then every command refused the table: refused at init."""
+    one_line_exit_2(harness_init(tmp_path, "--name", "llama-target"), "--name", "zoo model")
+    assert not (tmp_path / "pyproject.toml").exists() and not (tmp_path / "golden").exists()
+    assert harness_init(tmp_path, "--name", "mine").returncode == 0
+
+
+def probe_init_writes_all_or_nothing(tmp_path: Path) -> None:
+    """A .gitignore that cannot be written (here a directory) left pyproject.toml and golden/ written:
+    init now refuses in one line and leaves the project as it was."""
+    original = '[project]\nname = "x"\n'
+    (tmp_path / "pyproject.toml").write_text(original)
+    (tmp_path / ".gitignore").mkdir()
+    one_line_exit_2(harness_init(tmp_path), ".gitignore", "nothing was written")
+    assert (tmp_path / "pyproject.toml").read_text() == original and not (tmp_path / "golden").exists()
+    (tmp_path / ".gitignore").rmdir()
+    assert harness_init(tmp_path).returncode == 0
+    assert "[tool.harness]" in (tmp_path / "pyproject.toml").read_text() and (tmp_path / "golden" / "records").is_dir()
+    assert "reports/" in (tmp_path / ".gitignore").read_text()
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1272,6 +1298,8 @@ PROBES = [
     Probe("weak/summary-md-script-links", "[link](javascript:...) from a record value into summary.md",
           probe_summary_md_neutralises_script_links),
     Probe("weak/overflow-1e999", "1e999 in a merged record (read as Infinity)", probe_overflowing_number_is_refused_at_read),
+    Probe("weak/init-zoo-name", "init --name llama-target", probe_init_refuses_a_zoo_name),
+    Probe("weak/init-all-or-nothing", "init where .gitignore cannot be written", probe_init_writes_all_or_nothing),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),

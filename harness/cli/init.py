@@ -12,6 +12,7 @@ safetensors weights is refused before anything is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -61,17 +62,46 @@ path = {path}  # relative to this file; a save_pretrained directory (safetensors
 """
 
 
-def write_gitignore(directory: Path) -> list[str]:
-    """Add the GITIGNORE lines that ./.gitignore lacks (created if absent); returns those added."""
+def gitignore_text(directory: Path) -> tuple[str | None, list[str]]:
+    """./.gitignore's text with the GITIGNORE lines it lacks added (None: nothing to add), and those lines."""
     path = directory / ".gitignore"
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     have = {line.strip() for line in text.splitlines()}
     added = [line for line in GITIGNORE if line not in have and line.rstrip("/") not in have]
-    if added:
-        lead = "" if not text or text.endswith("\n") else "\n"
-        header = "" if text else "# written by `harness init`: what a harness run leaves that is not for git\n"
-        path.write_text(text + lead + header + "\n".join(added) + "\n", encoding="utf-8")
-    return added
+    if not added:
+        return None, []
+    lead = "" if not text or text.endswith("\n") else "\n"
+    header = "" if text else "# written by `harness init`: what a harness run leaves that is not for git\n"
+    return text + lead + header + "\n".join(added) + "\n", added
+
+
+def write_all_or_nothing(files: dict[Path, str], dirs: Sequence[Path]) -> None:
+    """Write `files` and create `dirs`; on any OSError put back what was there (a file's old text,
+    no new file or directory) and raise UsageError naming what could not be written."""
+    before = {path: path.read_bytes() if path.is_file() else None for path in files}
+    made: list[Path] = []
+    try:
+        for directory in dirs:
+            for part in reversed([directory, *directory.parents]):
+                if not part.exists():
+                    part.mkdir()
+                    made.append(part)
+        for path, text in files.items():
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        for path, old in before.items():
+            with contextlib.suppress(OSError):
+                if old is None:
+                    if path.is_file():
+                        path.unlink()
+                elif path.read_bytes() != old:
+                    path.write_bytes(old)
+        for part in reversed(made):
+            with contextlib.suppress(OSError):
+                part.rmdir()
+        where = exc.filename or "the project"
+        raise UsageError(f"cannot write {where}: {exc.strerror or exc}; nothing was written "
+                         "(pyproject.toml, golden/records and .gitignore are left as they were)") from None
 
 
 def init_project(directory: Path, name: str, model: str | None, assistant: str | None) -> tuple[Path, Path, list[str]]:
@@ -80,6 +110,11 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
     model / assistant that is not a checkpoint, is refused (UsageError) before anything is written."""
     if not NAME.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' and '_' (it prefixes case ids and record files)")
+    from harness.fixtures.zoo import BY_NAME
+
+    if name in BY_NAME:  # every command after would refuse the [tool.harness.models.NAME] table
+        raise UsageError(f"--name {name!r} is a fixture zoo model's name (its case ids and records would collide); "
+                         "give your model another name")
     if assistant and not model:
         raise UsageError("--assistant needs --model PATH (the model it drafts for)")
     for flag, given in (("--model", model), ("--assistant", assistant)):
@@ -99,11 +134,17 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
                          "instead of running init again")
     block = starter_block(name, project_path(directory, model) if model else None,
                           project_path(directory, assistant) if assistant else None)
-    pyproject.write_text(text + ("\n" if text and not text.endswith("\n") else "") + block.lstrip("\n" if not text else ""),
-                         encoding="utf-8")
     golden = directory / "golden" / "records"
-    golden.mkdir(parents=True, exist_ok=True)
-    return pyproject, golden, write_gitignore(directory)
+    try:
+        ignore, added = gitignore_text(directory)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {directory / '.gitignore'}: {getattr(exc, 'strerror', None) or exc}; "
+                         "nothing was written") from None
+    files = {pyproject: text + ("\n" if text and not text.endswith("\n") else "") + block.lstrip("\n" if not text else "")}
+    if ignore is not None:
+        files[directory / ".gitignore"] = ignore
+    write_all_or_nothing(files, [golden])  # a half-written project is refused by every command after
+    return pyproject, golden, added
 
 
 def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
