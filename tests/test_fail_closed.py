@@ -1237,6 +1237,31 @@ def probe_init_writes_all_or_nothing(tmp_path: Path) -> None:
     assert "reports/" in (tmp_path / ".gitignore").read_text()
 
 
+def probe_failed_report_writes_leave_no_temporaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report --junit DIR` left `.DIR.tmp`; a reports dir out of space left results.json and
+    `.index.html.tmp`: a failed write now leaves neither (and report says so in one line)."""
+    project = make_project(tmp_path / "p")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(hostile_results(lambda d: None)))
+    (tmp_path / "outfile").mkdir()
+    proc = project.harness("report", str(path), "--out", str(tmp_path / "out"), "--junit", str(tmp_path / "outfile"),
+                           timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / ".outfile.tmp").exists()
+    import harness.report.page as page
+    from harness.report.terminal import write_outputs
+    from harness.schema import Results
+
+    def disk_full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(page.os, "replace", disk_full)
+    out = tmp_path / "reports"
+    with pytest.raises(OSError):
+        write_outputs(Results.from_json(hostile_results(lambda d: None)), out)
+    assert sorted(p.name for p in out.iterdir()) == [], sorted(p.name for p in out.iterdir())
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1300,6 +1325,8 @@ PROBES = [
     Probe("weak/overflow-1e999", "1e999 in a merged record (read as Infinity)", probe_overflowing_number_is_refused_at_read),
     Probe("weak/init-zoo-name", "init --name llama-target", probe_init_refuses_a_zoo_name),
     Probe("weak/init-all-or-nothing", "init where .gitignore cannot be written", probe_init_writes_all_or_nothing),
+    Probe("weak/report-temporaries", "report --junit DIR; a reports dir out of space (results.json, .index.html.tmp)",
+          probe_failed_report_writes_leave_no_temporaries),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),

@@ -9,6 +9,8 @@ and, for changed/new, a <system-out> line so a reviewer sees the pending regen. 
 
 from __future__ import annotations
 
+import contextlib
+
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -123,6 +125,11 @@ def write_junit(results: Results, path: str | Path) -> Path:
     tree = ET.ElementTree(junit_tree(results))
     ET.indent(tree)
     tmp = path.with_name(f".{path.name}.tmp")
-    tree.write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+    try:
+        tree.write(tmp, encoding="utf-8", xml_declaration=True)
+        tmp.replace(path)
+    except BaseException:  # a full disk, a directory at PATH: no .PATH.tmp left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path

@@ -6,6 +6,8 @@ autoescape on for every template). The only markup passed through unescaped is o
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -296,6 +298,12 @@ def render(results: Results, out_dir: str | Path, claims: Any = None) -> Path:
     target = out_dir / "index.html"
     tmp = out_dir / ".index.html.tmp"
     # errors="replace": lone surrogates from a record must not make the whole report fail
-    tmp.write_text(render_html(results, claims), encoding="utf-8", errors="replace")
-    os.replace(tmp, target)
+    page = render_html(results, claims)
+    try:
+        tmp.write_text(page, encoding="utf-8", errors="replace")
+        os.replace(tmp, target)
+    except BaseException:  # a full disk: no .index.html.tmp left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 import time
@@ -39,7 +40,13 @@ def write_outputs(results: Results, out_dir: Path, results_json: bool = True, cl
     out_dir.mkdir(parents=True, exist_ok=True)
     if results_json:
         atomic_write_json(out_dir / "results.json", results.to_json())
-    return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
+    try:
+        return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
+    except OSError:  # a full disk: the results.json written here goes too (its run ends 'error', not what it says)
+        if results_json:
+            with contextlib.suppress(OSError):
+                (out_dir / "results.json").unlink()
+        raise
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int | None] | None = None) -> list[str]:
