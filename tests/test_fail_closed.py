@@ -1262,6 +1262,25 @@ def probe_failed_report_writes_leave_no_temporaries(tmp_path: Path, monkeypatch:
     assert sorted(p.name for p in out.iterdir()) == [], sorted(p.name for p in out.iterdir())
 
 
+def probe_headline_never_says_passed_beside_a_regression(tmp_path: Path) -> None:
+    """A run that regressed, failed or broke ('8 injected regressions' said 'no findings: every field
+    passed'): the headline of the terminal, summary.md and index.html never says every field passed."""
+    from harness.checking.findings import group_findings, headline
+    from harness.report.terminal import markdown_summary
+    from harness.schema import Results
+
+    passed = lambda d: d["outcomes"][0].update(status="pass")  # noqa: E731
+    for change in (lambda d: None, lambda d: (passed(d), d["meta"].update(failed="pytest reported failing tests")),
+                   lambda d: (passed(d), d["meta"].update(error="cannot write the report"))):
+        results = Results.from_json(hostile_results(change))
+        assert results.verdict in ("regression", "failed", "error"), results.verdict
+        line = headline(group_findings(results.outcomes), results.verdict)
+        assert "every field passed" not in line, (results.verdict, line)
+        assert "every field passed" not in markdown_summary(results)
+    clean = Results.from_json(hostile_results(passed))
+    assert clean.verdict == "pass" and headline(group_findings(clean.outcomes), clean.verdict) == "no findings: every field passed"
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1327,6 +1346,8 @@ PROBES = [
     Probe("weak/init-all-or-nothing", "init where .gitignore cannot be written", probe_init_writes_all_or_nothing),
     Probe("weak/report-temporaries", "report --junit DIR; a reports dir out of space (results.json, .index.html.tmp)",
           probe_failed_report_writes_leave_no_temporaries),
+    Probe("weak/headline-vs-verdict", "a run that regressed / failed / broke: 'no findings: every field passed'",
+          probe_headline_never_says_passed_beside_a_regression),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),

@@ -260,12 +260,16 @@ def every_finding(findings: list[Finding]) -> list[Finding]:
     return [f for _, f in numbered(findings)]
 
 
-def headline(findings: list[Finding]) -> str:
+def headline(findings: list[Finding], verdict: str | None = None) -> str:
     """'N distinct findings (R regression, C changed, ...)' for the top of a report - those under a
-    changed checkpoint counted too; 'no findings: every field passed' when there are none."""
+    changed checkpoint counted too; 'no findings: every field passed' when there are none and the
+    run's `verdict` is a pass - never beside a run that regressed, failed or broke (an injected fault
+    nothing detected, a write that failed: the verdict says so, the headline does not contradict it)."""
     every = every_finding(findings)
     if not every:
-        return "no findings: every field passed"
+        if verdict in (None, "pass", "changed"):
+            return "no findings: every field passed"
+        return f"no field findings, but the verdict is {str(verdict).upper()} (the run's reason is stated with it)"
     per: dict[str, int] = {}
     for f in every:
         per[f.status.value] = per.get(f.status.value, 0) + 1

@@ -105,7 +105,7 @@ def link_report(project: Project, a: Cell, b: Cell, out: Path) -> Link:
     write_outputs(results, out / name)
     (out / name / "junit.xml").unlink(missing_ok=True)
     (out / name / "summary.md").write_text(markdown_summary(results), encoding="utf-8")
-    return Link(a, b, name, results.verdict, headline(group_findings(results.outcomes)))
+    return Link(a, b, name, results.verdict, headline(group_findings(results.outcomes), results.verdict))
 
 
 def index_html(cells: Sequence[Cell], links: Sequence[Link], torch: str) -> str:

@@ -269,7 +269,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "latency": latency,
         "findings": findings,
         "writes": writes_lines(results.meta, limit=500) if isinstance(results.meta, dict) and "writes" in results.meta else [],
-        "findings_headline": headline(group_findings(results.outcomes)),
+        "findings_headline": headline(group_findings(results.outcomes), results.verdict),
         "claims": claims,
         "injected_fault": results.meta.get("injected_fault") if isinstance(results.meta, dict) else None,
     }

@@ -88,7 +88,7 @@ def print_summary(results: Results, title: str) -> None:
         print(printable(line))
     findings = group_findings(results.outcomes)
     listed = numbered(findings)
-    print(f"\n{headline(findings)}" + (":" if listed else "."))
+    print(f"\n{headline(findings, results.verdict)}" + (":" if listed else "."))
     for number, finding in listed[:MAX_FINDINGS]:
         indent = "  " if "." not in number else "     "
         print(f"{indent}{number}. {printable(finding.sentence())}")
@@ -139,7 +139,7 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
              *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes)]
     lines += to_decide(findings, meta.get("baseline_key"))
-    top, lines = lines, ["", f"## {headline(findings)}", ""]
+    top, lines = lines, ["", f"## {headline(findings, results.verdict)}", ""]
     for number, finding in numbered(findings):
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
