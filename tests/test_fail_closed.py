@@ -1281,6 +1281,38 @@ def probe_headline_never_says_passed_beside_a_regression(tmp_path: Path) -> None
     assert clean.verdict == "pass" and headline(group_findings(clean.outcomes), clean.verdict) == "no findings: every field passed"
 
 
+def probe_second_ctrl_c_kills_the_workers_at_once(tmp_path: Path) -> None:
+    """A second Ctrl-C while `stop` waits out the child's grace (double Ctrl-C) escaped and left the
+    group - xdist workers that ignore the first SIGINT - running ~10 s: now the group dies at once."""
+    from harness.cli.child import stop
+
+    script = ("import signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "w = subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGINT, "
+              "signal.SIG_IGN); time.sleep(60)'])\n"
+              "print(w.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    worker = int(process.stdout.readline())
+
+    def second_ctrl_c(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, second_ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            stop(process)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    deadline = time.monotonic() + 3
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker) and process.poll() is not None and time.monotonic() - started < 5
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1348,6 +1380,8 @@ PROBES = [
           probe_failed_report_writes_leave_no_temporaries),
     Probe("weak/headline-vs-verdict", "a run that regressed / failed / broke: 'no findings: every field passed'",
           probe_headline_never_says_passed_beside_a_regression),
+    Probe("weak/double-ctrl-c", "a second Ctrl-C while the child's group is being stopped",
+          probe_second_ctrl_c_kills_the_workers_at_once),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),

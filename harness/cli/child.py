@@ -119,17 +119,23 @@ def _child_setup(parent: int, prctl: Any) -> Any:
 
 
 def stop(process: subprocess.Popen) -> None:
-    """Stop the child's process group: SIGINT, SIGTERM, SIGKILL, `STOP_GRACE_S` apart."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+    """Stop the child's process group: SIGINT, SIGTERM, SIGKILL, `STOP_GRACE_S` apart; a second
+    Ctrl-C while it waits kills the group at once (it escaped here and left the xdist workers
+    running for the grace period) and then propagates."""
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=STOP_GRACE_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=STOP_GRACE_S)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)  # workers the controller left behind
+            os.killpg(process.pid, signal.SIGKILL)  # workers the controller left behind
+        with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+            process.wait(timeout=STOP_GRACE_S)  # reaped: no zombie
 
 
 def _terminated(signum: int, frame: Any) -> None:
