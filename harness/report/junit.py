@@ -10,7 +10,6 @@ and, for changed/new, a <system-out> line so a reviewer sees the pending regen. 
 from __future__ import annotations
 
 import contextlib
-
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path

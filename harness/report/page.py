@@ -7,7 +7,6 @@ autoescape on for every template). The only markup passed through unescaped is o
 from __future__ import annotations
 
 import contextlib
-
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
