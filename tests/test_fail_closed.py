@@ -13,7 +13,7 @@ The third pass (issue 41) adds the rows after "# issue 41" in `PROBES`: strict-m
 cache (poisoned entries, write errors, the key's code), writes over the read limits, merge's env
 check, thresholds, hostile claims / pyproject, the config families' sizes, the chat-template date
 and the weak items (matrix versions, --records, report's exit code and temporaries, script links in
-summary.md, one huge tensor element, 1e999, init's name and half-writes, the headline, double Ctrl-C).
+summary.md, 1e999, init's name and half-writes, the headline, double Ctrl-C).
 The cache probes use a temporary XDG_CACHE_HOME.
 """
 
