@@ -22,6 +22,21 @@ def test_warnings_and_transformers_log_records_are_collected_once_each():
     assert said == ["static cache not supported, using DynamicCache", "another"]
 
 
+def test_log_records_are_collected_whatever_the_verbosity():
+    """transformers' verbosity set to ERROR (by another test in the worker, or the user) still leaves
+    the run's own warnings visible to the harness, and the level is put back."""
+    logger = logging.getLogger("transformers")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        said: list[str] = []
+        with emitted(said):
+            logging.getLogger("transformers.generation.utils").warning("swapped for a DynamicCache")
+        assert said == ["swapped for a DynamicCache"] and logger.level == logging.ERROR
+    finally:
+        logger.setLevel(before)
+
+
 def test_a_finding_says_what_its_case_ran_with():
     said: list[str] = []
     with emitted(said):

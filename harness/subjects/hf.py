@@ -496,7 +496,10 @@ def emitted(sink: list[str]) -> Iterator[list[str]]:
                 sink.append(line)
 
     handler, logger = Sink(logging.WARNING), logging.getLogger("transformers")
+    level = logger.level  # a verbosity set to ERROR elsewhere (another test, the user) would hide them
     logger.addHandler(handler)
+    if not level or level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -507,6 +510,7 @@ def emitted(sink: list[str]) -> Iterator[list[str]]:
                 sink.append(line)
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
