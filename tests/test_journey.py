@@ -8,7 +8,8 @@ tests/user_checkpoints.py), runs the README's own-model commands as a person wou
 
 1. `harness init --model ./models/my-llama`: a relative path is written, a .gitignore, golden/records/;
 2. `harness check -- -k my-model` twice: exit 0, records written the first time, the second run clean
-   (nothing new, nothing written); one zoo case runs too (the zoo loads from the install);
+   (nothing new, nothing written); one zoo case runs too once the project asks for the zoo (`zoo = true`;
+   the zoo loads from the install);
 3. a weight of the checkpoint scaled by 1.05: exit 1, and the first finding - terminal, summary.md,
    HTML - names the changed checkpoint (model.safetensors sha256 old -> new) with the differences
    under it (then the checkpoint is restored: step 5 runs clean against its records);
@@ -159,6 +160,9 @@ def journey(tmp_path_factory: pytest.TempPathFactory) -> Journey:
     trip.run("check 1", "harness check -- -k my-model")
     trip.run("check 2", "harness check -- -k my-model")
     trip.steps["check 2"].results = trip.latest_results()
+    # a project of your own runs only your models unless it asks for the zoo (`zoo = true`)
+    pyproject = trip.project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.harness]\n", "[tool.harness]\nzoo = true\n", 1))
     trip.run("zoo case", "harness check -- -k llama-target.plain.dynamic.short-0.greedy")
     perturb(model, WEIGHT, 1.05)
     trip.run("perturbed", "harness check -- -k my-model")
