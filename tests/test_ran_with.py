@@ -46,3 +46,21 @@ def test_a_finding_says_what_its_case_ran_with():
     out = replace(out, suite="outputs", case="m.plain.static.short-0.greedy", diff={"ran_with": ran, **out.diff})
     (finding,) = group_findings([out])
     assert finding.sentence().endswith("; ran with DynamicCache, attention sdpa, warned: 'swapped for a DynamicCache'")
+
+
+def test_log_records_are_collected_after_a_dict_config_disabled_the_loggers():
+    """logging.config.dictConfig (the user's app, or import-linter run in the same worker, as the CI
+    run's test_layout did) disables every existing logger: the harness still hears transformers, and
+    the loggers are left as it found them."""
+    child, library = logging.getLogger("transformers.generation.utils"), logging.getLogger("transformers")
+    # what dictConfig's disable_existing_loggers=True does (a real dictConfig here would also clear
+    # the worker's root handlers, pytest's capture included)
+    child.disabled = library.disabled = True
+    try:
+        assert child.disabled
+        said: list[str] = []
+        with emitted(said):
+            child.warning("swapped for a DynamicCache")
+        assert said == ["swapped for a DynamicCache"] and child.disabled
+    finally:
+        child.disabled = library.disabled = False

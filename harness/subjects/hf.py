@@ -497,6 +497,12 @@ def emitted(sink: list[str]) -> Iterator[list[str]]:
 
     handler, logger = Sink(logging.WARNING), logging.getLogger("transformers")
     level = logger.level  # a verbosity set to ERROR elsewhere (another test, the user) would hide them
+    # a logging.config.dictConfig elsewhere (the user's app, a tool like import-linter run in-process)
+    # disables every logger that exists then, transformers' included: enabled for the call, put back
+    disabled = [lg for name, lg in logging.root.manager.loggerDict.items()
+                if isinstance(lg, logging.Logger) and lg.disabled and (name + ".").startswith("transformers.")]
+    for lg in disabled:
+        lg.disabled = False
     logger.addHandler(handler)
     if not level or level > logging.WARNING:
         logger.setLevel(logging.WARNING)
@@ -511,6 +517,8 @@ def emitted(sink: list[str]) -> Iterator[list[str]]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+        for lg in disabled:
+            lg.disabled = True
 
 
 def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
