@@ -78,3 +78,20 @@ def test_a_suite_is_a_case_table_an_observe_call_and_check_all(suite):
         assert marks, f"{suite}::{test.name} has no case table (@pytest.mark.cases(table=...))"
         (statement,) = test.body
         assert ast.unparse(statement).startswith("golden.check_all("), f"{suite}::{test.name}"
+
+
+def test_every_deep_entry_names_a_test_that_exists():
+    """tests/conftest.py's DEEP tier names test functions of tests/: a renamed test would silently
+    fall back into the default run (and over its 120 s), or out of CI's deep run."""
+    from tests.conftest import DEEP
+
+    for entry in DEEP:
+        path, name = entry.split("::")
+        functions = {n.name for n in ast.parse((REPO / "tests" / path).read_text(encoding="utf-8")).body
+                     if isinstance(n, ast.FunctionDef)}
+        assert name.split("[")[0] in functions, f"DEEP names {entry}, not a test of tests/{path}"
+        if "[" in name:  # a parameter id (a probe's name, a zoo model, a fault): spelled in the file or its tables
+            spelled = name.split("[")[1].rstrip("]")
+            sources = "".join(f.read_text(encoding="utf-8") for f in [REPO / "tests" / path, REPO / "golden/models/manifest.json",
+                                                                     *(REPO / "harness/faults").rglob("*.py")])
+            assert spelled in sources, f"DEEP names {entry}: no such parameter"
