@@ -1199,6 +1199,23 @@ def probe_summary_md_neutralises_script_links(tmp_path: Path) -> None:
     assert "](javascript:" not in summary and "]\\(javascript:" in summary
 
 
+def probe_one_huge_element_excuses_no_other(tmp_path: Path) -> None:
+    """Across numerics (fp32, one thread vs two), [1e308, 1, 2] vs [1e308, 500, -7] is a regression in
+    the two small elements (the old `k * u * max|old|` allowance was 1e308 * k * u for each); a
+    drift of a few ulps of the element's magnitude still passes."""
+    from harness.checking.compare import compare_field
+    from harness.checking.policy import Policy
+
+    one = fingerprint(dtype="fp32", threads=2)
+    policy = Policy(alpha=0.01, observed_env={**one, "threads": 1}, baseline_env=one)
+    assert policy.numerics_differences()
+    result = compare_field("t", Field("tensor", [1e308, 500.0, -7.0]), Field("tensor", [1e308, 1.0, 2.0]), policy)
+    assert result.status.value == "regression" and "2/3 elements" in result.detail, result.detail
+    drift = compare_field("t", Field("tensor", [1e308, 1.0 + 1e-6, 2.0]), Field("tensor", [1e308, 1.0, 2.0]), policy)
+    assert drift.status.value == "pass", drift.detail
+    json.dumps(result.diff, allow_nan=False)  # the diff stays strict JSON
+
+
 def probe_overflowing_number_is_refused_at_read(tmp_path: Path) -> None:
     """`1e999` (and -1e999) in a merge input, or in a record in the store, was read as Infinity:
     refused at read time in one line naming the file."""
@@ -1384,6 +1401,8 @@ PROBES = [
           probe_headline_never_says_passed_beside_a_regression),
     Probe("weak/double-ctrl-c", "a second Ctrl-C while the child's group is being stopped",
           probe_second_ctrl_c_kills_the_workers_at_once),
+    Probe("weak/tensor-huge-element", "[1e308, 1, 2] vs [1e308, 500, -7] across numerics (fp32)",
+          probe_one_huge_element_excuses_no_other),
     Probe("weak/report-exit-code", "harness report on a results.json with a regression", probe_report_exits_1_on_a_regression),
     Probe("preflight/tie-eps-1e9", "tie_eps_fp32 = 1e9 (8 injected regressions said 'no findings')",
           probe_tie_eps_without_meaning),
