@@ -241,19 +241,21 @@ def latency_entries(f: Field, env: dict[str, Any] | None) -> dict[str, dict[str,
 
 def busy(entry: dict[str, Any], t: Any) -> str:
     """Why a measurement cannot be judged ("" when it can): the machine kept the process waiting
-    (the calibration's wall / CPU time), the calibration's own spread, or the load per core."""
+    (the calibration's wall / CPU time) or the calibration's own spread - both measured during the
+    measurement itself. The entry's `load_per_core` (the 1-minute load average) is information only:
+    it lags a minute behind and counts the run's own parallel phase, which had just ended when the
+    latency phase starts (a quiet 2-core machine read 1.2-1.3 per core there and judged nothing);
+    a neighbour that really competes for the cores shows in the wall / CPU ratio or the spread, and
+    the paired calibration cancels a steady slowdown."""
     cal, cpu = np.asarray(entry["calibration"], float), np.asarray(entry["cpu_calibration"], float)
     waiting = float(np.median(cal / np.maximum(cpu, 1e-12)))
     q1, q3 = np.percentile(cal, [25, 75])
     spread = float((q3 - q1) / np.median(cal))
-    load = float(entry.get("load_per_core") or 0.0)
     why = []
     if waiting > t.latency_busy_wall_cpu:
         why.append(f"the calibration took {waiting:.2f}x its CPU time on the wall clock")
     if spread > t.latency_busy_spread:
         why.append(f"the calibration's spread (IQR / median) is {spread:.0%}")
-    if load > t.latency_busy_load:
-        why.append(f"load {load:.2f} per core")
     return "; ".join(why)
 
 
