@@ -99,6 +99,22 @@ def test_fingerprint_names_the_cpu_kernels_torch_dispatches_to():
     assert ("math" in kernels["sdpa_backends"]) is torch.backends.cuda.math_sdp_enabled()
 
 
+def test_the_bf16_units_are_read_from_the_cpu_flags_and_differ_in_numerics():
+    """Two CPUs at torch's same dispatch level (AVX512) with and without AMX / AVX512-BF16 round bf16
+    matmuls differently: the fingerprint names the units, so the two are other numerics."""
+    from harness.store.env import low_precision_units
+
+    spr = "processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile avx512_fp16\n\nflags\t: ignored\n"
+    assert low_precision_units(spr) == ["amx_bf16", "avx512_bf16", "avx512_fp16"]
+    assert low_precision_units("flags\t: fpu avx512f avx2\n") == [] and low_precision_units("no flags here") == "unknown"
+    a = fingerprint(threads=1)
+    assert isinstance(a["cpu_kernels"]["low_precision_units"], (list, str))
+    icelake = {**a, "cpu_kernels": {**a["cpu_kernels"], "low_precision_units": []}}
+    amx = {**a, "cpu_kernels": {**a["cpu_kernels"], "low_precision_units": ["amx_bf16", "avx512_bf16"]}}
+    assert numerics_differences(icelake, amx) == ["cpu_kernels"]
+    assert "bf16/fp16 units  -> amx_bf16,avx512_bf16" in machine_differences(amx, icelake)
+
+
 def test_another_isa_is_another_hardware_class_and_other_numerics_and_the_report_says_so():
     a = fingerprint(threads=1)
     other_isa = {**a, "cpu_kernels": {**a["cpu_kernels"], "isa": "AVX2" if a["cpu_kernels"]["isa"] != "AVX2" else "AMX"}}

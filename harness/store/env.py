@@ -28,6 +28,7 @@ import platform
 import re
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 # Canonical dtype names, and the spellings accepted for them.
@@ -107,7 +108,9 @@ def _built_with(config: str, pattern: str) -> str:
 
 def cpu_kernels() -> dict[str, Any]:
     """What decides the CPU kernels torch dispatches to, read from torch as it is now:
-    ``{"isa": "AVX512", "onednn": "3.12.0", "blas": "mkl", "sdpa_backends": ["flash", ...]}``.
+    ``{"isa": "AVX512", "low_precision_units": ["amx_bf16", ...], "onednn": "3.12.0", "blas": "mkl",
+    "sdpa_backends": ["flash", ...]}`` (`low_precision_units`: the CPU's bf16 / fp16 units, which the
+    dispatch level does not name).
 
     The SDPA flags are torch's global backend switches (``torch.backends.cuda.*_sdp_enabled``: on a
     CPU they choose between the fused flash kernel and the math one too)."""
@@ -121,10 +124,33 @@ def cpu_kernels() -> dict[str, Any]:
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
     return {
         "isa": str(capability()) if capability else "unknown",
+        "low_precision_units": low_precision_units(),
         "onednn": _built_with(config, r"MKL-DNN v([0-9][0-9.]*)"),
         "blas": _built_with(config, r"BLAS_INFO=([A-Za-z0-9_]+)"),
         "sdpa_backends": backends,
     }
+
+
+# the CPU flags that give oneDNN / torch another bf16 / fp16 matmul kernel: torch's dispatch level
+# ("AVX512") is the same on a Sapphire Rapids (AMX) and an Ice Lake (neither), and their bf16
+# logits differ by 1-2 bf16 ulps (2026-12-02: this machine's AMX run moved 14 bf16 records made on
+# an "Intel(R) Xeon(R) Processor" of the same ISA level; fp32 moved none)
+LOW_PRECISION_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "avx_ne_convert")
+
+
+def low_precision_units(cpuinfo: str | None = None) -> list[str] | str:
+    """The `LOW_PRECISION_FLAGS` this CPU has (Linux /proc/cpuinfo's first `flags` line), sorted;
+    "unknown" where the flags cannot be read (another OS): unknown is never equal to a list."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "unknown"
+    line = next((x for x in cpuinfo.splitlines() if x.startswith("flags")), None)
+    if line is None:
+        return "unknown"
+    flags = set(line.split(":", 1)[-1].split())
+    return sorted(flag for flag in LOW_PRECISION_FLAGS if flag in flags)
 
 
 def key_of(dtype: str = "fp32", device: str = "cpu") -> str:
@@ -241,7 +267,8 @@ def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> s
     if (da.get("type"), da.get("name")) != (db.get("type"), db.get("name")):
         parts.append(f"device {db.get('name', '?')} -> {da.get('name', '?')}")
     ka, kb = part(a, "cpu_kernels"), part(b, "cpu_kernels")
-    for key, label in (("isa", "CPU ISA"), ("onednn", "oneDNN"), ("blas", "BLAS"), ("sdpa_backends", "SDPA backends")):
+    for key, label in (("isa", "CPU ISA"), ("low_precision_units", "bf16/fp16 units"), ("onednn", "oneDNN"),
+                       ("blas", "BLAS"), ("sdpa_backends", "SDPA backends")):
         if kb.get(key, "unknown") != ka.get(key, "unknown"):
             old = ",".join(kb[key]) if isinstance(kb.get(key), list) else kb.get(key, "not recorded")
             new = ",".join(ka[key]) if isinstance(ka.get(key), list) else ka.get(key, "not recorded")
