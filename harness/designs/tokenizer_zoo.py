@@ -61,7 +61,7 @@ from typing import Any
 
 import torch
 
-from harness.designs.text import MESSAGES, TOOLS, TEXTS, contents_in_order, round_trip_promise
+from harness.designs.text import MESSAGES, TEXTS, TOOLS, contents_in_order, round_trip_promise
 from harness.engine import spm_contract
 from harness.engine.detokenize import Oracle
 from harness.fixtures import tokzoo
