@@ -60,9 +60,12 @@ class Oracle:
         return cls(Tokenizer.from_file(str(Path(directory) / "tokenizer.json")))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> dict[str, Any]:
-        """{ids, tokens, offsets} of `text` (offsets as [start, end] character spans)."""
+        """{ids, tokens, offsets} of `text`: tokens as the vocabulary names each id (what
+        convert_ids_to_tokens promises - an Encoding's own `tokens` hold the matched text instead, `" <mask>"`
+        for an lstrip token), offsets as [start, end] character spans."""
         enc = self.backend.encode(text, add_special_tokens=add_special_tokens)
-        return {"ids": list(enc.ids), "tokens": list(enc.tokens), "offsets": [list(o) for o in enc.offsets]}
+        return {"ids": list(enc.ids), "tokens": [self.backend.id_to_token(i) for i in enc.ids],
+                "offsets": [list(o) for o in enc.offsets]}
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
