@@ -40,8 +40,9 @@ tokenizer's files; the text suite's conversation, and one ending with an assista
   rendered       exact   with / without the generation prompt, with tools (llama3, chatml), the
                          continued conversation with continue_final_message=True
   ids            exact   the default tokenized call's ids (add_generation_prompt=True); ids_continued
-  bos_count      exact   how many BOS ids the tokenized chat holds (a template that writes bos_token, on a
-                         tokenizer whose template post-processor adds one: a second is visible here)
+  bos_count      exact   how many BOS ids the tokenized chat holds, and `tok(rendered)` (the rendered text
+                         encoded with the default add_special_tokens, as users do): a template that writes
+                         bos_token, on a tokenizer whose post-processor adds one, shows its second BOS there
   tokens / text  tokens  generate() greedy from the ids with llama-target's weights: `CHAT_TOKENS` new tokens
  references:
   bos_as_rendered      exact the BOS ids of the tokenized chat are as many as the rendered text writes
@@ -212,8 +213,11 @@ def zoo_chat(zoo: Any, case: Case) -> Observation:
     if is_error(with_prompt) or is_error(without) or not isinstance(got["ids"], list):
         return obs.stop(f"the {name} template did not render or tokenize: {with_prompt!r}"[:300])
     bos_id = tok.bos_token_id
+    retokenized = encode_detail(tok, with_prompt, True)  # the user's path: tok(rendered), special tokens added
+    retokenized = retokenized["ids"] if not is_error(retokenized) else retokenized
     obs.add("bos_count", {k: (ids.count(bos_id) if bos_id is not None else 0) if isinstance(ids, list) else None
-                          for k, ids in (("ids", got["ids"]), ("ids_continued", got["ids_continued"]))})
+                          for k, ids in (("ids", got["ids"]), ("ids_continued", got["ids_continued"]),
+                                         ("tok(rendered)", retokenized))})
     _chat_references(obs, tok, got, name, Oracle.of(directory))
     lm = zoo.load(SERVING_MODEL)
     ran = hf.generate(lm.model, torch.tensor([got["ids"]], device=zoo.device), CHAT_TOKENS)
