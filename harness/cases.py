@@ -50,6 +50,7 @@ from typing import Any
 from harness.engine.cache import has_linear_attention
 from harness.engine.processors import Sampling
 from harness.fixtures import load as fixtures_load
+from harness.fixtures import tokzoo
 from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
 from harness.settings.models import UserModel
@@ -670,6 +671,21 @@ def tokenizers(run: RunSettings | None = None) -> list[Case]:
     groups = tokenizer_groups(_zoo_manifest(run), [s.name for s in SPECS])
     return ([Case(g[0], name=f"{g[0]}.tokenizer", params=_p(shared_by=g)) for g in groups]
             + [Case(m.name, name=f"{m.name}.tokenizer", params=_p(own=True)) for m in _users(run)])
+
+
+def zoo_tokenizers(run: RunSettings | None = None) -> list[Case]:
+    """`<tok>.tokenizer`: each tokenizer of the tokenizer zoo (harness/fixtures/tokzoo.py)."""
+    return [Case(t.name, name=f"{t.name}.tokenizer") for t in tokzoo.TOKENIZERS]
+
+
+# (tokenizer, template): the families' chat templates (harness/fixtures/chat_<template>.jinja)
+ZOO_CHATS = (("tok-spm", "mistral"), ("tok-spm", "gemma"), ("tok-bytelevel", "llama3"), ("tok-added", "chatml"))
+
+
+def zoo_chats(run: RunSettings | None = None) -> list[Case]:
+    """`<tok>.chat.<template>`: a family's chat template with its zoo tokenizer, generated from with
+    llama-target's weights."""
+    return [Case(tok, name=f"{tok}.chat.{template}", params=_p(template=template)) for tok, template in ZOO_CHATS]
 
 
 def chats(run: RunSettings | None = None) -> list[Case]:

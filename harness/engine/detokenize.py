@@ -7,6 +7,10 @@ stop-string code does not move the expected side. `Decoder.of(directory)` says w
 cannot stand in for the library's decode: no tokenizer.json (a slow-only tokenizer), or a
 tokenizer_config.json asking for `clean_up_tokenization_spaces` (a rewrite transformers applies,
 version by version, after the pipeline - not the pipeline's own decode).
+
+`Oracle.of(directory)`: the same file's encode (ids, tokens, offsets), decode with and without the
+special tokens, and its incremental decode (`tokenizers.decoders.DecodeStream`) - the oracle of the
+tokenizer zoo's fields.
 """
 
 from __future__ import annotations
@@ -38,3 +42,38 @@ class Decoder:
 
     def __call__(self, ids: list[int]) -> str:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+@dataclass
+class Oracle:
+    """A tokenizer.json read by the `tokenizers` library alone: the expected side of the tokenizer
+    zoo's fields (harness/designs/tokenizer_zoo.py). transformers builds its tokenizer from the same
+    file, but through its own class (v5 rebuilds the pipeline from the class's code and the file's
+    vocabulary), its own added-token table and its own decode wrapper; none of that runs here."""
+
+    backend: Any  # tokenizers.Tokenizer
+
+    @classmethod
+    def of(cls, directory: Path | str) -> Oracle:
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_file(str(Path(directory) / "tokenizer.json")))
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> dict[str, Any]:
+        """{ids, tokens, offsets} of `text`: tokens as the vocabulary names each id (what
+        convert_ids_to_tokens promises - an Encoding's own `tokens` hold the matched text instead, `" <mask>"`
+        for an lstrip token), offsets as [start, end] character spans."""
+        enc = self.backend.encode(text, add_special_tokens=add_special_tokens)
+        return {"ids": list(enc.ids), "tokens": [self.backend.id_to_token(i) for i in enc.ids],
+                "offsets": [list(o) for o in enc.offsets]}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def stream(self, ids: list[int], skip_special_tokens: bool = False) -> list[str]:
+        """The pieces `tokenizers.decoders.DecodeStream` hands out, one step per id ('' where a step
+        holds its text back: an incomplete UTF-8 sequence, a prefix space still undecided)."""
+        from tokenizers.decoders import DecodeStream
+
+        stream = DecodeStream(skip_special_tokens=skip_special_tokens)
+        return [stream.step(self.backend, int(i)) or "" for i in ids]

@@ -242,6 +242,10 @@ class Zoo:
             return self._path(name)
         return fixtures_load.check_files(name, models_dir=self.models_dir)
 
+    def tokenizer_directory(self, name: str) -> Path:
+        """A directory of the tokenizer zoo, its files checked against the manifest's `tokenizers`."""
+        return fixtures_load.check_tokenizer(name, models_dir=self.models_dir)
+
     def is_user(self, name: str) -> bool:
         return name in self.user or name in self._assistants
 

@@ -89,6 +89,11 @@ def _decode(tok: Any, ids: Any, **kwargs: Any) -> Any:
     return _call(lambda: tok.decode(ids, **kwargs))
 
 
+def decode_ids(tok: Any, ids: Any, **kwargs: Any) -> Any:
+    """tok.decode(ids, **kwargs), or its error as data."""
+    return _decode(tok, ids, **kwargs)
+
+
 def tokenize_texts(tok: Any, texts: dict[str, str], clean_up: bool | None = None) -> Tokenized:
     """Every call of `Tokenized`'s fields on `texts` (id -> text), in the text set's order; `clean_up`:
     the clean_up_tokenization_spaces value `clean_up_as_set` passes (None: the tokenizer's attribute)."""
@@ -276,3 +281,84 @@ def _render_chat(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[d
                  "tokenize=True, return_dict=False": _type(as_list),
                  "tokenize=True, return_dict=True": _type(as_dict)}
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the tokenizer zoo (harness/designs/tokenizer_zoo.py): a tokenizer directory of its own
+
+
+def load_tokenizer(directory: Path, template: str | None = None) -> tuple[Any, dict[str, str] | None]:
+    """(tokenizer, None) or (None, error): `AutoTokenizer.from_pretrained(directory)`, beside a
+    `chat_template.jinja` holding `template` when one is given (`chat_tokenizer`)."""
+    if template is not None:
+        return chat_tokenizer(directory, template)
+    from transformers import AutoTokenizer
+
+    return observe(lambda: AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False))
+
+
+def encode_detail(tok: Any, text: str, add_special_tokens: bool) -> Any:
+    """{ids, tokens, offsets} of one call `tok(text, return_offsets_mapping=True)` (or its error)."""
+    def call() -> dict[str, Any]:
+        enc = tok(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
+        ids = list(enc["input_ids"])
+        return {"ids": ids, "tokens": list(tok.convert_ids_to_tokens(ids)),
+                "offsets": [list(o) for o in enc["offset_mapping"]]}
+    return _call(call)
+
+
+def streamed(tok: Any, ids: Sequence[int], **decode_kwargs: Any) -> Any:
+    """The pieces `TextStreamer(tok, **decode_kwargs)` hands to on_finalized_text when the ids are
+    put one at a time (as generate() does after the prompt), then end() (or its error)."""
+    import torch
+    from transformers import TextStreamer
+
+    class Collect(TextStreamer):
+        pieces: list[str]
+
+        def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+            self.pieces.append(text)
+
+    def run() -> list[str]:
+        streamer = Collect(tok, skip_prompt=False, **decode_kwargs)
+        streamer.pieces = []
+        for i in ids:
+            streamer.put(torch.tensor([int(i)]))
+        streamer.end()
+        return streamer.pieces
+    return _call(run)
+
+
+def tokenizer_setup(tok: Any) -> dict[str, Any]:
+    """The class transformers chose and the attributes that steer a family's pipeline."""
+    return {"class": type(tok).__name__, "vocab_size": len(tok),
+            "special_tokens": {k: str(v) for k, v in sorted(tok.special_tokens_map.items())},
+            "all_special_ids": sorted(tok.all_special_ids),
+            **{name: _plain(getattr(tok, name, None)) for name in (
+                "add_prefix_space", "legacy", "add_bos_token", "add_eos_token", "padding_side",
+                "clean_up_tokenization_spaces", "split_special_tokens", "model_max_length")}}
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
+
+
+def render_family(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[dict] | None,
+                  continued: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """apply_chat_template of a family's template, on `TEMPLATE_DATE`: rendered with / without the
+    generation prompt, with `tools` (None: not passed), `continued` (a conversation ending in an
+    assistant message) with continue_final_message=True; the default tokenized ids of the first and
+    of the continued one."""
+    msgs, cont = [dict(m) for m in messages], [dict(m) for m in continued]
+    with pinned_date():
+        rendered = {"generation_prompt": _call(lambda: tok.apply_chat_template(msgs, tokenize=False,
+                                                                                add_generation_prompt=True)),
+                    "no_generation_prompt": _call(lambda: tok.apply_chat_template(msgs, tokenize=False)),
+                    "continue_final_message": _call(lambda: tok.apply_chat_template(
+                        cont, tokenize=False, continue_final_message=True))}
+        if tools is not None:
+            rendered["tools"] = _call(lambda: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
+                                                                      tools=[dict(t) for t in tools]))
+        ids = _ids(_call(lambda: tok.apply_chat_template(msgs, add_generation_prompt=True)))
+        ids_continued = _ids(_call(lambda: tok.apply_chat_template(cont, continue_final_message=True)))
+    return {"rendered": rendered, "ids": ids, "ids_continued": ids_continued}

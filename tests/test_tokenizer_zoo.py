@@ -1,0 +1,86 @@
+"""The tokenizer zoo (harness/fixtures/tokzoo.py): a deterministic build equal to the committed
+files, the manifest's hashes, the SentencePiece prefix-space contract (harness/engine/spm_contract.py)
+read against the `tokenizers` library, and the contract's power to see the legacy prefix space."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tokenizers import Tokenizer
+
+from harness import cases
+from harness.designs import tokenizer_zoo
+from harness.engine import spm_contract
+from harness.engine.detokenize import Oracle
+from harness.fixtures import build, load, tokzoo
+from harness.fixtures.checkpoint import fingerprint
+
+SPM = load.MODELS_DIR / "tok-spm"
+
+
+def spm_texts() -> dict[str, str]:
+    oracle = Oracle.of(SPM)
+    specials = [t.content for t in oracle.backend.get_added_tokens_decoder().values() if t.special]
+    return tokenizer_zoo.texts("sentencepiece", specials, "<s>"), specials
+
+
+def test_the_build_is_deterministic_and_equals_the_committed_files(tmp_path):
+    """Training again on the committed corpus gives the committed files, byte for byte."""
+    entries = tokzoo.build_all(build.CORPUS_PATH.read_text(), models_dir=tmp_path)
+    committed = load.manifest()["tokenizers"]
+    assert sorted(entries) == sorted(t.name for t in tokzoo.TOKENIZERS) == sorted(committed)
+    for name, entry in entries.items():
+        assert entry["files"] == committed[name]["files"] == fingerprint(load.MODELS_DIR / name), name
+        assert entry["vocab_size"] <= 512, name  # llama-target's weights serve it
+        assert entry["bytes"] < 100_000, name
+
+
+@pytest.mark.parametrize("name", [t.name for t in tokzoo.TOKENIZERS])
+def test_each_tokenizer_directory_matches_the_manifest(name):
+    directory = load.check_tokenizer(name)
+    assert sorted(p.name for p in directory.iterdir()) == ["special_tokens_map.json", "tokenizer.json",
+                                                           "tokenizer_config.json"]
+
+
+def test_the_prefix_space_contract_is_the_pipelines_own_behaviour():
+    """The contract, computed from the text alone, equals what the `tokenizers` library does with
+    tok-spm's tokenizer.json on every text of the design (pieces, and decode with and without the
+    special tokens)."""
+    oracle = Oracle.of(SPM)
+    texts, specials = spm_texts()
+    for key, text in texts.items():
+        plain = oracle.encode(text, add_special_tokens=False)
+        assert spm_contract.pieces_text(plain["tokens"]) == spm_contract.expected_pieces(text, specials), key
+        ids = oracle.encode(text)["ids"]
+        for skip in (False, True):
+            assert oracle.decode(ids, skip) == spm_contract.expected_decode(text, specials, skip, "<s>"), (key, skip)
+
+
+def test_the_contract_sees_the_legacy_prefix_space():
+    """The same tokenizer with prepend_scheme "always" (legacy=True's pre-tokenizer) breaks the
+    contract on a text whose special token is followed by a word: a prefix space after it."""
+    data = json.loads((SPM / "tokenizer.json").read_text())
+    data["pre_tokenizer"]["prepend_scheme"] = "always"
+    legacy = Tokenizer.from_str(json.dumps(data))
+    texts, specials = spm_texts()
+    text = texts["special-start-nospace"]
+    tokens = legacy.encode(text, add_special_tokens=False).tokens
+    assert spm_contract.pieces_text(tokens) != spm_contract.expected_pieces(text, specials)
+
+
+def test_the_incremental_decode_joins_to_the_decode():
+    """DecodeStream's pieces (the streaming oracle) joined equal the one-shot decode, per family."""
+    for spec in tokzoo.TOKENIZERS:
+        oracle = Oracle.of(load.MODELS_DIR / spec.name)
+        for text in ("caf\u00e9 \u65e5\u672c\u8a9e \U0001f917", " two  spaces\n\tx", "Stra\u00dfe \u2211"):
+            ids = oracle.encode(text)["ids"]
+            assert "".join(oracle.stream(ids, True)) == oracle.decode(ids, True), (spec.name, text)
+
+
+def test_the_case_tables_cover_every_tokenizer_and_template():
+    assert [c.model for c in cases.zoo_tokenizers()] == [t.name for t in tokzoo.TOKENIZERS]
+    for case in cases.zoo_chats():
+        template = case.param("template")
+        assert case.model in tokzoo.BY_NAME and tokenizer_zoo.template_file(template).is_file()
+        assert template in tokenizer_zoo.HEADERS
