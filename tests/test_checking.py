@@ -237,3 +237,23 @@ def test_an_information_row_is_never_a_pass_nor_a_check_anywhere():
     assert junit_tree(results).get("tests") == "1"
     assert context(results)["total"] == 1
     assert not meets({}, info)
+
+
+def test_regen_keeps_a_statistical_field_whose_samples_are_the_same_when_only_the_alpha_moved():
+    """A case added anywhere moves the run's per-test alpha, and with it every statistical field's
+    alpha / power / detectable TV: the samples unchanged, the record is unchanged. Other samples, or
+    another observed extra, are still a change to look at."""
+    from harness.checking.policy import Policy
+    from harness.checking.regen import field_unchanged
+
+    extras = {"alpha": 2.5641026e-05, "holm_level": 2.5641026e-05, "power": 0.894, "detectable_tv": 0.1404,
+              "n": 500, "settings": "top_k=8", "expected": {"1,2": 0.5, "3,4": 0.5}}
+    before = Field("distribution", {"1,2": 260, "3,4": 240}, extras)
+    moved = Field("distribution", {"1,2": 260, "3,4": 240},
+                  {**extras, "alpha": 2.5188917e-05, "holm_level": 2.5188917e-05, "power": 0.893, "detectable_tv": 0.1405})
+    policy = Policy(alpha=0.01)
+    assert field_unchanged("joint", before, moved, policy)
+    other_n = Field("distribution", {"1,2": 260, "3,4": 240}, {**extras, "n": 400})
+    assert not field_unchanged("joint", before, other_n, policy)
+    other_settings = Field("distribution", {"1,2": 260, "3,4": 240}, {**extras, "settings": "top_k=9"})
+    assert not field_unchanged("joint", before, other_settings, policy)
