@@ -32,6 +32,7 @@ from harness.checking.humane import reference_words, text_around
 from harness.checking.oracles import (
     COMPOSED,
     ORACLE,
+    OUTCOME_ORACLES,
     arbitrate,
     composed_known,
     failed_before_too,
@@ -247,7 +248,7 @@ class CaseCheck:
         if self._upgrade():
             o = failed_before_too(o, where)
         check = self._checks.get(o.field)
-        oracle = str(check.observed.extras.get(ORACLE) or "") if check else ""
+        oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
         return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
 
     def _with_text(self, o: Outcome) -> Outcome:

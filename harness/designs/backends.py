@@ -158,9 +158,9 @@ def eager_vs_sdpa(zoo: Any, case: Case) -> Observation:
     eager, e_err = _with_attn(zoo, case.model, "eager")
     sdpa, s_err = _with_attn(zoo, case.model, "sdpa")
     # an outcome field: recorded whether or not loading fails (None: loaded), so a load error gone is
-    # `fixed` and one appearing `broken` (compare_exact's outcome rule "each"), judged by its oracle:
-    # SDPA loading now while eager_vs_sdpa fails is broken (harness/checking/oracles.py)
-    obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err}, outcome="each", oracle="eager_vs_sdpa")
+    # `fixed` and one appearing `broken` (compare_exact's outcome rule "each"), judged by its oracle
+    # eager_vs_sdpa: SDPA loading now while that fails is broken (harness/checking/oracles.py OUTCOME_ORACLES)
+    obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err}, outcome="each")
     if e_err or s_err:
         reason = f"cannot load with {'eager' if e_err else 'sdpa'}: {(e_err or s_err)['message']}"
         obs.skipped("eager_vs_sdpa", "tensor", reason, "unsupported")
