@@ -386,6 +386,9 @@ CONTRACTS: tuple[Case, ...] = (
     contract("cache-crop-positive", "cache_crop_positive"),
     contract("forward-cache-keyword", "forward_cache_keyword"),
     contract("load-dtype-keywords", "load_dtype_keywords"),
+    # v4 spellings v5 keeps or renames (the migration guide), each checked for its effect
+    contract("generate-cache-keyword", "generate_cache_keyword"),
+    contract("tokenizer-special-tokens-keywords", "tokenizer_special_keywords"),
     contract("save-pretrained-side-effects", "save_pretrained_side_effects"),
 )
 

@@ -62,3 +62,15 @@ def test_a_keyword_ignored_now_and_its_rename_are_one_finding():
     keys = judged("forward-cache-keyword", "output_keys", "exact", ["logits", "cache"], ["logits", "past_key_values"])
     (f,) = group_findings([ignored, keys])
     assert f.cause == "`cache` no longer honoured (removed or ignored)" and set(f.fields) == {"fills_cache", "output_keys"}
+
+
+def test_a_backend_that_loads_now_is_the_attention_cause_of_its_model():
+    """Gemma 2 under 5.20 against 5.24: SDPA loads (5.24 refused it) and its logits move - one cause."""
+    model = "gemma2-softcap"
+    refused = {"eager": None, "sdpa": {"type": "ValueError", "message": "does not support sdpa"}}
+    loads = replace(compare_field("attn_load_error", Field("exact", {"eager": None, "sdpa": None}, {"outcome": "each"}),
+                                  Field("exact", refused)), suite="backends", case=model)
+    logits = judged(f"{model}.plain.dynamic.short-0.greedy", "first_logits", "tensor", [1.0, 2.0], [1.5, 2.0],
+                    "outputs")
+    merged = [f for f in group_findings([loads, logits]) if f.cause]
+    assert len(merged) == 1 and set(merged[0].fields) == {"attn_load_error", "first_logits"}

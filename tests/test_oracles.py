@@ -11,7 +11,16 @@ import pytest
 
 from harness.checking.core import CaseCheck, Rules, compare_records
 from harness.checking.humane import reference_words
-from harness.schema import SCHEMA_VERSION, Category, Field, Record, RecordedReference, RecordError, Status
+from harness.schema import (
+    SCHEMA_VERSION,
+    Category,
+    Field,
+    Outcome,
+    Record,
+    RecordedReference,
+    RecordError,
+    Status,
+)
 from harness.settings.config import Thresholds
 from harness.store.records import GoldenStore
 
@@ -123,3 +132,141 @@ def test_a_reference_detail_never_calls_the_oracle_old():
 def test_recorded_reference_measure_comes_from_the_comparer():
     out = _by_field(_run(NEW, WRONG))["logits_vs_engine"]
     assert RecordedReference.from_outcome(out).measure == out.diff["max_abs_err"]
+
+
+FAR = [[1.0, 2.0, 3.5]]  # the engine's value off by 0.5 (a backend dropping a soft-cap, say)
+
+
+def _rollback(env: dict, rolled: list | None, fresh: list, baseline: Record | None = None) -> CaseCheck:
+    """The caches suite's rollback references: the engine's own rollback against the library's fresh
+    run, and - where the library could roll back (`rolled`) - its rollback against that fresh run
+    and against the engine's value (RIGHT)."""
+    check = CaseCheck("caches", "m", _rules(env), baseline)
+    check.reference("engine_rollback_vs_fresh", Field("tensor", RIGHT), Field("tensor", fresh))
+    if rolled is not None:
+        check.reference("rollback_vs_fresh", Field("tensor", rolled), Field("tensor", fresh),
+                        implementations_differ=False)
+        check.reference("rollback_vs_engine", Field("tensor", rolled), Field("tensor", RIGHT))
+    check.outcomes()
+    return check
+
+
+def _rollback_record(env: dict, rolled: list | None, fresh: list) -> Record:
+    check = _rollback(env, rolled, fresh)
+    return Record("caches", "m", env, dict(check.observed), references=dict(check.references))
+
+
+def test_a_composed_reference_failing_as_its_known_step_is_known():
+    """5.14 could not crop (no rollback_vs_engine verdict) and its fresh run missed the engine; 5.20
+    crops exactly (rollback_vs_fresh passes), so rollback_vs_engine misses it by the same amount."""
+    base = _rollback_record(OLD, None, FAR)
+    out = _by_field(_rollback(NEW, FAR, FAR, base))
+    assert out["engine_rollback_vs_fresh"].category is Category.KNOWN_FAILURE
+    assert (out["rollback_vs_engine"].status, out["rollback_vs_engine"].category) == (Status.CHANGED,
+                                                                                      Category.KNOWN_FAILURE)
+    assert "engine_rollback_vs_fresh" in out["rollback_vs_engine"].detail
+    compared = {o.field: o for o in compare_records({("caches", "m"): base},
+                                                    {("caches", "m"): _rollback_record(NEW, FAR, FAR)},
+                                                    alpha=0.01, thresholds=Thresholds(), name_a="A", name_b="B")}
+    assert compared["rollback_vs_engine"].category is Category.KNOWN_FAILURE
+
+
+@pytest.mark.parametrize("rolled, fresh", [(WRONG, FAR), ([[1.0, 2.0, 3.5 + 27.0]], [[1.0, 2.0, 3.5 + 27.0]])],
+                         ids=["rollback-differs-from-fresh", "fresh-run-grew-worse"])
+def test_a_composed_reference_failing_otherwise_stays_a_regression(rolled, fresh):
+    """The rollback itself is wrong (its same-library step fails), or the engine step grew past
+    WORSE of its baseline size (then it is a regression itself, and so is the composite)."""
+    out = _by_field(_rollback(NEW, rolled, fresh, _rollback_record(OLD, None, FAR)))
+    assert out["rollback_vs_engine"].status is Status.REGRESSION
+
+
+def test_a_composed_reference_on_a_first_run_stays_a_regression():
+    assert _by_field(_rollback(NEW, FAR, FAR))["rollback_vs_engine"].status is Status.REGRESSION
+
+
+def _error_run(env: dict, baseline: Record | None, error: dict) -> Outcome:
+    check = CaseCheck("outputs", "m", _rules(env), baseline)
+    check.observe("error", Field("exact", error))
+    return _by_field(check)["error"]
+
+
+def test_a_call_failing_in_the_baseline_release_too_is_not_the_upgrade_s():
+    from transformers import AutoConfig
+
+    from harness.subjects import observe
+
+    (_, before), (_, now) = (observe(lambda t=t: AutoConfig.for_model(t)) for t in ("harness-old", "harness-new"))
+    baseline = Record("outputs", "m", OLD, {"error": Field("exact", before)})
+    out = _error_run(NEW, baseline, now)
+    assert (out.status, out.category) == (Status.CHANGED, Category.ERROR_CHANGED)
+    assert "fails in base too" in out.detail and now["message"] in out.detail and before["message"] in out.detail
+    same_release = _error_run(OLD, baseline, now)
+    assert (same_release.status, same_release.category) == (Status.REGRESSION, Category.ERROR_CHANGED)
+
+
+def _sdpa_error() -> dict:
+    from transformers import AutoConfig
+
+    from harness.subjects import observe
+
+    _, err = observe(lambda: AutoConfig.for_model("harness-no-sdpa"))
+    return err
+
+
+def _backend(env: dict, sdpa_error: dict | None, sdpa: list | None, baseline: Record | None = None) -> CaseCheck:
+    """The backends suite's eager_vs_sdpa case: whether each implementation loads (an outcome field
+    naming its oracle) and, where both load, SDPA's logits against eager's (RIGHT)."""
+    check = CaseCheck("backends", "m", _rules(env), baseline)
+    check.observe("attn_load_error", Field("exact", {"eager": None, "sdpa": sdpa_error},
+                                           {"outcome": "each"}))
+    if sdpa_error is None:
+        check.reference("eager_vs_sdpa", Field("tensor", sdpa), Field("tensor", RIGHT))
+    else:
+        check.add(Outcome("backends", "m", "eager_vs_sdpa", "tensor", Status.SKIPPED, "cannot load with sdpa",
+                          Category.UNSUPPORTED, {}, "reference"))
+    check.outcomes()
+    return check
+
+
+def _backend_record(env: dict, sdpa_error: dict | None, sdpa: list | None) -> Record:
+    check = _backend(env, sdpa_error, sdpa)
+    return Record("backends", "m", env, dict(check.observed), references=dict(check.references))
+
+
+def test_a_load_that_works_now_but_gives_what_its_oracle_rejects_is_broken():
+    """5.24 refused SDPA for Gemma 2; 5.20 loads it and drops the soft-cap (eager_vs_sdpa fails)."""
+    base = _backend_record(OLD, _sdpa_error(), None)
+    out = _by_field(_backend(NEW, None, WRONG, base))["attn_load_error"]
+    assert (out.status, out.category) == (Status.REGRESSION, Category.BROKEN)
+    assert "eager_vs_sdpa" in out.detail
+    right = _by_field(_backend(NEW, None, RIGHT, base))["attn_load_error"]
+    assert (right.status, right.category) == (Status.CHANGED, Category.FIXED)
+
+
+def test_refusing_what_its_oracle_found_wrong_in_the_baseline_is_fixed():
+    base = _backend_record(OLD, None, WRONG)
+    out = _by_field(_backend(NEW, _sdpa_error(), None, base))["attn_load_error"]
+    assert (out.status, out.category) == (Status.CHANGED, Category.FIXED)
+    passed = _by_field(_backend(NEW, _sdpa_error(), None, _backend_record(OLD, None, RIGHT)))["attn_load_error"]
+    assert (passed.status, passed.category) == (Status.REGRESSION, Category.BROKEN)
+
+
+def _mtp(env: dict, load: dict, layout: dict, baseline: Record | None = None) -> CaseCheck:
+    check = CaseCheck("contracts", "mtp-checkpoint-m", _rules(env), baseline)
+    check.observe("load", Field("exact", load, {"outcome": "error"}))
+    check.observe("expected", Field("exact", layout, {"outcome": "error", "follows": "load"}))
+    return check
+
+
+def test_a_layout_that_changed_as_its_load_was_fixed_is_the_same_fix():
+    """5.14 built a dense MTP layer for an MoE checkpoint (the load missed its keys); 5.20 builds the
+    experts and loads - `expected` changed with the fix, and is that fix."""
+    dense, experts = {"mtp.mlp.down_proj.weight": "0"}, {"mtp.mlp.experts.down_proj": "0"}
+    failed = {"raises": "RuntimeError", "missing": dense}
+    base = Record("contracts", "mtp-checkpoint-m", OLD, dict(_mtp(OLD, failed, dense).observed))
+    out = _by_field(_mtp(NEW, {"raises": None}, experts, base))
+    assert out["load"].category is Category.FIXED
+    assert (out["expected"].status, out["expected"].category) == (Status.CHANGED, Category.FIXED)
+    assert "follows the fix of load (works now)" in out["expected"].detail
+    still = _by_field(_mtp(NEW, failed, experts, base))["expected"]
+    assert still.status is Status.REGRESSION

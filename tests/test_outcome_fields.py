@@ -70,3 +70,17 @@ def test_a_keyword_rejected_or_honoured_again_is_a_change():
     assert _honoured({"cache": "accepted"}, {"cache": "rejected"}) == (Status.CHANGED, Category.FEATURE_REMOVED)
     assert _honoured({"cache": "ignored"}, {"cache": "accepted"}) == (Status.CHANGED, Category.FEATURE_ADDED)
     assert _honoured({"cache": "accepted"}, {"cache": "accepted"})[0] is Status.PASS
+
+
+def test_a_special_token_is_told_from_ordinary_text_by_its_effect():
+    """The effect the tokenizer keywords probe checks (hf_contracts.py `_is_special`): the token
+    the keyword names is one id that skip_special_tokens drops - not merely a load that raised nothing."""
+    from transformers import AutoTokenizer
+
+    from harness.cases import TARGET
+    from harness.subjects.hf import Zoo
+    from harness.subjects.hf_contracts import SPECIAL, _is_special
+
+    directory = str(Zoo().directory(TARGET))
+    assert not _is_special(AutoTokenizer.from_pretrained(directory))
+    assert _is_special(AutoTokenizer.from_pretrained(directory, extra_special_tokens=[SPECIAL]))

@@ -8,8 +8,8 @@ Two causes are recognised, each from what the outcomes themselves say:
   detail names it as a value - quoted (`'cache' -> 'past_key_values'`, ``renamed from `cache` ``) or
   as the head of a changed path (`dynamic_full.stage: ...`);
 - a model's attention backend: a model whose attention implementation or backend support
-  changed (`default_attn_implementation`, `attn_implementation`, `supports`: SDPA gained or lost,
-  with it the soft-cap) is the cause of the numeric differences of its own cases (tensor, tokens,
+  changed (`default_attn_implementation`, `attn_implementation`, `supports`, `attn_load_error`:
+  SDPA gained or lost, with it the soft-cap) is the cause of the numeric differences of its own cases (tensor, tokens,
   the SDPA calls it makes, references against its eager logits or the engine).
 
 Anything else stays its own finding: a cause is only claimed where the outcomes name it.
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from harness.schema import Outcome
 
-ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports")
+ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports", "attn_load_error")
 NUMERIC_KINDS = ("tensor", "tokens")
 ATTENTION_FOLLOWERS = ("sdpa_prefill", "text", "eager_vs_sdpa")
 

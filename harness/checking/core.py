@@ -29,7 +29,15 @@ from typing import Any
 
 from harness.checking.compare import compare_field, decide_with_holm
 from harness.checking.humane import reference_words, text_around
-from harness.checking.oracles import ORACLE, arbitrate, known_failure
+from harness.checking.oracles import (
+    COMPOSED,
+    ORACLE,
+    OUTCOME_ORACLES,
+    arbitrate,
+    composed_known,
+    failed_before_too,
+    known_failure,
+)
 from harness.checking.policy import Policy, verdict
 from harness.schema import (
     STATISTICAL_KINDS,
@@ -213,12 +221,22 @@ class CaseCheck:
 
     def _by_oracles(self, out: list[Outcome]) -> list[Outcome]:
         """`_by_oracle` on every outcome; then a field that follows one its oracle found fixed (the
-        text of tokens that moved to the engine's) is the same fix, not a second finding."""
+        text of tokens that moved to the engine's), or an outcome field that is fixed (a load that
+        works now: the layout it loads into), is the same fix, not a second finding."""
         out = [self._by_oracle(o) for o in out]
+        out = self._composed(out)
         fixed = {o.field: o for o in out if o.against == "baseline" and o.category is Category.FIXED
-                 and ORACLE in o.diff}
+                 and (ORACLE in o.diff or o.field in self._checks and self._checks[o.field].observed.extras.get("outcome"))}
         return [_follow_fix(o, [fixed[f] for f in self._checks[o.field].follows if f in fixed])
                 if o.against == "baseline" and o.field in self._checks else o for o in out]
+
+    def _composed(self, out: list[Outcome]) -> list[Outcome]:
+        """A composed reference (oracles.py `COMPOSED`) the baseline has no verdict of, judged by its steps."""
+        before = self.baseline.references if self.baseline else {}
+        refs = {o.field: o for o in out if o.against == "reference"}
+        measures = {name: r.measure for name, r in self.references.items()}
+        return [composed_known(o, refs.get(COMPOSED[o.field][0]), refs.get(COMPOSED[o.field][1]), measures)
+                if o.against == "reference" and o.field in COMPOSED and o.field not in before else o for o in out]
 
     def _by_oracle(self, o: Outcome) -> Outcome:
         """The oracle arbitrates (harness/checking/oracles.py): a reference failing in the baseline
@@ -227,8 +245,10 @@ class CaseCheck:
         where = self.rules.baseline_key or "the baseline"
         if o.against == "reference":
             return known_failure(o, before.get(o.field), where) if self._upgrade() else o
+        if self._upgrade():
+            o = failed_before_too(o, where)
         check = self._checks.get(o.field)
-        oracle = str(check.observed.extras.get(ORACLE) or "") if check else ""
+        oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
         return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
 
     def _with_text(self, o: Outcome) -> Outcome:
@@ -276,12 +296,14 @@ def _rng_stream(outcome: Outcome, distribution: Outcome) -> Outcome:
 
 
 def _follow_fix(outcome: Outcome, sources: list[Outcome]) -> Outcome:
-    """A regression of a field derived from a field that moved to its oracle's value: the same fix."""
+    """A regression of a field derived from a field that moved to its oracle's value, or that
+    follows an outcome field fixed (a load that works now): the same fix."""
     if outcome.status is not Status.REGRESSION or not sources:
         return outcome
     source = sources[0]
+    how = "moved to its oracle's value" if ORACLE in source.diff else "works now"
     return replace(outcome, status=Status.CHANGED, category=Category.FIXED,
-                   detail=f"follows the fix of {source.field} (moved to its oracle's value); here: {outcome.detail}",
+                   detail=f"follows the fix of {source.field} ({how}); here: {outcome.detail}",
                    diff={**outcome.diff, "follows": source.field})
 
 

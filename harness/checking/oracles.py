@@ -14,7 +14,21 @@ beside this run's:
   ``oracle="<reference>"``, the same case's reference of the same quantity) and differs from the
   record: toward the oracle - the reference passes now and failed in the baseline - is `changed`
   (fixed); away from it - fails now, passed in the baseline - a regression (broken); otherwise the
-  field's own verdict stands.
+  field's own verdict stands. An outcome field (a load or call that works or fails) naming its
+  oracle: working now where it failed (fixed) while its oracle fails now is not a fix - it loads,
+  and what it gives is wrong (broken: SDPA loading for a soft-capped model and dropping the cap);
+  failing now (broken) where its oracle failed in the baseline and is not observed now refuses what
+  was wrong there (fixed).
+- `composed_known`: a reference that composes two others - `COMPOSED`: the rollback's logits
+  against the engine's = the rollback against a fresh run of the same library (`rollback_vs_fresh`,
+  exact within one library) then that fresh run against the engine (`engine_rollback_vs_fresh`) -
+  failing now with no verdict in the baseline (its case stopped before it there: 5.14 could not
+  crop a sliding layer), while the same-library step passes and the engine step is a known failure,
+  no smaller than it by more than `WORSE`: by |r - e| <= |r - f| + |f - e| its failure is that known
+  one, `changed` (known-failure). Any other failure of it stays a regression.
+- `failed_before_too`: in an upgrade, a call that failed in the baseline release and fails now with
+  another error (error-changed) is not the upgrade's failure: `changed` (error-changed), both
+  errors said. Within one release it stays a regression.
 """
 
 from __future__ import annotations
@@ -25,6 +39,11 @@ from harness.schema import Category, Outcome, RecordedReference, Status
 
 WORSE = 2.0  # a known failure that grew more than this factor (in its measure) is a regression again
 ORACLE = "oracle"  # the extra of a baseline-compared field naming its in-run reference
+# outcome field -> its oracle, for fields recorded before they named one in their extras (the
+# committed records keep their extras; a table here judges them the same in a check and a compare)
+OUTCOME_ORACLES = {"attn_load_error": "eager_vs_sdpa"}
+# reference -> (the same-library step that must pass, the oracle step whose failure it would be)
+COMPOSED = {"rollback_vs_engine": ("rollback_vs_fresh", "engine_rollback_vs_fresh")}
 
 
 def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: str) -> Outcome:
@@ -44,6 +63,8 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
 def arbitrate(outcome: Outcome, oracle: str, now: RecordedReference | None, before: RecordedReference | None,
               baseline: str) -> Outcome:
     """`outcome` (a field against the baseline record) judged by the direction its oracle says."""
+    if outcome.category in (Category.FIXED, Category.BROKEN):
+        return _outcome_by_oracle(outcome, oracle, now, before, baseline)
     if outcome.status is not Status.REGRESSION or now is None or before is None:
         return outcome
     diff = {**outcome.diff, ORACLE: oracle, "oracle_now": now.to_json(), "oracle_baseline": before.to_json()}
@@ -55,4 +76,49 @@ def arbitrate(outcome: Outcome, oracle: str, now: RecordedReference | None, befo
         return replace(outcome, category=Category.BROKEN, diff=diff,
                        detail=f"moved away from its oracle's value: `{oracle}` fails now ({now.detail}) and passed "
                               f"in {baseline}; vs {baseline}: {outcome.detail}")
+    return outcome
+
+
+def composed_known(outcome: Outcome, same: Outcome | None, step: Outcome | None,
+                   measures: dict[str, float | None]) -> Outcome:
+    """`outcome` (a composed reference, `COMPOSED`, failing with no baseline verdict) judged by its
+    two steps this run: `same` passes and `step` is a known failure at least 1 / WORSE of its size
+    (`measures`: each reference's max abs error, None when its comparer gives none)."""
+    if outcome.status is not Status.REGRESSION or same is None or step is None:
+        return outcome
+    if same.status is not Status.PASS or step.category is not Category.KNOWN_FAILURE:
+        return outcome
+    mine, theirs = measures.get(outcome.field), measures.get(step.field)
+    if mine is None or theirs is None or mine > WORSE * theirs:
+        return outcome
+    return replace(outcome, status=Status.CHANGED, category=Category.KNOWN_FAILURE,
+                   detail=f"the known failure of `{step.field}` ({mine:.3g} here, {theirs:.3g} there), not the "
+                          f"upgrade's: `{same.field}` passes, so this differs from its oracle as `{step.field}` does, "
+                          f"which {step.detail}; here: {outcome.detail}",
+                   diff={**outcome.diff, "composed_of": [same.field, step.field], "was_category": outcome.category.value})
+
+
+def failed_before_too(outcome: Outcome, baseline: str) -> Outcome:
+    """`outcome` (a field against the baseline record of another release) that is error-changed:
+    the call raised there too, so its failure is the baseline's - changed, not a regression."""
+    if outcome.status is not Status.REGRESSION or outcome.category is not Category.ERROR_CHANGED:
+        return outcome
+    return replace(outcome, status=Status.CHANGED,
+                   detail=f"fails in {baseline} too, not the upgrade's; now {outcome.detail}")
+
+
+def _outcome_by_oracle(outcome: Outcome, oracle: str, now: RecordedReference | None,
+                       before: RecordedReference | None, baseline: str) -> Outcome:
+    """An outcome field's fix or break (a load that works now / fails now) against its oracle: a fix
+    whose oracle fails now (and did not fail in the baseline) is broken; a break where the oracle
+    failed in the baseline and cannot run now is fixed; otherwise the field's own verdict."""
+    seen = {ORACLE: oracle, "oracle_now": now.to_json() if now else None,
+            "oracle_baseline": before.to_json() if before else None}
+    if outcome.category is Category.FIXED and now is not None and now.failed and not (before and before.failed):
+        return replace(outcome, status=Status.REGRESSION, category=Category.BROKEN, diff={**outcome.diff, **seen},
+                       detail=f"{outcome.detail}; but what it gives is wrong: `{oracle}` fails now ({now.detail})")
+    if outcome.category is Category.BROKEN and now is None and before is not None and before.failed:
+        return replace(outcome, status=Status.CHANGED, category=Category.FIXED, diff={**outcome.diff, **seen},
+                       detail=f"refuses now what its oracle found wrong in {baseline} (`{oracle}`: {before.detail}); "
+                              f"{outcome.detail}")
     return outcome

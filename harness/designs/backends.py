@@ -27,7 +27,9 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
   eager_vs_sdpa
     attn_load_error        exact  per implementation (eager, sdpa): None (loaded) or the error loading
                                   raised - recorded every time, so a load error gone is fixed, one appearing
-                                  broken (an outcome field, harness/checking/compare.py `_outcome_transition`)
+                                  broken (an outcome field, harness/checking/compare.py `_outcome_transition`),
+                                  judged by its oracle eager_vs_sdpa: loading now while that fails is
+                                  broken, refusing now what failed it in the baseline is fixed
     eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
                                   "sdpa" agree within fp32 tolerance
   checkpoint
@@ -156,7 +158,8 @@ def eager_vs_sdpa(zoo: Any, case: Case) -> Observation:
     eager, e_err = _with_attn(zoo, case.model, "eager")
     sdpa, s_err = _with_attn(zoo, case.model, "sdpa")
     # an outcome field: recorded whether or not loading fails (None: loaded), so a load error gone is
-    # `fixed` and one appearing `broken` (compare_exact's outcome rule "each")
+    # `fixed` and one appearing `broken` (compare_exact's outcome rule "each"), judged by its oracle
+    # eager_vs_sdpa: SDPA loading now while that fails is broken (harness/checking/oracles.py OUTCOME_ORACLES)
     obs.add("attn_load_error", {"eager": e_err, "sdpa": s_err}, outcome="each")
     if e_err or s_err:
         reason = f"cannot load with {'eager' if e_err else 'sdpa'}: {(e_err or s_err)['message']}"

@@ -36,7 +36,10 @@ one record:
                                           comparer's error rule), one that stops raising is `fixed`
     rollback                       exact  per-layer seq_len / held after the crop
     rollback_vs_fresh              ref    logits after rollback equal a fresh run without the draft
-    rollback_vs_engine             ref    ... and the reference engine's logits (families it has)
+    rollback_vs_engine             ref    ... and the reference engine's logits (families it has); composed
+                                          of rollback_vs_fresh and engine_rollback_vs_fresh: failing as the
+                                          latter fails in a baseline that could not crop, it is that known
+                                          failure (harness/checking/oracles.py COMPOSED)
     states_restored_by_crop        capability  linear-attention layers: whether crop put each layer's
                                           states (conv window, recurrent memory) back (a state it
                                           starts restoring is a feature added)

@@ -277,7 +277,8 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
     this config (constructed, not loaded; "<missing>" without MtpModel); `load`:
     MtpModel.from_pretrained(model) - raised (type, and the keys it names as missing, parsed from
     its message) or loaded ({"raises": None}); `expected` and `load` are outcome fields (extras
-    outcome="error": a failure gone is fixed, one appearing broken); `use_mtp` (capability): generate(use_mtp=True) ran and drafted."""
+    outcome="error": a failure gone is fixed, one appearing broken; a layout that changed as the load
+    went from failing to working follows that fix, extras follows="load"); `use_mtp` (capability): generate(use_mtp=True) ran and drafted."""
     import ast
     import re
 
@@ -301,7 +302,7 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
         built, err = observe(lambda: mtp_cls(lm.model, layers)) if layers else (None, {
             "type": "missing", "message": "the config has no num_mtp_layers"})
         obs.add("expected", fold_keys([k for k, _ in built.named_parameters() if k.startswith("layers.")])
-                if built is not None else {"error": err}, outcome="error")
+                if built is not None else {"error": err}, outcome="error", follows="load")
         try:
             mtp_cls.from_pretrained(lm.model)
             obs.add("load", {"raises": None}, outcome="error")

@@ -316,6 +316,70 @@ def probe_load_dtype_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Ob
     return obs
 
 
+def _honoured(err: dict | None, effective: bool) -> str:
+    """A keyword's pathway (compare.py PATHWAY): raised, took effect, or ran without effect."""
+    return "rejected" if err is not None else ("accepted" if effective else "ignored")
+
+
+def probe_generate_cache_keyword(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """`fills_cache` (capability): per spelling of generate()'s cache keyword (v4's
+    `past_key_values`; `cache`, the name 5.24 gives it, keeping `past_key_values` deprecated), a
+    DynamicCache passed to greedy generate(), checked for its effect - "accepted" (generate()
+    decoded into it: afterwards it holds every token of the output but the last, which no forward
+    pass consumed), "ignored" (no error, the cache left without them: a regression, feature-ignored)
+    or "rejected" (raised); `held`: the tokens each cache holds afterwards and how many it should."""
+    from transformers import DynamicCache
+
+    model = zoo.load(TARGET).model
+    ids = zoo.prompt_ids(TARGET, PROMPT)
+    fills, held, warned = {}, {}, {}
+    for keyword in ("past_key_values", "cache"):
+        cache = DynamicCache(config=model.config)
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            out, err = observe(lambda keyword=keyword, cache=cache: model.generate(
+                ids, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=PAD, **{keyword: cache}))
+        expected = None if out is None else out.shape[1] - 1
+        held[keyword] = {"held": cache.get_seq_length(), "expected": expected}
+        fills[keyword] = _honoured(err, expected is not None and held[keyword]["held"] == expected)
+        warned[keyword] = sorted({w.category.__name__ for w in caught})
+    obs = Observation()
+    obs.add("fills_cache", fills, "capability", held=held, warnings=warned)
+    return obs
+
+
+SPECIAL = "<harness_special>"
+
+
+def _is_special(tok: Any) -> bool:
+    """SPECIAL is one of the tokenizer's special tokens: one id, dropped by skip_special_tokens."""
+    ids = tok.encode(SPECIAL, add_special_tokens=False)
+    return len(ids) == 1 and tok.decode(ids, skip_special_tokens=True).strip() == ""
+
+
+def probe_tokenizer_special_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
+    """`honoured` (capability): AutoTokenizer.from_pretrained(extra_special_tokens=[t]) and v4's
+    spelling additional_special_tokens=[t] (v5 converts it, the migration guide), each checked for
+    its effect - "accepted" (t became a special token: it encodes as one id that
+    decode(skip_special_tokens=True) drops), "ignored" (loads, t stays ordinary text: a
+    regression, feature-ignored) or "rejected" (raised); `encoded`: the number of ids t encodes
+    to under each spelling (None: raised)."""
+    from transformers import AutoTokenizer
+
+    honoured, encoded = {}, {}
+    for keyword in ("extra_special_tokens", "additional_special_tokens"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tok, err = observe(lambda keyword=keyword: AutoTokenizer.from_pretrained(
+                str(zoo.directory(TARGET)), **{keyword: [SPECIAL]}))
+        special, err = (False, err) if tok is None else observe(lambda tok=tok: _is_special(tok))
+        honoured[keyword] = _honoured(err, bool(special))
+        encoded[keyword] = None if tok is None else len(tok.encode(SPECIAL, add_special_tokens=False))
+    obs = Observation()
+    obs.add("honoured", honoured, "capability", encoded=encoded)
+    return obs
+
+
 PROBES: dict[str, Callable[[Zoo, dict[str, Any], Path], Observation]] = {
     name.removeprefix("probe_"): fn for name, fn in globals().items() if name.startswith("probe_")
 } | hf_api.PROBES
