@@ -9,6 +9,13 @@ dependencies pinned by constraints.txt), then runs ``pytest suites --force-regen
 own env key is (re)recorded under HARNESS_GOLDEN_DIR (default: the project's golden_dir).
 HARNESS_RESULTS, if set, is where the run's results.json goes (`harness matrix` reads the env
 key from it). `harness matrix` (harness/cli/matrix.py) drives these sessions.
+
+`harness bisect` (harness/cli/bisect.py) drives the same sessions to check one case instead of
+recording: HARNESS_BASELINE=KEY runs ``pytest suites --baseline KEY`` (nothing is written: a foreign
+baseline) instead of ``--force-regen``, and HARNESS_RUNS=N runs it N times in the one venv (run i > 1
+writes ``<results>.run<i>.json``), so a case whose outcome differs between two runs shows; the case
+filter comes as the session's posargs (``nox -s suites-5.20.0 -- --harness-case contracts:CASE``). A
+failing check is a result here, not a broken session (pytest's exit 1 is accepted).
 """
 
 from __future__ import annotations
@@ -47,6 +54,15 @@ def cell_constraints(tmp: Path, torch: str, transformers: str) -> Path:
     return path
 
 
+def run_results(results: str, run: int) -> str:
+    """Where run `run` of a session writes its results.json: HARNESS_RESULTS for the first,
+    ``results.run2.json`` beside it for the second, ..."""
+    if not results or run == 1:
+        return results
+    path = Path(results)
+    return str(path.with_name(f"{path.stem}.run{run}{path.suffix}"))
+
+
 def cell(version: str):
     def suites(session: nox.Session) -> None:
         torch = os.environ.get("HARNESS_TORCH") or constraint("torch")
@@ -57,14 +73,17 @@ def cell(version: str):
         session.install("-e", ".[dev]", "-c", constraints)
         session.run("python", "-c", "import torch, transformers; print('cell: torch', torch.__version__, "
                     "'transformers', transformers.__version__)")
-        command = ["pytest", "suites", "--force-regen", "-q", "-p", "no:cacheprovider"]
+        baseline = os.environ.get("HARNESS_BASELINE")
+        mode = ["--baseline", baseline] if baseline else ["--force-regen"]
+        command = ["pytest", "suites", *mode, "-q", "-p", "no:cacheprovider"]
         if os.environ.get("HARNESS_GOLDEN_DIR"):
             command += ["--golden-dir", os.environ["HARNESS_GOLDEN_DIR"]]
-        if os.environ.get("HARNESS_RESULTS"):
-            command += ["--harness-results", os.environ["HARNESS_RESULTS"]]
         if os.environ.get("HARNESS_WORKERS"):
             command += ["-n", os.environ["HARNESS_WORKERS"]]
-        session.run(*command, *session.posargs)
+        for run in range(1, int(os.environ.get("HARNESS_RUNS") or 1) + 1):
+            results = run_results(os.environ.get("HARNESS_RESULTS", ""), run)
+            where = ["--harness-results", results] if results else []
+            session.run(*command, *where, *session.posargs, success_codes=[0, 1] if baseline else [0])
 
     suites.__doc__ = f"record the suites under transformers {version} (torch pinned, CPU)"
     return suites

@@ -2,6 +2,8 @@
 noxfile's sessions listed by nox itself."""
 
 import argparse
+import functools
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -78,3 +80,46 @@ def test_noxfile_has_one_suites_session_per_version():
                             text=True, check=True).stdout
     names = [s["session"] for s in json.loads(listed)]
     assert names == ["suites-5.13.1", "suites-5.24.0"]
+
+
+class FakeSession:
+    """What a noxfile session calls: its installs and runs, recorded."""
+
+    def __init__(self, location: Path, posargs):
+        self.virtualenv = argparse.Namespace(location=str(location))
+        self.posargs, self.installs, self.runs = list(posargs), [], []
+
+    def install(self, *args):
+        self.installs.append(args)
+
+    def run(self, *args, **kwargs):
+        self.runs.append((args, kwargs))
+
+
+@functools.cache
+def noxfile():  # once: a second load would register its sessions again
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nox") is None, reason="nox is not installed (pip install -e '.[dev]')")
+@pytest.mark.parametrize("baseline", ["", "tf5.13.1-torch2.13.0-cpu-x86_64-fp32"])
+def test_a_cell_records_or_with_a_baseline_checks_the_case_n_times(tmp_path, monkeypatch, baseline):
+    monkeypatch.setenv("HARNESS_BASELINE", baseline)
+    monkeypatch.setenv("HARNESS_RUNS", "2")
+    monkeypatch.setenv("HARNESS_RESULTS", str(tmp_path / "cells" / "5.20.0" / "results.json"))
+    session = FakeSession(tmp_path, ["--harness-case", "contracts:generate-return-dict"])
+    noxfile().cell("5.20.0")(session)
+    pytests = [(args, kw) for args, kw in session.runs if args[0] == "pytest"]
+    assert [args[args.index("--harness-results") + 1] for args, _ in pytests] == [
+        str(tmp_path / "cells" / "5.20.0" / name) for name in ("results.json", "results.run2.json")]
+    for args, kwargs in pytests:
+        assert args[-2:] == ("--harness-case", "contracts:generate-return-dict")
+        if baseline:  # a check: nothing recorded, a failing check is the result (pytest exit 1)
+            assert "--force-regen" not in args and args[args.index("--baseline") + 1] == baseline
+            assert kwargs["success_codes"] == [0, 1]
+        else:
+            assert "--force-regen" in args and "--baseline" not in args and kwargs["success_codes"] == [0]
+    assert session.installs[1][0] == "transformers==5.20.0"

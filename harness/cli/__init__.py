@@ -8,6 +8,7 @@
     harness faults [--only NAME ...] [-j N] [--out FILE] [--list]
     harness report RESULTS_JSON [--out DIR]
     harness repro  SUITE/CASE[:FIELD] | N [--baseline KEY] [--out DIR] [--python EXE]
+    harness bisect --transformers GOOD BAD | --torch GOOD BAD  SUITE/CASE[:FIELD] | N [--envdir DIR] [--out DIR]
 
 `check` and `regen` turn their flags into one `RunSettings` (harness/settings/run.py) and hand it
 to pytest as flags; settings come from ``[tool.harness]`` in the project's pyproject.toml (found
@@ -24,7 +25,7 @@ from harness.cli.startup import quiet_interrupts_while_importing
 
 with quiet_interrupts_while_importing():  # Ctrl-C before main() runs: exit 130, no traceback
     from harness.checking.claims import ClaimsError
-    from harness.cli import check, compare, envs, faults, init, matrix, merge, regen, report, repro
+    from harness.cli import bisect, check, compare, envs, faults, init, matrix, merge, regen, report, repro
     from harness.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, common_parser, error
     from harness.cli.project import UsageError
     from harness.report import ResultsFileError
@@ -33,7 +34,7 @@ with quiet_interrupts_while_importing():  # Ctrl-C before main() runs: exit 130,
     from harness.settings.run import OWNED_OPTIONS, owned_option
     from harness.store.reading import InputError
 
-COMMANDS = (check, regen, compare, envs, merge, matrix, faults, init, report, repro)
+COMMANDS = (check, regen, compare, envs, merge, matrix, bisect, faults, init, report, repro)
 
 
 def build_parser() -> argparse.ArgumentParser:

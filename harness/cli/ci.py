@@ -1,5 +1,6 @@
 """`harness init --ci github [--transformers V ...] [--torch V ...] [--dtype D ...]`: a GitHub
-Actions workflow (.github/workflows/genharness.yml) that scales the check out over CI runners.
+Actions workflow (.github/workflows/genharness.yml) that scales the check out over CI runners
+(`--ci gitlab`: the same jobs and scripts as .gitlab-ci.yml, harness/cli/ci_gitlab.py).
 
 - one `cell` job per (transformers, torch, dtype): installs those versions, runs `harness check` into
   a fresh record store (a first run: the in-run references still judge every case, and a faulty
@@ -21,68 +22,16 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cli import ci_gitlab
+from harness.cli.ci_scripts import CELL_SCRIPT, CHAIN_SCRIPT, MARKER, PYTHON, TORCH_INDEX, _block, chain_order
 from harness.cli.project import UsageError
 
 WORKFLOW = Path(".github/workflows/genharness.yml")
-MARKER = "<!-- genharness-summary -->"  # the sticky comment's first line: found and updated on every run
-PYTHON = "3.11"
-TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def cell_name(transformers: str, torch: str, dtype: str) -> str:
     return f"cell-{transformers}-{torch}-{dtype}"
 
-
-def chain_order(transformers: Sequence[str], torch: Sequence[str], dtypes: Sequence[str]) -> list[str]:
-    """'<torch>-<dtype>:<transformers>' for every cell, grouped by (torch, dtype), transformers in
-    the order given: consecutive items of one group are an upgrade link."""
-    return [f"{t}-{d}:{v}" for t in torch for d in dtypes for v in transformers]
-
-
-CELL_SCRIPT = """\
-mkdir -p cell/records
-set +e
-harness check --dtype "$DTYPE" --golden-dir cell/records --reports-dir cell/reports
-echo "$?" > cell/check-exit-code
-set -e
-find cell/records -mindepth 1 -maxdepth 1 -type d -printf '%f\\n' > cell/env-key
-"""
-
-CHAIN_SCRIPT = """\
-mkdir -p ci-store chain
-harness merge --golden-dir ci-store cells/cell-*/records
-status=0
-{
-  echo "$MARKER"
-  echo "# genharness: the upgrade chain"
-  echo
-  echo "| cell | env key | harness check exit |"
-  echo "|---|---|---|"
-} > chain/summary.md
-for item in $CHAIN; do
-  dir="cells/cell-${item#*:}-${item%%:*}"
-  key=$(cat "$dir/env-key" 2>/dev/null || true)
-  echo "| ${item#*:} ${item%%:*} | ${key:-none, see the cell job log} | $(cat "$dir/check-exit-code" 2>/dev/null || echo '-') |" >> chain/summary.md
-  [ -n "$key" ] || status=1
-done
-previous_group=""
-previous_key=""
-for item in $CHAIN; do
-  group=${item%%:*}
-  key=$(cat "cells/cell-${item#*:}-${group}/env-key" 2>/dev/null || true)
-  [ -n "$key" ] || continue  # a cell that recorded nothing: the link goes around it
-  if [ -n "$previous_key" ] && [ "$group" = "$previous_group" ]; then
-    out="chain/${previous_key}-to-${key}"
-    rc=0
-    harness compare --golden-dir ci-store "$previous_key" "$key" --out "$out" || rc=$?
-    if [ "$rc" -ne 0 ]; then status=1; fi
-    { echo; echo "## ${previous_key} -> ${key} (exit ${rc})"; echo; cat "$out/summary.md"; } >> chain/summary.md
-  fi
-  previous_group=$group
-  previous_key=$key
-done
-echo "status=$status" >> "$GITHUB_OUTPUT"
-"""
 
 STICKY_SCRIPT = """\
 const fs = require('fs');
@@ -98,11 +47,6 @@ if (mine) {
   await github.rest.issues.createComment({ owner, repo, issue_number, body });
 }
 """
-
-
-def _block(text: str, indent: int) -> str:
-    pad = " " * indent
-    return "\n".join(pad + line if line else "" for line in text.splitlines())
 
 
 def _list(values: Sequence[str]) -> str:
@@ -220,16 +164,19 @@ jobs:
 
 def write_workflow(directory: Path, kind: str, transformers: Sequence[str], torch: Sequence[str],
                    dtypes: Sequence[str], requirement: str) -> Path:
-    """Write the workflow file (refusing to overwrite one that exists)."""
-    if kind != "github":
-        raise UsageError(f"--ci {kind}: only github is written (a GitLab CI variant is not implemented)")
+    """Write the workflow file (refusing to overwrite one that exists): GitHub Actions, or the GitLab
+    CI variant (harness/cli/ci_gitlab.py)."""
+    writers = {"github": (WORKFLOW, github_workflow), "gitlab": (ci_gitlab.PIPELINE, ci_gitlab.gitlab_pipeline)}
+    if kind not in writers:
+        raise UsageError(f"--ci {kind}: one of {', '.join(writers)}")
     if not transformers or not torch or not dtypes:
         raise UsageError("--ci needs at least one --transformers, --torch and --dtype value")
-    path = directory / WORKFLOW
+    relative, text = writers[kind]
+    path = directory / relative
     if path.exists():
         raise UsageError(f"{path} exists; delete it to write it again")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(github_workflow(transformers, torch, dtypes, requirement), encoding="utf-8")
+    path.write_text(text(transformers, torch, dtypes, requirement), encoding="utf-8")
     return path
 
 
@@ -242,8 +189,9 @@ def defaults() -> tuple[list[str], list[str], str]:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--ci", choices=("github",), help="write a CI workflow instead: one job per (transformers, torch, "
-                                                     "dtype) cell and an upgrade-chain job (.github/workflows/)")
+    p.add_argument("--ci", choices=("github", "gitlab"), help="write a CI workflow instead: one job per (transformers, "
+                   "torch, dtype) cell and an upgrade-chain job (github: .github/workflows/genharness.yml; gitlab: "
+                   ".gitlab-ci.yml)")
     p.add_argument("--transformers", nargs="+", metavar="V", help="--ci: the transformers versions, oldest first "
                                                                    "(default: the installed one)")
     p.add_argument("--torch", nargs="+", metavar="V", help="--ci: the torch versions (default: the installed one)")

@@ -57,12 +57,17 @@ class Link:
     headline: str
 
 
-def nox_command(version: str) -> list[str]:
-    return [sys.executable, "-m", "nox", "-s", f"suites-{version}"]
+def nox_command(version: str, envdir: str | None = None, posargs: Sequence[str] = ()) -> list[str]:
+    command = [sys.executable, "-m", "nox", "-s", f"suites-{version}"]
+    if envdir:
+        command += ["--envdir", envdir]  # the cells' virtualenvs (default: nox's .nox/ in the project)
+    return command + (["--", *posargs] if posargs else [])
 
 
 def run_nox(cell: Cell, project: Project, out: Path, args: argparse.Namespace, versions: Sequence[str]) -> int:
-    """Run one cell's nox session; its output goes to DIR/cells/<V>/nox.log."""
+    """Run one cell's nox session; its output goes to DIR/cells/<V>/nox.log. `harness bisect` adds
+    to `args` the session's posargs (the case filter), its own environment (HARNESS_BASELINE,
+    HARNESS_RUNS, another store) and where the virtualenvs go (`envdir`)."""
     cell_dir = out / "cells" / cell.version
     env = {**os.environ, "HARNESS_MATRIX_VERSIONS": " ".join(versions),
            "HARNESS_GOLDEN_DIR": str(project.store.root.resolve()),
@@ -71,9 +76,11 @@ def run_nox(cell: Cell, project: Project, out: Path, args: argparse.Namespace, v
         env["HARNESS_TORCH"] = args.torch
     if args.workers:
         env["HARNESS_WORKERS"] = args.workers
+    env.update(getattr(args, "cell_env", None) or {})
+    command = nox_command(cell.version, getattr(args, "envdir", None), getattr(args, "posargs", ()))
     with open(cell_dir / "nox.log", "w", encoding="utf-8") as log:
-        return subprocess.run(nox_command(cell.version), cwd=project.root, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, check=False).returncode
+        return subprocess.run(command, cwd=project.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              check=False).returncode
 
 
 Runner = Callable[[Cell, Project, Path, argparse.Namespace, Sequence[str]], int]
