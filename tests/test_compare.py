@@ -426,14 +426,17 @@ def test_latency_is_normalised_by_its_paired_calibration():
     assert cmp("latency", slower_machine, BASE).status is Status.PASS
 
 
-@pytest.mark.parametrize(("changes", "says"), [
-    ({"waiting": 1.6}, "took 1.60x its CPU time"),
-    ({"load": 3.0}, "load 3.00 per core"),
-], ids=["descheduled", "loaded"])
-def test_a_busy_machine_is_not_judged_never_a_pass_or_a_regression(changes, says):
-    for new, old in ((lat(3.0, seed=5, **changes), BASE), (lat(1.0, seed=5), lat(1.0, seed=6, **changes))):
+def test_a_busy_machine_is_not_judged_never_a_pass_or_a_regression():
+    for new, old in ((lat(3.0, seed=5, waiting=1.6), BASE), (lat(1.0, seed=5), lat(1.0, seed=6, waiting=1.6))):
         got = cmp("latency", new, old)
-        assert (got.status, got.category) == (Status.SKIPPED, "not-judged") and says in got.detail
+        assert (got.status, got.category) == (Status.SKIPPED, "not-judged") and "took 1.60x its CPU time" in got.detail
+
+
+def test_the_load_average_alone_does_not_stop_a_judgement():
+    """The 1-minute load average lags and counts the run's own parallel phase: a calibration that ran
+    undisturbed (wall = CPU time, a tight spread) is judged whatever the load read."""
+    assert cmp("latency", lat(3.0, seed=5, load=3.0), BASE).status is Status.REGRESSION
+    assert cmp("latency", lat(1.0, seed=5, load=3.0), lat(1.0, seed=6, load=3.0)).status is Status.PASS
 
 
 def test_latency_that_cannot_see_the_tolerance_is_not_checked():
