@@ -1,0 +1,124 @@
+"""Catalogue faults of caches, attention backends and checkpoints (suites/test_caches.py,
+test_backends.py, test_loading.py).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it
+is modelled on; harness/faults/catalogue.py joins every family's `FAULTS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, SetItems, Wrap, edit
+from harness.faults.targets import CACHE, MASK, QWEN3_5
+
+
+def _rename_checkpoint_key(load: Callable[..., Any]) -> Callable[..., Any]:
+    """model.norm.weight is read as model.final_norm.weight (a rename without a load-time remap)."""
+    def convert_and_load_state_dict_in_model(*args: Any, **kwargs: Any) -> Any:
+        state = kwargs.get("state_dict")
+        if state is not None and "model.norm.weight" in state:
+            state = dict(state)
+            state["model.final_norm.weight"] = state.pop("model.norm.weight")
+            kwargs["state_dict"] = state
+        return load(*args, **kwargs)
+    return convert_and_load_state_dict_in_model
+
+
+def _dtype_auto_as_unset(get_dtype: Callable[..., Any]) -> Callable[..., Any]:
+    """from_pretrained's default dtype "auto" reaches `_get_dtype` as if no dtype had been given."""
+    import functools
+
+    @functools.wraps(get_dtype)
+    def wrapped(dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        return get_dtype(None if isinstance(dtype, str) and dtype == "auto" else dtype, *args, **kwargs)
+    return wrapped
+
+
+def _swap_layer_types(original: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+
+    swap = {"full_attention": "sliding_attention", "sliding_attention": "full_attention"}
+
+    @functools.wraps(original)
+    def get_layer_types_and_kwargs(config: Any) -> Any:
+        types, kwargs = original(config)
+        if not {"full_attention", "sliding_attention"} <= set(types):
+            return types, kwargs
+        window = next(k["sliding_window"] for t, k in zip(types, kwargs, strict=True) if t == "sliding_attention")
+        swapped = [swap.get(t, t) for t in types]
+        return swapped, [{"sliding_window": window} if t == "sliding_attention" else
+                         {k: v for k, v in kw.items() if k != "sliding_window"}
+                         for t, kw in zip(swapped, kwargs, strict=True)]
+    return get_layer_types_and_kwargs
+
+
+FAULTS: tuple[Fault, ...] = (
+    # caches --------------------------------------------------------------------------------------
+    Fault("crop-leaves-stale-entry", "caches",
+          "DynamicCache.crop after a rejected draft keeps one of the rejected entries",
+          Catch("caches", "llama-target", "rollback"),
+          (edit(CACHE, "DynamicLayer.crop",
+                ("self.keys = self.keys[..., : -abs(tokens_to_remove), :]",
+                 "self.keys = self.keys[..., : self.keys.shape[-2] - abs(tokens_to_remove) + 1, :]"),
+                ("self.values = self.values[..., : -abs(tokens_to_remove), :]",
+                 "self.values = self.values[..., : self.values.shape[-2] - abs(tokens_to_remove) + 1, :]")),),
+          fast=True),
+    Fault("static-slot-reused", "caches",
+          "a StaticCache decode step writes into the previous token's slot; its own slot is never "
+          "overwritten (keeps the buffer's zeros)",
+          Catch("caches", "llama-target", "static_vs_dynamic"),
+          (edit(CACHE, "StaticLayer.update",
+                ("cache_position = torch.arange(kv_length, device=self.device) + self.cumulative_length",
+                 "cache_position = torch.arange(kv_length, device=self.device) + self.cumulative_length"
+                 " - (1 if kv_length == 1 else 0)")),)),
+    Fault("layer-dispatch-swap", "caches",
+          "the cache's layer-type dispatch swaps full and sliding-window attention layers",
+          Catch("caches", "qwen2-hybrid", "dynamic_layers_vs_reference"),
+          (Wrap(CACHE, "get_layer_types_and_kwargs", lambda original: _swap_layer_types(original)),)),
+    Fault("delta-rule-decode-no-decay", "caches",
+          "the one-token decode step of the gated delta rule (linear attention) skips the recurrent state's "
+          "decay; the prefill, which runs the chunked kernel, stays right",
+          Catch("outputs", "qwen3_5-linear.plain.*.greedy", "equals_reference_engine"),
+          (edit(QWEN3_5, "torch_recurrent_gated_delta_rule",
+                ("last_recurrent_state = last_recurrent_state * decay_t", "last_recurrent_state = last_recurrent_state")),)),
+    Fault("chunk-boundary-off-by-one", "attention",
+          "the chunked-attention mask puts every chunk boundary one token early",
+          Catch("backends", "llama4-chunked", "sdpa_mask_vs_reference"),
+          (edit(MASK, "chunked_overlay",
+                ("return (kv_idx - left_padding[batch_idx]) // chunk_size",
+                 "return (kv_idx - left_padding[batch_idx] + 1) // chunk_size")),)),
+    Fault("sliding-window-off-by-one", "attention",
+          "the sliding-window mask lets each query see one key more than the window",
+          Catch("backends", "mistral-sliding", "sdpa_mask_vs_reference"),
+          (edit(MASK, "sliding_window_overlay",
+                ("return kv_idx > q_idx - sliding_window", "return kv_idx >= q_idx - sliding_window")),)),
+    # backends and checkpoints --------------------------------------------------------------------
+    Fault("sdpa-flag-flipped", "backends",
+          "MistralPreTrainedModel._supports_sdpa flipped to False: the model silently falls back to eager",
+          Catch("backends", "mistral-sliding", "default_attn_implementation"),
+          (SetItems("transformers.models.mistral.modeling_mistral", "MistralPreTrainedModel",
+                    (("_supports_sdpa", False),)),)),
+    Fault("eager-instead-of-sdpa", "backends",
+          "from_pretrained without attn_implementation chooses eager attention instead of SDPA",
+          Catch("backends", "llama-target", "default_attn_implementation"),
+          (edit("transformers.modeling_utils", "PreTrainedModel.get_correct_attn_implementation",
+                ('applicable_attention = "sdpa" if requested_attention is None',
+                 'applicable_attention = "eager" if requested_attention is None')),)),
+    Fault("checkpoint-key-renamed", "checkpoints",
+          "the checkpoint key model.norm.weight is renamed (model.final_norm.weight) without a load-time "
+          "remap: the final norm is re-initialised",
+          Catch("backends", "llama-target", "loading_info"),
+          (Wrap("transformers.modeling_utils", "convert_and_load_state_dict_in_model", _rename_checkpoint_key),)),
+    Fault("dtype-auto-dropped", "checkpoints",
+          "from_pretrained(path) without a dtype loads in torch's default dtype (fp32) instead of v5's "
+          "dtype=\"auto\" (the config's dtype): a checkpoint whose config says float16 arrives in fp32",
+          Catch("loading", "llama-target.config-fp16", "dtype"),
+          (Wrap("transformers.modeling_utils", "_get_dtype", _dtype_auto_as_unset),),
+          notes="imitates the default that PR #42805 changed (v5: dtype=\"auto\", so facebook/opt-125m, whose "
+                "config says float16, arrives in fp16 where v4 gave fp32; PR #42883 documents it), run backwards: "
+                "the one line `if dtype is None: dtype = \"auto\"` of PreTrainedModel.from_pretrained lost in a "
+                "refactor. A Wrap of `_get_dtype`, which receives that default, because from_pretrained uses "
+                "super() and cannot be recompiled by a SourceEdit; the harness's own loads pass a dtype and "
+                "never see it"),
+)

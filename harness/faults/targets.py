@@ -1,0 +1,15 @@
+"""The transformers modules the faults patch, by short name (one place, so that a module moved
+upstream is one line here)."""
+
+GEN = "transformers.generation.utils"
+CAND = "transformers.generation.candidate_generator"
+GEN_CONFIG = "transformers.generation.configuration_utils"
+CACHE = "transformers.cache_utils"
+MASK = "transformers.masking_utils"
+QWEN3_5 = "transformers.models.qwen3_5.modeling_qwen3_5"
+PROC = "transformers.generation.logits_process"
+STOP = "transformers.generation.stopping_criteria"
+STREAM = "transformers.generation.streamers"
+ROPE = "transformers.modeling_rope_utils"
+TOK = "transformers.tokenization_utils_base"
+TOK_BACKEND = "transformers.tokenization_utils_tokenizers"

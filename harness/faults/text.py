@@ -1,0 +1,126 @@
+"""Catalogue faults of tokenizers, chat templates and the tokenizer zoo (suites/test_text.py).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it
+is modelled on; harness/faults/catalogue.py joins every family's `FAULTS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, Wrap, edit
+from harness.faults.targets import TOK, TOK_BACKEND
+
+
+def _skip_special_on_text(decode: Callable[..., Any]) -> Callable[..., Any]:
+    """skip_special_tokens applied to the decoded text (each special token's content cut out of it)
+    instead of to the ids: the space the next piece carries stays behind (`"<s> Hello"` -> `" Hello"`)."""
+    import functools
+
+    @functools.wraps(decode)
+    def wrapped(self: Any, token_ids: Any, skip_special_tokens: bool = False, *args: Any, **kwargs: Any) -> Any:
+        text = decode(self, token_ids, False, *args, **kwargs)
+        if skip_special_tokens and isinstance(text, str):
+            for special in sorted(map(str, self.all_special_tokens), key=len, reverse=True):
+                text = text.replace(special, "")
+        return text
+    return wrapped
+
+
+def _byte_level_decoder_lost(init: Callable[..., Any]) -> Callable[..., Any]:
+    """A tokenizer rebuilt at load keeps its byte-level pieces but loses the ByteLevel decoder (a
+    plain Fuse in its place): decode prints the pieces' byte characters, `Ġ` for a space, `Ċ` for a newline."""
+    import functools
+
+    @functools.wraps(init)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        backend = getattr(self, "_tokenizer", None)
+        if backend is not None and type(backend.decoder).__name__ == "ByteLevel":
+            from tokenizers import decoders
+
+            backend.decoder = decoders.Fuse()
+    return wrapped
+
+
+FAULTS: tuple[Fault, ...] = (
+    # tokenizers (suites/test_text.py: a text set encoded and decoded, against the same tokenizer's single calls) --
+    Fault("batch-decode-ignores-skip-special-tokens", "tokenizers",
+          "decode of a batch (a list of id lists, and batch_decode, which forwards to it) drops skip_special_tokens: "
+          "special tokens stay in every batch-decoded text while a single decode removes them",
+          Catch("text", "llama-target.tokenizer", "batch_decode_equals_single"),
+          (edit(TOK, "PreTrainedTokenizerBase.decode",
+                ("token_ids=seq,\n                skip_special_tokens=skip_special_tokens,",
+                 "token_ids=seq,\n                skip_special_tokens=False,")),),
+          notes="modelled on transformers #10202 (\"Fast Tokenizers instantiated via vocab/merge files do not respect "
+                "skip_special_tokens=True\") and #44811 / PR #44820 (\"fix(whisper): respect skip_special_tokens in "
+                "batch_decode\": batched input ignored the flag) in the one loop v5's decode runs for a batch"),
+    Fault("bpe-clean-up-strips-spaces", "tokenizers",
+          "the BPE guard of TokenizersBackend._decode loses its `not`: clean_up_tokenization_spaces=True runs the "
+          "WordPiece clean-up on byte-level BPE text again, deleting real spaces (`x != y` -> `x!= y`, ` ,` -> `,`)",
+          Catch("text", "llama-target.tokenizer", "decoded_clean_up"),
+          (edit(TOK_BACKEND, "TokenizersBackend._decode",
+                ("and not self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output",
+                 "and self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")),),
+          notes="undoes transformers PR #44915 (\"skip `clean_up_tokenization` for BPE tokenizers\": Llama 3 configs "
+                "set clean_up_tokenization_spaces=true and decode turned `x != y` into `x!= y`) - the space damage in "
+                "decoded code behind #31890 (\"[Severe Bug] Performance Degradation Starting from v4.42.*\": extra / "
+                "lost spaces cut BigCodeBench scores) and sglang #1510 (HumanEval spaces dropped by the clean-up)"),
+    # chat templates (suites/test_text.py: a Llama-3-shaped template rendered, tokenized, generated from) -------
+    Fault("chat-generation-prompt-dropped", "chat",
+          "apply_chat_template no longer passes add_generation_prompt to the template: the assistant header is "
+          "never appended, and generate() continues the user's turn",
+          Catch("text", "llama-target.chat", "generation_prompt_appended"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("add_generation_prompt=add_generation_prompt,\n        **template_kwargs,", "**template_kwargs,")),),
+          notes="modelled on transformers #30893 (\"add_generation_prompt=False in Tokenizer.apply_chat_template has no "
+                "effect\") and #27926 (\"Can't get add_generation_prompt to work correctly in apply_chat_template\"): "
+                "the flag not reaching the rendered text"),
+    Fault("chat-template-returns-ids-list", "chat",
+          "apply_chat_template(tokenize=True) returns a list of ids by default again instead of v5's BatchEncoding",
+          Catch("text", "llama-target.chat", "return_types"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("return_dict: bool = True,", "return_dict: bool = False,")),),
+          notes="re-creates what transformers PR #42567 fixed (\"[V5] Return a BatchEncoding dict from "
+                "apply_chat_template by default again\": PR #41626's v5 default was clobbered in the tokenizer "
+                "refactor) - the return type every caller indexes (trl #4448, vllm #33372 adapted to it)"),
+    # the tokenizer zoo (suites/test_text.py: real families against the `tokenizers` library and the
+    # SentencePiece prefix-space contract, harness/designs/tokenizer_zoo.py) -----------------------------
+    Fault("decode-space-after-skipped-special", "tokenizers",
+          "skip_special_tokens=True cuts the special tokens' text out of the decoded string instead of dropping "
+          "their ids before the decoder: the space the next SentencePiece piece carries is left behind "
+          "(`<s> Hello world` -> ` Hello world`)",
+          Catch("text", "tok-spm.tokenizer", "skip_special_contract"),
+          (Wrap(TOK_BACKEND, "TokenizersBackend._decode", _skip_special_on_text),),
+          notes="modelled on transformers #25073 (\"Slow Tokenizer adds whitespace after special token\": the legacy "
+                "SentencePiece prefix-space class) and the same class in #29453 and tokenizers #1237 (as issue 37 "
+                "lists them): a space left behind a skipped special token"),
+    Fault("chat-template-second-bos", "chat",
+          "apply_chat_template(tokenize=True) encodes the rendered text with add_special_tokens=True: a template "
+          "that writes bos_token itself gets a second BOS from the tokenizer's template post-processor",
+          Catch("text", "tok-spm.chat.mistral", "bos_as_rendered"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("max_length=max_length,\n            add_special_tokens=False,",
+                 "max_length=max_length,\n            add_special_tokens=True,")),),
+          notes="modelled on the double-BOS class: sgl-project/sglang PR #888 (\"Fix the double BOS problem in the HF "
+                "chat template\": the rendered chat encoded again), deepseek-ai/DeepSeek-R1 #151 (\"Duplicate bos tokens "
+                "after using tokenizer.apply_chat_template and tokenize\") and vllm-project/vllm PR #27517 (\"fix: "
+                "double bos token\") - here inside apply_chat_template's own tokenization"),
+    Fault("byte-level-decoder-lost", "tokenizers",
+          "a ByteLevel-BPE tokenizer rebuilt at load loses its ByteLevel decoder: decode prints the byte pieces "
+          "(`HelloĠworld`, `Ċ` for a newline), silently",
+          Catch("text", "tok-bytelevel.tokenizer", "decode_as_tokenizers_lib"),
+          (Wrap(TOK_BACKEND, "TokenizersBackend.__init__", _byte_level_decoder_lost),),
+          notes="modelled on transformers #48206 (5.15.1: a ByteLevel-BPE tokenizer rebuilt by AutoTokenizer strips "
+                "every space on encode and prints Ġ/Ċ on decode, silently) - the decode half"),
+    Fault("legacy-prefix-space-after-special", "tokenizers",
+          "the legacy flag is read inverted when the SentencePiece pre-tokenizer is built (prepend_scheme "
+          "\"always\" for legacy=False): every segment after a special token gets a prefix space "
+          "(`<s>Hello` -> `<s> ▁Hello`)",
+          Catch("text", "tok-spm.tokenizer", "prefix_space_contract"),
+          (edit(TOK, "_get_prepend_scheme", ('if not getattr(original_tokenizer, "legacy", True):',
+                                             'if getattr(original_tokenizer, "legacy", True):')),),
+          notes="modelled on transformers #31890 (\"[Severe Bug] Performance Degradation Starting from v4.42.*\": extra "
+                "spaces from add_prefix_space / legacy) and #25073's legacy=True behaviour (a prefix space after every "
+                "special token)"),
+)

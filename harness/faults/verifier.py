@@ -1,0 +1,89 @@
+"""Catalogue faults of the verifier and the drafters (suites/test_bias.py, test_outputs.py, test_sampling.py).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it
+is modelled on; harness/faults/catalogue.py joins every family's `FAULTS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, Wrap, edit
+from harness.faults.targets import CAND, GEN, GEN_CONFIG
+
+
+def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[..., Any]:
+    """With an assistant model the generation mode is the base one (greedy or sample) instead of
+    assisted generation: generate() takes the assistant, raises nothing, and decodes without it."""
+    import functools
+
+    @functools.wraps(get_mode)
+    def wrapped(self: Any, assistant_model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        mode = get_mode(self, assistant_model, *args, **kwargs)
+        if assistant_model is not None and mode == "assisted_generation":
+            return get_mode(self, None, *args, **kwargs) if not (self.use_mtp or self.prompt_lookup_num_tokens) else mode
+        return mode
+    return wrapped
+
+
+FAULTS: tuple[Fault, ...] = (
+    # verifier ------------------------------------------------------------------------------------
+    Fault("ensemble-weight-one-minus", "verifier",
+          "the static-ensemble acceptance ratio uses 1 - w where it should use w (v = (1-w) p + w q)",
+          Catch("bias", "w0.3.ctx0", "acceptance"),
+          (edit(GEN, "_speculative_sampling",
+                ("1.0 - assistant_ensemble_weight + assistant_ensemble_weight * (p_i / q_i)",
+                 "assistant_ensemble_weight + (1.0 - assistant_ensemble_weight) * (p_i / q_i)")),)),
+    Fault("residual-from-target", "verifier",
+          "after a rejection the correction token is drawn from p instead of the renormalised residual "
+          "norm([p - q]+) (the residual's mass is never taken out)",
+          Catch("bias", "lossless.ctx0", "first_token"),
+          (edit(GEN, "_speculative_sampling",
+                ("p_prime = torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_prime = p_n_plus_1.clone()")),),
+          notes="a literally un-renormalised residual is invisible (torch.multinomial normalises its input), so "
+                "the catalogue's form draws from p. It was once caught only at the G-test's Monte Carlo floor "
+                "(p = 1e-5 with B capped at 100,000), which a run of more than 249 golden tests could not reject "
+                "at; the sequential Besag-Clifford p-value (harness/checking/stats.py `sequential_g_pvalue`, up to 20 / "
+                "alpha resamples) has no such floor."),
+    Fault("acceptance-wrong-draft-position", "verifier",
+          "the acceptance ratio p/q is read at the token before the draft (position i - 1) instead of the "
+          "drafted token",
+          Catch("sampling", "llama-target.assisted.default.*", "exact_acceptance"),
+          (edit(GEN, "_speculative_sampling",
+                ("q_i = q[:, torch.arange(candidate_length), new_candidate_input_ids]",
+                 "q_i = q[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]"),
+                ("p_i = p[:, torch.arange(candidate_length), new_candidate_input_ids]",
+                 "p_i = p[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]")),)),
+    Fault("greedy-ensemble-argmax-p", "verifier",
+          "greedy static-ensemble verification compares the drafts with argmax p instead of argmax v",
+          Catch("outputs", "llama-target.ensemble.w0.3.dynamic.short-0.greedy", "equals_reference_engine"),
+          (edit(GEN, "GenerationMixin._assisted_decoding",
+                ("selected_tokens = torch.cat([nu_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)",
+                 "selected_tokens = torch.cat([p_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)")),)),
+    # drafting ------------------------------------------------------------------------------------
+    Fault("mtp-draft-shifted", "drafting",
+          "the MTP head is fed the token one position before the one each hidden state predicts",
+          Catch("outputs", "glm4moe-mtp.mtp.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "MTPCandidateGenerator.get_candidates",
+                ("mtp_input_ids = input_ids[:, -num_last_main_model_tokens:]",
+                 "mtp_input_ids = input_ids[:, -num_last_main_model_tokens - 1:-1]")),)),
+    Fault("prompt-lookup-off-by-one", "drafting",
+          "prompt lookup copies the continuation one token after the matched n-gram's end",
+          Catch("outputs", "llama-target.prompt_lookup.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "PromptLookupCandidateGenerator.get_candidates",
+                ("start_idx = idx + ngram_size", "start_idx = idx + ngram_size + 1")),)),
+    Fault("assistant-falls-back-to-plain", "drafting",
+          "generate(assistant_model=...) silently decodes without the assistant: the generation mode stays "
+          "greedy / sample, no candidate generator is consulted, no error (the outputs equal plain decoding)",
+          Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "supports_assistant_model"),
+          (Wrap(GEN_CONFIG, "GenerationConfig.get_generation_mode", _assistant_falls_back_to_plain),),
+          notes="modelled on huggingface/transformers#30778 (a generate() refactor silently dropped a property of "
+                "assisted decoding - the assistant's greedy drafting - with no error; restored in that PR) and on "
+                "the candidate-generator refactor of #27979 / #28030 (the assisted path's classes moved and renamed): "
+                "a path judged by a class name, or by its keyword, stays green when the call no longer runs it"),
+    Fault("assistant-ignores-num-tokens", "drafting",
+          "assisted drafting ignores num_assistant_tokens and drafts up to 20 tokens a step",
+          Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "drafts"),
+          (edit(CAND, "AssistedCandidateGenerator._calculate_new_tokens",
+                ("min(int(self.num_assistant_tokens),", "min(20,")),)),
+)
