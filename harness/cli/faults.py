@@ -93,6 +93,8 @@ def in_run(o: dict[str, Any]) -> bool:
     probabilities, fewer positions than the run generated, a path whose call silently did not run
     (harness/checking/compare.py `judged_alone`)."""
     diff, category = o.get("diff") or {}, o.get("category")
+    if category == "reference-lost":  # a reference the baseline record ran: only a baseline knows
+        return False
     if o.get("against") == "reference" or category == "deviation":
         return True
     if category == "distribution-mismatch":
