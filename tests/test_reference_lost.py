@@ -8,7 +8,7 @@ the catalogue fault `chat-sanitize-keyword-removed` shows the same on the text s
 from __future__ import annotations
 
 from harness.checking.core import CaseCheck, Rules
-from harness.schema import Category, Field, Observation, Record, Status
+from harness.schema import Category, Observation, Record, Status
 from harness.settings.config import Thresholds
 
 ENV = {"dtype": "fp32", "device": {"type": "cpu"}, "threads": 1, "torch": "2.13.0", "transformers": "5.24.0"}
