@@ -430,6 +430,12 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     (out.with_suffix(".json")).write_text(json.dumps(data, indent=1), encoding="utf-8")
     missed = [r.fault for r in runs if r.status == MISSED]
     first_run = [r.fault for r in runs if r.empty_store == MISSED]
+    if args.empty_only:
+        print(f"\ntable: {out}\nempty store ({args.dtype}): caught {sum(r.empty_store == CAUGHT for r in runs)}/{len(runs)}"
+              + (f"; missed: {', '.join(str(m) for m in first_run)}" if first_run else "")
+              + (f"; clean control there: {len(clean.empty_by)} FALSE ALARMS" if clean.empty_by else
+                 "; clean control there: no regression"))
+        return 1 if clean.empty_by else 0
     print(f"\ntable: {out}\ncaught {sum(r.status == CAUGHT for r in runs)}/{sum(r.status != NO_SUITE for r in runs)}"
           + (f"; MISSED: {', '.join(str(m) for m in missed)}" if missed else "")
           + (f"; clean control: {len(clean.regressions)} FALSE ALARMS" if clean.regressions else "; clean control: no regression")
