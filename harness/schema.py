@@ -89,6 +89,7 @@ class Category(str, Enum):
     FEATURE_REMOVED = "feature-removed"
     FEATURE_IGNORED = "feature-ignored"  # accepted before, silently does nothing now
     PATH_LOST = "path-lost"  # a decoding path that ran in the baseline does not run now (a regression)
+    REFERENCE_LOST = "reference-lost"  # an in-run reference that ran in the baseline cannot run now (a regression)
     CAPABILITY_CHANGED = "capability-changed"
     NOT_APPLICABLE = "not-applicable"
     UNSUPPORTED = "unsupported"

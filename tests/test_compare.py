@@ -714,3 +714,20 @@ def test_regen_records_only_latency_a_later_run_can_judge():
     assert unchanged and kept.value == added.value
     fixed, unchanged = latency_field("f", busy_record, field(quiet), SAME)
     assert not unchanged and fixed.value["by_hardware"] == {there: BASE, here: quiet}
+
+
+@pytest.mark.parametrize("scale", [15.0, 30.0])
+def test_tokens_bf16_tie_eps_follows_the_rounding_of_the_logits_compared(scale):
+    """With each step's rounding scale S given (harness/engine/decode.py `top2_scale`), the bf16 tie
+    epsilon is k u S (`tie_eps_at`): a divergence just inside it is a tie-flip, just outside a real
+    change - at margins the fixed tie_eps_bf16 would have let pass; without scales the fixed one."""
+    t = Thresholds()
+    eps = t.tie_rounding_ulps * 2.0 ** -8 * scale
+    assert eps < t.tie_eps_bf16
+    for margin, status in ((eps * 0.99, Status.PASS), (eps * 1.01, Status.REGRESSION)):
+        margins, scales = [2.0, margin, 1.0], [scale] * 3
+        result = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": margins, "scales": scales},
+                     {"margins": margins, "scales": scales})
+        assert result.status is status and result.diff["divergences"][0]["tie_eps"] == pytest.approx(eps)
+        fixed = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": margins}, {"margins": margins})
+        assert fixed.status is Status.PASS and fixed.diff["divergences"][0]["tie_eps"] == t.tie_eps_bf16

@@ -267,7 +267,7 @@ def test_the_empty_store_verdict_reuses_the_same_run_when_an_in_run_check_caught
     hit = {"suite": fault.catch.suite, "case": "x", "field": "any_field", "detail": "d"}
     calls = []
 
-    def fake(root, store, globs, name, timeout=600, strict=True):
+    def fake(root, store, globs, name, timeout=600, strict=True, dtype="fp32"):
         calls.append((store, strict))
         return [hit], 1, ""
 
@@ -382,3 +382,57 @@ def test_the_whole_catalogue_is_caught_and_its_clean_control_is_clean():
     _check_runs(runs, clean)
     if waiting:
         pytest.skip(f"caught every fault that has its suite; waiting for a suite: {', '.join(waiting)}")
+
+
+def _committed() -> dict:
+    """docs/faults.json as a full fp32 run writes it: every fault caught, on an empty store too."""
+    hit = [{"suite": "s", "case": "c", "field": "ref", "detail": ""}]
+    runs = [fault_runs.FaultRun(f.name, fault_runs.CAUGHT, 1.0, hit, hit, 1, empty_store=fault_runs.CAUGHT,
+                                empty_by=hit, empty_from="same run") for f in FAULTS]
+    clean = fault_runs.FaultRun(None, fault_runs.CLEAN_OK, 9.0, cases=4, empty_store=fault_runs.CLEAN_OK)
+    return {"env_key": "env-x", "runs": [r.to_json() for r in runs], "clean": clean.to_json()}
+
+
+def test_an_empty_store_run_in_bf16_runs_the_first_run_alone_in_that_dtype(monkeypatch):
+    """--dtype bf16 --empty-only: no baseline run, one non-strict run on a scratch store with the
+    models in bf16 (the pytest command carries --harness-dtype)."""
+    fault, calls = FAULTS[0], []
+    hit = {"suite": fault.catch.suite, "case": "c", "field": "x", "detail": "d"}
+
+    def fake(root, store, globs, name, timeout=600, strict=True, dtype="fp32"):
+        calls.append((store, strict, dtype))
+        return [hit], 1, ""
+
+    monkeypatch.setattr(fault_runs, "run_cases", fake)
+    monkeypatch.setattr(fault_runs, "any_field", lambda f: Catch(f.catch.suite, "*", "*"))
+    got = fault_runs.run(ROOT, STORE.root, fault, dtype="bf16", empty_only=True)
+    assert (got.status, got.empty_store, got.empty_from) == ("", fault_runs.CAUGHT, "empty-store run")
+    assert len(calls) == 1 and calls[0][1:] == (False, "bf16") and calls[0][0] != STORE.root
+    cmd = fault_runs.command(ROOT, ["s:c"], Path("r.json"), STORE.root, None, False, "bf16")
+    assert cmd[cmd.index("--harness-dtype") + 1] == "bf16"
+    assert "--harness-dtype" not in fault_runs.command(ROOT, ["s:c"], Path("r.json"), STORE.root, None)
+
+
+def test_a_bf16_column_merges_into_the_committed_results_and_the_table():
+    """--merge: another dtype's empty-store verdicts join the committed fp32 entries as that dtype's
+    column (the rest of each entry kept); the table shows the column and its summary line."""
+    names = [FAULTS[0].name, FAULTS[1].name]
+    bf16 = [fault_runs.FaultRun(names[0], "", empty_store=fault_runs.CAUGHT, empty_from="empty-store run",
+                                empty_by=[{"suite": "s", "case": "c", "field": "f", "detail": ""}]),
+            fault_runs.FaultRun(names[1], "", empty_store=fault_runs.MISSED)]
+    clean = fault_runs.FaultRun(None, "", empty_store=fault_runs.CLEAN_OK)
+    runs, merged_clean = fault_runs.merged(_committed(), bf16, clean, "bf16", empty_only=True)
+    assert [r.fault for r in runs] == [f.name for f in FAULTS]
+    assert runs[0].status == fault_runs.CAUGHT and runs[0].empty_by_dtype["bf16"]["empty_store"] == fault_runs.CAUGHT
+    assert runs[1].empty_by_dtype["bf16"]["empty_store"] == fault_runs.MISSED and "bf16" not in runs[2].empty_by_dtype
+    assert merged_clean.cases == 4 and merged_clean.empty_by_dtype["bf16"]["empty_store"] == fault_runs.CLEAN_OK
+    text = fault_runs.markdown(runs, merged_clean, "env-x", "harness faults")
+    assert "| empty store | empty store, bf16 | s |" in text
+    assert f"(the same first run with the models in bf16; 2 faults run there): 1/2 caught, missed: `{names[1]}`" in text
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{FAULTS[2].name}` |"))
+    assert "| not run |" in row
+    again, _ = fault_runs.merged({"runs": [r.to_json() for r in runs], "clean": merged_clean.to_json()},
+                                 [fault_runs.FaultRun(names[0], fault_runs.CAUGHT, 2.0, runs[0].caught_by)], clean)
+    assert again[0].seconds == 2.0 and again[0].empty_by_dtype["bf16"]["empty_store"] == fault_runs.CAUGHT
+    with pytest.raises(fault_runs.UsageError, match="no committed fp32 results"):
+        fault_runs.merged(None, bf16, clean, "bf16", empty_only=True)

@@ -10,7 +10,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
 | exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) |
-| tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is below the tie epsilon of the coarser dtype, between envs whose numerics differ, is a "tie-flip" (pass) |
+| tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is within the tie epsilon of the coarser dtype (bf16 / fp16 with extras scales: c u (|x1|+|x2|+2 rms) of the step, `tie_eps_at`), between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
 | distribution | counts; extras expected (exact probabilities) | G-test of fit at alpha + TV upper confidence bound; without expected: two-sample G-test vs the baseline counts |
@@ -157,10 +157,10 @@ def _rows(value: Any) -> list[list[Any]]:
     return [value if isinstance(value, list) else [value]]
 
 
-def _margin_rows(extras: dict[str, Any], rows: int) -> list[list[float] | None]:
-    """Per-row margins, shaped like the token rows: a batch of rows, or one row given either flat
-    ([m0, m1, ...]) or nested like its tokens ([[m0, m1, ...]])."""
-    margins = extras.get("margins")
+def _margin_rows(extras: dict[str, Any], rows: int, key: str = "margins") -> list[list[float] | None]:
+    """Per-row margins (or another per-step list, `key`: the "scales"), shaped like the token rows:
+    a batch of rows, or one row given either flat ([m0, m1, ...]) or nested like its tokens ([[m0, m1, ...]])."""
+    margins = extras.get(key)
     if margins is None:
         return [None] * rows
     if not isinstance(margins, list):
@@ -185,11 +185,32 @@ def _margin_at(margins: list[float] | None, step: int) -> float | None:
     return float(margins[step])
 
 
+def tie_eps_at(policy: Policy, dtype: str, scales: Sequence[float | None]) -> float:
+    """The tie epsilon of one step. In bf16 / fp16, where either side gave the step's rounding scale
+    S = |x1| + |x2| + 2 rms(x) of its logits x (harness/engine/decode.py `top2_scale`):
+
+        eps = k * u * max(S_obs, S_base)          k = tie_rounding_ulps, u = the dtype's unit roundoff
+
+    - the per-element rule of harness/checking/rounding.py (each logit of two routes differs by at
+    most c u (|x_i| + rms(x))) applied to the two logits whose difference is the margin: rounding can
+    close a margin only up to the sum of their allowances. Otherwise (fp32 / fp64, or no scale
+    recorded - a record's tokens field, the beam's score margins) the dtype's fixed tie_eps_<dtype>, which
+    also caps the per-step one."""
+    fixed = policy.thresholds.tie_eps(dtype) if dtype in UNIT_ROUNDOFF else policy.thresholds.tie_eps_fp32
+    known = [float(x) for x in scales if x is not None]
+    if dtype in LOW_PRECISION and known:  # never looser than the fixed one (a huge logit, a non-finite scale)
+        eps = policy.thresholds.tie_rounding_ulps * UNIT_ROUNDOFF[dtype] * max(known)
+        return min(eps, fixed) if eps == eps else fixed
+    return fixed
+
+
 def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Greedy ids must match exactly. At the first divergence (step i) of a row:
 
-    tie-flip (pass) iff  max(margin_obs[i], margin_base[i]) < eps(coarser dtype)  and the envs'
-    numerics differ (hardware, dtype, threads, torch, attention, or implementation);
+    tie-flip (pass) iff  max(margin_obs[i], margin_base[i]) <= eps_i  and the envs'
+    numerics differ (hardware, dtype, threads, torch, attention, or implementation), eps_i the
+    step's tie epsilon of the coarser dtype (`tie_eps_at`: in bf16 / fp16 derived from the rounding
+    of the two logits compared where the sides give their scales, else the dtype's fixed one);
     otherwise a regression ("real-change"). Both sides' margins must be small: rounding noise of
     size d moves a margin by at most ~d, so it can only flip a step that is a near-tie on *both*
     sides; a real change (a wrong weight, a wrong mask) usually diverges where the baseline was
@@ -207,8 +228,9 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
         )
     obs_margins = _margin_rows(observed.extras, len(obs_rows))
     base_margins = _margin_rows(baseline.extras, len(base_rows))
+    obs_scales = _margin_rows(observed.extras, len(obs_rows), "scales")
+    base_scales = _margin_rows(baseline.extras, len(base_rows), "scales")
     dtype = coarser(dtype_of(observed, policy.observed_env), dtype_of(baseline, policy.baseline_env))
-    eps = policy.thresholds.tie_eps(dtype) if dtype in UNIT_ROUNDOFF else policy.thresholds.tie_eps_fp32
     differs = policy.numerics_differences()
     divergences = []
     for row, (new, old) in enumerate(zip(obs_rows, base_rows, strict=True)):
@@ -218,7 +240,8 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
         m_new, m_old = _margin_at(obs_margins[row], step), _margin_at(base_margins[row], step)
         known = [m for m in (m_new, m_old) if m is not None]
         margin = max(known) if known else None
-        tie = margin is not None and margin < eps and bool(differs)
+        eps = tie_eps_at(policy, dtype, (_margin_at(obs_scales[row], step), _margin_at(base_scales[row], step)))
+        tie = margin is not None and margin <= eps and bool(differs)
         divergences.append({
             "row": row, "step": step, "old": old[step:step + 4], "new": new[step:step + 4],
             "margin_new": m_new, "margin_old": m_old, "margin": margin, "tie_eps": eps, "dtype": dtype,
@@ -237,11 +260,11 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
         elif first["margin"] is None:
             why = "no margins recorded to call it a tie"
         else:
-            why = f"margin {first['margin']:.3g} >= tie eps {eps:g} for {dtype}"
+            why = f"margin {first['margin']:.3g} >= tie eps {first['tie_eps']:.3g} for {dtype}"
         detail = f"tokens differ from {where}: {change} ({why})"
         return verdict(name, "tokens", Status.REGRESSION, detail, "real-change", diff)
     detail = (
-        f"tie-flip at {where}: {change}, margin {first['margin']:.3g} < tie eps {eps:g} for {dtype} "
+        f"tie-flip at {where}: {change}, margin {first['margin']:.3g} < tie eps {first['tie_eps']:.3g} for {dtype} "
         f"(numerics differ in {', '.join(differs)})"
     )
     return verdict(name, "tokens", Status.PASS, detail, "tie-flip", diff)

@@ -70,6 +70,9 @@ class Rules:
 LOW_PRECISION = ("bf16", "fp16")
 TEXT_FIELD = "text"
 NOT_CHECKS = (Status.SKIPPED, Status.INFO)  # outcomes that record no verdict of a reference
+# a reference skipped because it cannot run here (the version lacks a keyword, a class, a route; the
+# model lacks what it needs) - not a statistical "cannot decide" (not-checkable / not-checked)
+CANNOT_RUN = (Category.NOT_APPLICABLE, Category.UNSUPPORTED)
 UPGRADE_KEYS = ("transformers", "torch", "tokenizers")  # env keys whose change makes an upgrade  # the decoded text a suite records next to a case's tokens
 
 
@@ -207,8 +210,8 @@ class CaseCheck:
         out += [Outcome(self.suite, self.case, name, r.kind, Status(r.status), r.detail, Category(r.category),
                         {}, "reference") for name, r in self._recorded.items()]
         out = self._by_oracles(out)
-        decided = [self._by_oracle(o) if o.against == "reference" and o.status not in NOT_CHECKS else o
-                   for o in self._decided]
+        decided = [self._by_oracle(o) if o.against == "reference" and o.status not in NOT_CHECKS
+                   else self._cannot_run(o) for o in self._decided]
         return [self._apply_rules(o) if o.against == "baseline" else o for o in out] + decided
 
     def _upgrade(self) -> bool:
@@ -250,6 +253,32 @@ class CaseCheck:
         check = self._checks.get(o.field)
         oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
         return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
+
+    def _cannot_run(self, o: Outcome) -> Outcome:
+        """A reference skipped because it cannot run now (`CANNOT_RUN`: a keyword, class or route the
+        version lacks) is never a quiet skip where it matters:
+
+        - it ran in the baseline record (a verdict there): a regression, `reference-lost` - the check
+          the baseline had is gone, whatever the reason (a removed keyword is how it usually goes);
+        - a first run (no baseline record): `not checked` with the reason - nothing says it ever ran,
+          so it is not a regression, but nothing was checked either; under --strict it fails;
+        - the baseline could not run it either: skipped, as it was."""
+        if o.against != "reference" or o.status is not Status.SKIPPED or o.category not in CANNOT_RUN:
+            return o
+        where = self.rules.baseline_key or "the baseline"
+        if self.baseline is None and self.unreadable is None:
+            if self.rules.strict:
+                return replace(o, status=Status.REGRESSION, category=Category.NOT_CHECKED,
+                               detail=f"not checked: {o.detail} (--strict: a reference that cannot run on a first "
+                                      "run fails)")
+            return replace(o, category=Category.NOT_CHECKED,
+                           detail=f"not checked: {o.detail} (a first run: no baseline record says it ran before)")
+        before = self.baseline.references.get(o.field) if self.baseline else None
+        if before is None or before.status in {s.value for s in NOT_CHECKS}:
+            return o
+        return replace(o, status=Status.REGRESSION, category=Category.REFERENCE_LOST,
+                       detail=f"ran in {where} ({before.status}: {before.detail[:120]}) and cannot run now: {o.detail}",
+                       diff={**o.diff, "was_status": before.status, "was_category": before.category})
 
     def _with_text(self, o: Outcome) -> Outcome:
         """A tokens field that diverged, in a case that also records its decoded `text` against the

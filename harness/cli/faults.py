@@ -18,6 +18,10 @@ faulty case's record was written anyway. The clean control runs on an empty stor
 alarm there either). A fault caught only against a baseline is listed as such in the table: API
 contracts, latency and memory have no in-run truth to compare with.
 
+The same column in another dtype (``--dtype bf16 --empty-only``): only the empty-store run, in that
+dtype, per fault; ``--merge`` adds it to docs/faults.json (`empty_by_dtype`) and renders docs/faults.md
+from the merged results - a partial run (``--only``) replaces its faults' entries, the rest stay.
+
 A fault whose catching suite is not in the checkout (suites/test_<suite>.py) is not run and is
 listed as "no suite yet"; any other fault not caught is a gap in the suites, and the command
 exits 1.
@@ -60,6 +64,8 @@ class FaultRun:
     empty_from: str = ""  # "same run" (decided in-run in the baseline run) or "empty-store run"
     empty_written: list[str] = field(default_factory=list)  # matching cases the empty-store run wrote anyway
     empty_seconds: float = 0.0
+    # the empty-store verdict in other dtypes: dtype -> {empty_store, empty_by, empty_written, empty_seconds, error}
+    empty_by_dtype: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -70,12 +76,13 @@ def suite_file(root: Path, suite: str) -> Path:
 
 
 def command(root: Path, globs: Sequence[str], results: Path, golden_dir: Path, fault: str | None,
-            strict: bool = True) -> list[str]:
+            strict: bool = True, dtype: str = "fp32") -> list[str]:
     """The pytest command of one run: every suite collected (so the per-test alpha is a whole run's),
-    only the cases of `globs` ('suite:glob') run, strict (an empty store's first run: not), one fault."""
+    only the cases of `globs` ('suite:glob') run, strict (an empty store's first run: not), one fault,
+    in `dtype`."""
     cmd = [sys.executable, "-m", "pytest", str(root / "suites"), "-p", "no:cacheprovider",
            "-q", "--rootdir", str(root), *(["--harness-strict"] if strict else []), "--golden-dir", str(golden_dir),
-           "--harness-results", str(results)]
+           "--harness-results", str(results), *(["--harness-dtype", dtype] if dtype != "fp32" else [])]
     for glob in globs:
         cmd += ["--harness-case", glob]
     return cmd + (["--inject-fault", fault] if fault else [])
@@ -93,6 +100,8 @@ def in_run(o: dict[str, Any]) -> bool:
     probabilities, fewer positions than the run generated, a path whose call silently did not run
     (harness/checking/compare.py `judged_alone`)."""
     diff, category = o.get("diff") or {}, o.get("category")
+    if category == "reference-lost":  # a reference the baseline record ran: only a baseline knows
+        return False
     if o.get("against") == "reference" or category == "deviation":
         return True
     if category == "distribution-mismatch":
@@ -118,13 +127,13 @@ def caught_by(catch: Catch, found: list[dict[str, str]]) -> list[dict[str, str]]
 
 
 def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | None,
-              timeout: float = 600, strict: bool = True) -> tuple[list[dict[str, str]], int, str]:
+              timeout: float = 600, strict: bool = True, dtype: str = "fp32") -> tuple[list[dict[str, str]], int, str]:
     """One pytest run (strict unless told) of the cases of `globs` with `fault` injected (None: clean):
     (its regressions, how many cases it checked, an error when it produced no results)."""
     with tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
         results_path = Path(tmp) / "results.json"
         try:
-            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault, strict),
+            proc = subprocess.run(command(root, globs, results_path, golden_dir, fault, strict, dtype),
                                   cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return [], 0, f"timed out after {timeout:.0f} s"
@@ -136,13 +145,16 @@ def run_cases(root: Path, golden_dir: Path, globs: Sequence[str], fault: str | N
 
 
 def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Fault] = (), timeout: float = 600,
-        empty: bool = True) -> FaultRun:
+        empty: bool = True, dtype: str = "fp32", empty_only: bool = False) -> FaultRun:
     """Run one fault's catching cases (or, fault None, the clean control over `faults`' selections)
-    against the env's records, then (`empty`) its empty-store verdict (`on_empty_store`)."""
+    against the env's records, then (`empty`) its empty-store verdict (`on_empty_store`); `empty_only`:
+    the empty-store run alone (no baseline run, so no same-run shortcut), in `dtype`."""
     selected = [fault] if fault is not None else list(faults)
     globs = sorted({f"{f.catch.suite}:{f.catch.case}" for f in selected})
+    if empty_only:
+        return on_empty_store(root, FaultRun(fault.name if fault else None, ""), fault, globs, timeout, dtype)
     start = time.monotonic()
-    found, cases, error = run_cases(root, golden_dir, globs, fault.name if fault else None, timeout)
+    found, cases, error = run_cases(root, golden_dir, globs, fault.name if fault else None, timeout, dtype=dtype)
     seconds = time.monotonic() - start
     if fault is None:
         result = FaultRun(None, CLEAN_ALARM if found or error else CLEAN_OK, seconds, regressions=found, cases=cases,
@@ -150,11 +162,11 @@ def run(root: Path, golden_dir: Path, fault: Fault | None, faults: Sequence[Faul
     else:
         hits = caught_by(fault.catch, found)
         result = FaultRun(fault.name, CAUGHT if hits else MISSED, seconds, hits, found, cases, error)
-    return on_empty_store(root, result, fault, globs, timeout) if empty else result
+    return on_empty_store(root, result, fault, globs, timeout, dtype) if empty else result
 
 
 def on_empty_store(root: Path, result: FaultRun, fault: Fault | None, globs: Sequence[str],
-                   timeout: float = 600) -> FaultRun:
+                   timeout: float = 600, dtype: str = "fp32") -> FaultRun:
     """The fault's verdict on an empty store: from the same run when one of its catching cases'
     regressions was decided in the run (`in_run`), else from a first run of those cases on an empty
     store (not strict) - caught by any regression of a matching case; the records that run wrote
@@ -166,7 +178,8 @@ def on_empty_store(root: Path, result: FaultRun, fault: Fault | None, globs: Seq
         return result
     with tempfile.TemporaryDirectory(prefix="harness-empty-store-") as store:
         start = time.monotonic()
-        found, _, error = run_cases(root, Path(store), globs, fault.name if fault else None, timeout, strict=False)
+        found, _, error = run_cases(root, Path(store), globs, fault.name if fault else None, timeout, strict=False,
+                                    dtype=dtype)
         result.empty_seconds = time.monotonic() - start
         written = sorted(p.stem for p in Path(store).rglob("*.json"))
     if fault is None:
@@ -182,13 +195,13 @@ def on_empty_store(root: Path, result: FaultRun, fault: Fault | None, globs: Seq
 
 
 def run_all(root: Path, golden_dir: Path, faults: Sequence[Fault], jobs: int = 1,
-            progress: Any = None) -> tuple[list[FaultRun], FaultRun]:
+            progress: Any = None, dtype: str = "fp32", empty_only: bool = False) -> tuple[list[FaultRun], FaultRun]:
     """Every fault's run (those whose suite exists), then the clean control over the same cases."""
     runnable = [f for f in faults if suite_file(root, f.catch.suite).exists()]
     done: dict[str, FaultRun] = {f.name: FaultRun(f.name, NO_SUITE) for f in faults if f not in runnable}
 
     def one(fault: Fault) -> FaultRun:
-        result = run(root, golden_dir, fault)
+        result = run(root, golden_dir, fault, dtype=dtype, empty_only=empty_only)
         if progress:
             progress(result)
         return result
@@ -196,10 +209,55 @@ def run_all(root: Path, golden_dir: Path, faults: Sequence[Fault], jobs: int = 1
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for result in pool.map(one, runnable):
             done[result.fault or ""] = result
-    clean = run(root, golden_dir, None, runnable)
+    clean = run(root, golden_dir, None, runnable, dtype=dtype, empty_only=empty_only)
     if progress:
         progress(clean)
     return [done[f.name] for f in faults], clean
+
+
+# ----------------------------------------------------------------------------------------------
+# merging a run into the committed results
+
+EMPTY_KEYS = ("empty_store", "empty_by", "empty_written", "empty_seconds", "error")
+
+
+def empty_verdict(r: FaultRun) -> dict[str, Any]:
+    """A run's empty-store verdict, as `FaultRun.empty_by_dtype` keeps it per dtype."""
+    return {k: getattr(r, k) for k in EMPTY_KEYS}
+
+
+def in_dtype(r: FaultRun, dtype: str) -> FaultRun:
+    """The fault's empty-store verdict in `dtype` as a FaultRun (status "" when not run there)."""
+    return FaultRun(r.fault, "", **r.empty_by_dtype.get(dtype, {}))
+
+
+def merged(old: dict[str, Any] | None, runs: Sequence[FaultRun], clean: FaultRun, dtype: str = "fp32",
+           empty_only: bool = False) -> tuple[list[FaultRun], FaultRun]:
+    """The committed results (docs/faults.json, `old`) with this run's in, in catalogue order.
+
+    A full fp32 run replaces its faults' entries (their other dtypes' verdicts kept); its clean control
+    replaces the committed one only when it ran over the whole catalogue's selection. A run in another
+    dtype or on the empty store alone adds its verdicts as that dtype's column (`empty_by_dtype`) of
+    the committed entries - which must exist (the fp32 run first)."""
+    by_name = {r["fault"]: FaultRun(**r) for r in (old or {}).get("runs", [])}
+    base_clean = FaultRun(**old["clean"]) if old and old.get("clean") else None
+    if dtype != "fp32" or empty_only:
+        absent = [r.fault for r in runs if r.fault not in by_name]
+        if absent or base_clean is None:
+            raise UsageError(f"--merge: no committed fp32 results for {', '.join(map(str, absent)) or 'the clean control'}; "
+                             "run `harness faults --merge` for them first")
+        for r in runs:
+            by_name[str(r.fault)].empty_by_dtype[dtype] = empty_verdict(r)
+        base_clean.empty_by_dtype[dtype] = empty_verdict(clean)
+        clean = base_clean
+    else:
+        for r in runs:
+            if r.fault in by_name:
+                r.empty_by_dtype = by_name[str(r.fault)].empty_by_dtype
+            by_name[str(r.fault)] = r
+        if len(runs) < len(FAULTS) and base_clean is not None:
+            clean = base_clean
+    return [by_name[f.name] for f in FAULTS if f.name in by_name], clean
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,6 +273,7 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
     the seconds its run took - and the clean control."""
     caught = sum(r.status == CAUGHT for r in runs)
     ran = sum(r.status != NO_SUITE for r in runs)
+    dtypes = sorted({d for r in [*runs, clean] for d in r.empty_by_dtype})
     lines = [
         "# Sensitivity: the fault catalogue",
         "",
@@ -236,10 +295,11 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
         f"**Empty store** (a first run, no baseline record): {sum(r.empty_store == CAUGHT for r in runs)}/{ran} "
         f"caught; clean control there: {clean.empty_store or 'not run'}"
         + (f" ({len(clean.empty_by)} regressions)" if clean.empty_by else "") + ".",
+        *[line for d in dtypes for line in ("", dtype_summary(runs, clean, d))],
         "",
         "| fault | area | what it breaks | caught by (suite / case / field) | evidence | other regressions "
-        "| empty store | s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| empty store | " + "".join(f"empty store, {d} | " for d in dtypes) + "s |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(dtypes) + "---|",
     ]
     for r in runs:
         fault = BY_NAME[r.fault or ""]
@@ -254,8 +314,9 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
             evidence = f"**{r.status}**: " + (r.error or f"{len(r.regressions)} other regressions, none of the field")
             others = f"{len(r.regressions)}"
         seconds = f"{r.seconds + r.empty_seconds:.1f}" if r.status != NO_SUITE else ""
+        other = "".join(f"{_cell(empty_cell(in_dtype(r, d)) or 'not run')} | " for d in dtypes)
         lines.append(f"| `{fault.name}` | {fault.area} | {_cell(fault.breaks)} | {where} | {_cell(evidence)} "
-                     f"| {others} | {_cell(empty_cell(r))} | {seconds} |")
+                     f"| {others} | {_cell(empty_cell(r))} | {other}{seconds} |")
     baseline_only = [r for r in runs if r.empty_store == MISSED]
     if baseline_only:
         lines += ["", "Only a baseline can see (not caught on an empty store): nothing computed in the run says "
@@ -266,6 +327,18 @@ def markdown(runs: Sequence[FaultRun], clean: FaultRun, env_key: str, command_li
     lines += ["", "Notes:", ""]
     lines += [f"- `{f.name}`: {f.notes}" for f in FAULTS if f.notes and any(r.fault == f.name for r in runs)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def dtype_summary(runs: Sequence[FaultRun], clean: FaultRun, dtype: str) -> str:
+    """The summary line of the empty-store column in `dtype` (`harness faults --dtype D --empty-only`)."""
+    there = [in_dtype(r, dtype) for r in runs if dtype in r.empty_by_dtype]
+    missed = [r.fault for r in there if r.empty_store != CAUGHT]
+    control = in_dtype(clean, dtype)
+    return (f"**Empty store in {dtype}** (the same first run with the models in {dtype}; {len(there)} faults run "
+            f"there): {len(there) - len(missed)}/{len(there)} caught"
+            + (f", missed: {', '.join(f'`{m}`' for m in missed)}" if missed else "")
+            + f"; clean control there: {control.empty_store or 'not run'}"
+            + (f" ({len(control.empty_by)} regressions)" if control.empty_by else "") + ".")
 
 
 def empty_cell(r: FaultRun) -> str:
@@ -294,6 +367,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE", help="where the table goes (default: <root>/docs/faults.md; "
                                                  "with --only: <reports_dir>/faults.md)")
     p.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    p.add_argument("--dtype", default="fp32", help="run the models in this dtype (fp32, bf16, fp16; default fp32)")
+    p.add_argument("--empty-only", action="store_true",
+                   help="only the empty-store run of each fault (a first run), no baseline run")
+    p.add_argument("--empty-caught", action="store_true",
+                   help="the faults docs/faults.json shows caught on an empty store (fp32): the in-run oracles' faults")
+    p.add_argument("--merge", action="store_true",
+                   help="merge into docs/faults.json and render docs/faults.md from it (another dtype: its column)")
     p.set_defaults(func=cmd_faults)
 
 
@@ -309,27 +389,53 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: expected at least 1")
     project = open_project(args)
-    key = current_env_key(RunSettings(project.config, project.store.root, project.reports_dir / "results.json"))
-    if not project.store.record_paths(key):
+    settings = RunSettings(project.config, project.store.root, project.reports_dir / "results.json", dtype=args.dtype)
+    key = current_env_key(settings)
+    committed = project.root / "docs" / "faults.json"
+    old = json.loads(committed.read_text()) if committed.exists() else None
+    if args.empty_caught:
+        caught = [r["fault"] for r in (old or {}).get("runs", []) if r.get("empty_store") == CAUGHT]
+        args.only = [n for n in (args.only or BY_NAME) if n in caught]
+        if not args.only:
+            raise UsageError(f"--empty-caught: {committed} shows no fault caught on an empty store")
+    if not args.empty_only and not project.store.record_paths(key):
         raise UsageError(f"no records for this env ({key}) under {project.store.root}: a fault is caught against the "
                          "env's own records; record them first with `harness regen`")
     faults = [BY_NAME[n] for n in args.only] if args.only else list(FAULTS)
-    out = Path(args.out) if args.out else (project.reports_dir / "faults.md" if args.only
+    out = Path(args.out) if args.out else (project.reports_dir / "faults.md" if args.only and not args.merge
                                            else project.root / "docs" / "faults.md")
 
     def progress(r: FaultRun) -> None:
         print(f"  {r.fault or '(clean control)':32} {r.status:12} {r.seconds:6.1f} s  empty store: "
               f"{r.empty_store or '-':12} {r.empty_seconds:6.1f} s" + (f"  {r.error}" if r.error else ""), flush=True)
 
-    print(f"harness: {len(faults)} faults against {key}, {args.jobs} at a time", flush=True)
-    runs, clean = run_all(project.root, project.store.root, faults, args.jobs, progress)
-    line = f"harness faults -j {args.jobs}" + (f" --only {' '.join(args.only)}" if args.only else "")
+    print(f"harness: {len(faults)} faults against {key}, {args.jobs} at a time"
+          + (" (empty store only)" if args.empty_only else ""), flush=True)
+    runs, clean = run_all(project.root, project.store.root, faults, args.jobs, progress, args.dtype, args.empty_only)
+    line = (f"harness faults -j {args.jobs}" + (f" --dtype {args.dtype}" if args.dtype != "fp32" else "")
+            + (" --empty-only" if args.empty_only else "") + (" --empty-caught" if args.empty_caught else "")
+            + (f" --only {' '.join(args.only)}" if args.only and not args.empty_caught else "")
+            + (" --merge" if args.merge else ""))
+    shown, shown_clean, env_key = runs, clean, key
+    if args.merge:
+        shown, shown_clean = merged(old, runs, clean, args.dtype, args.empty_only)
+        env_key = str((old or {}).get("env_key") or key)
+        history = [*(old or {}).get("commands", ["harness faults -j 2"] if old else []), line]
+        line = " then ".join(f"`{c}`" for c in history).strip("`")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(runs, clean, key, line, args.jobs), encoding="utf-8")
-    (out.with_suffix(".json")).write_text(json.dumps({"env_key": key, "runs": [r.to_json() for r in runs],
-                                                      "clean": clean.to_json()}, indent=1), encoding="utf-8")
+    out.write_text(markdown(shown, shown_clean, env_key, line, args.jobs), encoding="utf-8")
+    data = {"env_key": env_key, "runs": [r.to_json() for r in shown], "clean": shown_clean.to_json()}
+    if args.merge:
+        data["commands"] = history
+    (out.with_suffix(".json")).write_text(json.dumps(data, indent=1), encoding="utf-8")
     missed = [r.fault for r in runs if r.status == MISSED]
     first_run = [r.fault for r in runs if r.empty_store == MISSED]
+    if args.empty_only:
+        print(f"\ntable: {out}\nempty store ({args.dtype}): caught {sum(r.empty_store == CAUGHT for r in runs)}/{len(runs)}"
+              + (f"; missed: {', '.join(str(m) for m in first_run)}" if first_run else "")
+              + (f"; clean control there: {len(clean.empty_by)} FALSE ALARMS" if clean.empty_by else
+                 "; clean control there: no regression"))
+        return 1 if clean.empty_by else 0
     print(f"\ntable: {out}\ncaught {sum(r.status == CAUGHT for r in runs)}/{sum(r.status != NO_SUITE for r in runs)}"
           + (f"; MISSED: {', '.join(str(m) for m in missed)}" if missed else "")
           + (f"; clean control: {len(clean.regressions)} FALSE ALARMS" if clean.regressions else "; clean control: no regression")

@@ -237,8 +237,9 @@ def observe(zoo: Any, case: Case) -> Observation:
                                                     torch.tensor([s.scores[0][0] for s in solos])), kind="tensor")
     if case.decoding == "greedy":
         expected = [padded_to(s.rows[0], len(r), pad) for s, r in zip(solos, got.rows, strict=True)]
-        obs.reference("tokens_as_solo", got.rows, expected, kind="tokens", observed_extras={"margins": got.margins},
-                      expected_extras={"margins": [s.margins[0] for s in solos]})
+        obs.reference("tokens_as_solo", got.rows, expected, kind="tokens",
+                      observed_extras={"margins": got.margins, "scales": got.scales},
+                      expected_extras={"margins": [s.margins[0] for s in solos], "scales": [s.scales[0] for s in solos]})
         steps = comparable_steps(got.rows, [s.rows[0] for s in solos])
         obs.reference("scores_as_solo", *narrowed(torch.tensor([row[:steps] for row in got.scores]),
                                                   torch.tensor([s.scores[0][:steps] for s in solos])), kind="tensor")

@@ -68,7 +68,7 @@ from harness.designs.batching import LEFT, pad_rows
 from harness.engine.model import Model, attention_factor, scaled_inv_freq
 from harness.schema import Case, Observation
 from harness.subjects import engine
-from harness.subjects.hf import from_pretrained, top2_margin
+from harness.subjects.hf import from_pretrained, top2_margin, top2_scale
 from harness.subjects.hf_cache import narrowed
 from harness.subjects.hf_long_context import Rotary, forward_logits, greedy, rotary
 
@@ -193,13 +193,16 @@ def far(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", run.tokens, kind="tokens", margins=run.margins)
     n = until_eos(run.tokens[0], eos_of(lm.model))
     tokens, scores, margins = run.tokens[0][:n], torch.tensor(run.scores[0][:n]), [run.margins[0][:n]]
+    scales = [run.scales[0][:n]]
     full = engine_logits(zoo, case.model, prompt + tokens)
     at = step_positions(len(prompt), len(tokens))
     expected = full[at]
     obs.reference("step_logits_vs_engine", *narrowed(scores, expected), kind="tensor")
     ours = expected.argmax(-1).tolist()
-    obs.reference("tokens_vs_engine", [tokens], [ours], kind="tokens", observed_extras={"margins": margins},
-                  expected_extras={"margins": [[top2_margin(row) for row in expected]]})
+    obs.reference("tokens_vs_engine", [tokens], [ours], kind="tokens",
+                  observed_extras={"margins": margins, "scales": scales},
+                  expected_extras={"margins": [[top2_margin(row) for row in expected]],
+                                   "scales": [[top2_scale(row) for row in expected]]})
     plain = engine_logits(zoo, case.model, prompt + tokens, scaled=False)[at]
     obs.info("scaling_effect", f"dropping the {scaling.rope_type} scaling moves the engine's logits at positions "
                                f"{at[0]}-{at[-1]} by up to {float((plain - expected).abs().max()):.3g} and changes the "
@@ -255,7 +258,8 @@ def batch_past_window(zoo: Any, case: Case) -> Observation:
         obs.skipped("batch_equals_solo", "tokens", f"a row alone raised {failed['type']}: {failed['message']}")
     else:
         obs.reference("batch_equals_solo", batch.tokens, [s.tokens[0] for s in solo], kind="tokens",
-                      observed_extras={"margins": batch.margins}, expected_extras={"margins": [s.margins[0] for s in solo]})
+                      observed_extras={"margins": batch.margins, "scales": batch.scales},
+                      expected_extras={"margins": [s.margins[0] for s in solo], "scales": [s.scales[0] for s in solo]})
         keep = [agreeing_steps(b, s.tokens[0]) for b, s in zip(batch.tokens, solo, strict=True)]
         observed = torch.cat([torch.tensor(batch.scores[r][:k]) for r, k in enumerate(keep)])
         expected = torch.cat([torch.tensor(s.scores[0][:k]) for s, k in zip(solo, keep, strict=True)])

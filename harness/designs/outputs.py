@@ -101,7 +101,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         plain = None
     if case.lossless and plain is not None:
         obs.reference("equals_plain_greedy", [got.tokens], [plain.tokens], kind="tokens",
-                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [plain.margins]},
+                      observed_extras={"margins": [got.margins], "scales": [got.scales]},
+                      expected_extras={"margins": [plain.margins], "scales": [plain.scales]},
                       implementations_differ=False)
     gap = _engine_gap(zoo, case)
     if gap:
@@ -109,7 +110,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     else:
         ours = _engine_decode(zoo, case)
         obs.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
-                      observed_extras={"margins": [got.margins]}, expected_extras={"margins": [ours.margins]})
+                      observed_extras={"margins": [got.margins], "scales": [got.scales]},
+                      expected_extras={"margins": [ours.margins], "scales": [ours.scales]})
     if case.path == "ensemble" and plain is not None:
         obs.add("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                 show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
@@ -138,7 +140,8 @@ def engine_in_its_place(zoo: Any, case: Case) -> Observation:
                     f"plain greedy raised {plain.error['type']}: {plain.error['message']}")
         return obs
     obs.reference("engine_equals_plain_greedy", [ours.tokens], [plain.tokens], kind="tokens",
-                  observed_extras={"margins": [ours.margins]}, expected_extras={"margins": [plain.margins]})
+                  observed_extras={"margins": [ours.margins], "scales": [ours.scales]},
+                  expected_extras={"margins": [plain.margins], "scales": [plain.scales]})
     return obs
 
 

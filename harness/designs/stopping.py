@@ -315,7 +315,9 @@ def stream(zoo: Any, case: Case) -> Observation:
                     f"generate() without a streamer raised {unstreamed.error['type']}: {unstreamed.error['message']}")
     else:
         obs.reference("tokens_equal_unstreamed", [r.tokens for r in ok.values()], [unstreamed.tokens] * len(ok),
-                      kind="tokens", observed_extras={"margins": [r.margins for r in ok.values()]},
-                      expected_extras={"margins": [unstreamed.margins] * len(ok)}, implementations_differ=False)
+                      kind="tokens", observed_extras={"margins": [r.margins for r in ok.values()],
+                                                      "scales": [r.scales for r in ok.values()]},
+                      expected_extras={"margins": [unstreamed.margins] * len(ok), "scales": [unstreamed.scales] * len(ok)},
+                      implementations_differ=False)
     return obs
 

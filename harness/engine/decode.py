@@ -45,6 +45,7 @@ class Decoded:
     steps: list[Step] = field(default_factory=list)
     target_forwards: int = 0
     margins: list[float] = field(default_factory=list)  # per new token: top-1 minus top-2 target logit
+    scales: list[float] = field(default_factory=list)  # per new token: `top2_scale` of the same logits
 
     @property
     def acceptance(self) -> tuple[int, int]:
@@ -55,6 +56,16 @@ class Decoded:
 def top2_margin(logits: torch.Tensor) -> float:
     top = torch.topk(logits.float(), 2).values
     return float(top[0] - top[1])
+
+
+def top2_scale(logits: torch.Tensor) -> float:
+    """|x1| + |x2| + 2 rms(x) of one step's logits x (x1, x2 its two largest): the magnitude the
+    low-precision rounding of the top-2 margin x1 - x2 follows. Each logit's rounding error between
+    two routes is at most c u (|x_i| + rms(x)) (harness/checking/rounding.py, the per-element rule),
+    so the margin moves by at most c u times this (the tie rule of harness/checking/compare.py)."""
+    x = logits.float()
+    top = torch.topk(x, 2).values
+    return float(top[0].abs() + top[1].abs() + 2 * x.pow(2).mean().sqrt())
 
 
 def _verify(mode: str, draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor, w: float | None,
@@ -101,11 +112,12 @@ def decode(target: Model, prompt: list[int], max_new_tokens: int, drafter: Draft
         hidden = torch.cat([hidden, out.hidden[: len(block) - rejected]])
         cached = len(context) + verdict.accepted
         result.margins += [top2_margin(row) for row in scored[: verdict.accepted + 1]]
+        result.scales += [top2_scale(row) for row in scored[: verdict.accepted + 1]]
         result.steps.append(Step(tuple(drafted), verdict.accepted, verdict.bonus, tuple(verdict.tokens)))
         context += verdict.tokens
         result.tokens += verdict.tokens
         if eos_token_id is not None and eos_token_id in verdict.tokens:
             cut = result.tokens.index(eos_token_id) + 1
-            result.tokens, result.margins = result.tokens[:cut], result.margins[:cut]
+            result.tokens, result.margins, result.scales = result.tokens[:cut], result.margins[:cut], result.scales[:cut]
             break
     return result

@@ -76,6 +76,20 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on transformers #30893 (\"add_generation_prompt=False in Tokenizer.apply_chat_template has no "
                 "effect\") and #27926 (\"Can't get add_generation_prompt to work correctly in apply_chat_template\"): "
                 "the flag not reaching the rendered text"),
+    Fault("chat-sanitize-keyword-removed", "chat",
+          "apply_chat_template no longer takes sanitize_control_tokens (the parameter and its code path removed, "
+          "**kwargs kept): a caller's sanitize_control_tokens=True lands in the template's kwargs and is silently "
+          "ignored, so special-token text in a user message becomes control tokens again",
+          Catch("text", "llama-target.chat", "sanitized_content_is_text"),
+          (edit(TOK, "PreTrainedTokenizerBase.apply_chat_template",
+                ("sanitize_control_tokens: bool = False,", ""),
+                ("if sanitize_control_tokens:", "if False:"),
+                ("sanitize_control_tokens=sanitize_control_tokens,", "sanitize_control_tokens=False,")),),
+          notes="a keyword removed in a release while **kwargs swallows it, the way vllm #17805 removed "
+                "`trust_remote_code` from its chat-template helper and broke ray #52975 (fixed by vllm #18098), and "
+                "as mlx-lm #1221 notes, \"the HF Jinja path silently ignores unknown kwargs\": the reference that "
+                "needs the keyword cannot run; against a baseline where it ran that is `reference-lost`, on a first "
+                "run `not checked` (a regression only under --strict)"),
     Fault("chat-template-returns-ids-list", "chat",
           "apply_chat_template(tokenize=True) returns a list of ids by default again instead of v5's BatchEncoding",
           Catch("text", "llama-target.chat", "return_types"),

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from harness.engine.decode import top2_scale
 from harness.fixtures import load as fixtures_load
 from harness.fixtures.prompts import BY_ID
 from harness.schema import Case, NotSupported, Observation
@@ -372,6 +373,7 @@ class Zoo:
 class Generated:
     tokens: list[int] = field(default_factory=list)  # new tokens only
     margins: list[float] = field(default_factory=list)  # top-1 minus top-2 of the scores of each new token
+    scales: list[float] = field(default_factory=list)  # the same scores' `top2_scale` (the tie rule's magnitude)
     first_logits: list[list[float]] = field(default_factory=list)  # processed scores of the first steps
     drafts: list[list[int]] = field(default_factory=list)  # candidate tokens proposed at each step
     draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
@@ -560,6 +562,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     out.setup = ran_with(model, getattr(result, "past_key_values", None), said)
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
+    out.scales = [top2_scale(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
     out.target_forwards = counter["n"]
     return out

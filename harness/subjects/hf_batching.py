@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from harness.subjects import observe
-from harness.subjects.hf import draft_schedule, path_kwargs, top2_margin
+from harness.subjects.hf import draft_schedule, path_kwargs, top2_margin, top2_scale
 
 PADDING_WORD = "padding"  # a warning is kept when it mentions padding (others, e.g. warning_once ones, are not ours)
 
@@ -52,6 +52,7 @@ def _key_length(kwargs: dict[str, Any]) -> int | None:
 class BatchRun:
     rows: list[list[int]] = field(default_factory=list)  # new tokens per row
     margins: list[list[float]] = field(default_factory=list)  # top-1 minus top-2 of each step's scores, per row
+    scales: list[list[float]] = field(default_factory=list)  # the same scores' `top2_scale`, per row
     scores: list[list[list[float]]] = field(default_factory=list)  # per row, per step: the processed scores
     forwards: list[Forward] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # padding warnings transformers logged or warned
@@ -139,5 +140,6 @@ def batch_run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     out.rows = result.sequences[:, prompt_len:].tolist()
     out.margins = [[top2_margin(s[r]) for s in result.scores] for r in range(rows)]
+    out.scales = [[top2_scale(s[r]) for s in result.scores] for r in range(rows)]
     out.scores = [[s[r].float().tolist() for s in result.scores] for r in range(rows)]
     return out

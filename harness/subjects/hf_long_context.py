@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from harness.subjects import observe
-from harness.subjects.hf import top2_margin
+from harness.subjects.hf import top2_margin, top2_scale
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Greedy:
     tokens: list[list[int]] = field(default_factory=list)  # new tokens per row
     scores: list[list[list[float]]] = field(default_factory=list)  # per row, per step: the raw logits [V]
     margins: list[list[float]] = field(default_factory=list)
+    scales: list[list[float]] = field(default_factory=list)  # the same logits' `top2_scale`
     error: dict[str, str] | None = None
 
 
@@ -61,7 +62,8 @@ def greedy(model: Any, ids: list[list[int]], mask: list[list[int]], n: int, pad:
         return Greedy(error=error)
     steps = torch.stack([s.float().cpu() for s in out.logits], dim=1)  # [B, n, V]
     return Greedy(tokens=out.sequences[:, ids.shape[1]:].tolist(), scores=steps.tolist(),
-                  margins=[[top2_margin(s) for s in row] for row in steps])
+                  margins=[[top2_margin(s) for s in row] for row in steps],
+                  scales=[[top2_scale(s) for s in row] for row in steps])
 
 
 def forward_logits(model: Any, ids: list[int]) -> torch.Tensor:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from harness.subjects import observe
-from harness.subjects.hf import top2_margin
+from harness.subjects.hf import top2_margin, top2_scale
 
 # the library's criteria by the name a record uses
 CRITERIA = {"MaxLengthCriteria": "max_length", "EosTokenCriteria": "eos", "StopStringCriteria": "stop_string",
@@ -41,6 +41,7 @@ DRAIN_TIMEOUT_S = 2.0  # a TextIteratorStreamer whose generate() never called en
 class Stopped:
     rows: list[list[int]] = field(default_factory=list)  # new tokens per row, pads included
     margins: list[list[float]] = field(default_factory=list)  # top-1 minus top-2 of each step's scores, per row
+    scales: list[list[float]] = field(default_factory=list)  # the same scores' `top2_scale`, per row
     stops: list[dict[str, Any]] = field(default_factory=list)  # per row: {"new_tokens": n, "by": [criteria]}
     error: dict[str, str] | None = None
 
@@ -127,6 +128,7 @@ def stop_run(model, tokenizer, input_ids: torch.Tensor, settings: dict[str, Any]
     prompt_len, rows = input_ids.shape[1], input_ids.shape[0]
     return Stopped(rows=result.sequences[:, prompt_len:].tolist(),
                    margins=[[top2_margin(s[r]) for s in result.scores] for r in range(rows)],
+                   scales=[[top2_scale(s[r]) for s in result.scores] for r in range(rows)],
                    stops=first_stops(calls, rows, prompt_len))
 
 
@@ -139,6 +141,7 @@ class Streamed:
     pieces: list[str] = field(default_factory=list)  # what the streamer handed out, in order
     tokens: list[int] = field(default_factory=list)  # the new ids generate() returned
     margins: list[float] = field(default_factory=list)
+    scales: list[float] = field(default_factory=list)  # the same scores' `top2_scale`
     error: dict[str, str] | None = None
 
 
@@ -186,4 +189,5 @@ def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, s
         return out
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
+    out.scales = [top2_scale(s[0]) for s in result.scores]
     return out

@@ -1,0 +1,74 @@
+"""A reference that cannot run now (harness/checking/core.py `CaseCheck._cannot_run`): a skip of
+category not-applicable / unsupported - the installed version lacks the keyword the reference needs -
+is `reference-lost` (a regression) against a baseline record where it ran, `not checked` on a first
+run (a regression under --strict), and stays skipped where the baseline could not run it either.
+The baseline's verdicts are computed by the comparers from values built here, never written by hand;
+the catalogue fault `chat-sanitize-keyword-removed` shows the same on the text suite."""
+
+from __future__ import annotations
+
+from harness.checking.core import CaseCheck, Rules
+from harness.schema import Category, Observation, Record, Status
+from harness.settings.config import Thresholds
+
+ENV = {"dtype": "fp32", "device": {"type": "cpu"}, "threads": 1, "torch": "2.13.0", "transformers": "5.24.0"}
+IDS = [[5, 6, 7]]
+WHY = "transformers X's apply_chat_template has no sanitize_control_tokens"
+
+
+def _rules(strict: bool = False) -> Rules:
+    return Rules(alpha=0.01, thresholds=Thresholds(), env=ENV, strict=strict, baseline_key="base")
+
+
+def _ran() -> Observation:
+    obs = Observation()
+    obs.add("control_ids", IDS, kind="tokens")
+    obs.reference("sanitized_content_is_text", IDS, IDS, kind="tokens", implementations_differ=False)
+    return obs
+
+
+def _cannot(category: str = "not-applicable") -> Observation:
+    obs = Observation()
+    obs.add("control_ids", IDS, kind="tokens")
+    obs.skipped("sanitized_content_is_text", "tokens", WHY, category)
+    return obs
+
+
+def _record(obs: Observation) -> Record:
+    check = CaseCheck("text", "m.chat", _rules())
+    check.check_all(obs)
+    check.outcomes()
+    return Record("text", "m.chat", ENV, dict(check.observed), references=dict(check.references))
+
+
+def _outcome(obs: Observation, baseline: Record | None, strict: bool = False):
+    check = CaseCheck("text", "m.chat", _rules(strict), baseline)
+    check.check_all(obs)
+    return {o.field: o for o in check.outcomes()}["sanitized_content_is_text"]
+
+
+def test_a_reference_that_ran_in_the_baseline_and_cannot_run_now_is_a_regression():
+    for category in ("not-applicable", "unsupported"):
+        got = _outcome(_cannot(category), _record(_ran()))
+        assert (got.status, got.category) == (Status.REGRESSION, Category.REFERENCE_LOST)
+        assert WHY in got.detail and got.diff["was_status"] == "pass"
+        assert _outcome(_cannot(category), _record(_ran()), strict=True).status is Status.REGRESSION
+
+
+def test_on_a_first_run_it_is_not_checked_and_fails_under_strict():
+    got = _outcome(_cannot(), None)
+    assert (got.status, got.category) == (Status.SKIPPED, Category.NOT_CHECKED) and WHY in got.detail
+    strict = _outcome(_cannot(), None, strict=True)
+    assert (strict.status, strict.category) == (Status.REGRESSION, Category.NOT_CHECKED)
+
+
+def test_a_reference_the_baseline_could_not_run_either_stays_skipped():
+    got = _outcome(_cannot(), _record(_cannot()))
+    assert (got.status, got.category) == (Status.SKIPPED, Category.NOT_APPLICABLE)
+    assert _outcome(_ran(), _record(_ran())).status is Status.PASS
+
+
+def test_a_statistical_skip_is_not_a_lost_reference():
+    """not-checkable (one bin, nothing observed) is the sample's limit, not a reference gone."""
+    got = _outcome(_cannot("not-checkable"), _record(_ran()))
+    assert (got.status, got.category) == (Status.SKIPPED, Category.NOT_CHECKABLE)
