@@ -257,3 +257,16 @@ def test_regen_keeps_a_statistical_field_whose_samples_are_the_same_when_only_th
     assert not field_unchanged("joint", before, other_n, policy)
     other_settings = Field("distribution", {"1,2": 260, "3,4": 240}, {**extras, "settings": "top_k=9"})
     assert not field_unchanged("joint", before, other_settings, policy)
+
+
+def test_regen_rewrites_a_failing_exact_references_detail_and_keeps_a_tensors():
+    """A rerun matches a failing exact reference by its detail (oracles.same_failure), so regen keeps
+    that detail current; a tensor reference's detail quotes numbers that move, and is kept."""
+    from harness.checking.regen import reference_unchanged
+    from harness.schema import RecordedReference
+
+    exact = RecordedReference("exact", "regression", "real-change", "ids: [1, 2] -> [1, 3]")
+    assert reference_unchanged(exact, exact)
+    assert not reference_unchanged(exact, RecordedReference("exact", "regression", "real-change", "ids: [1, 2] -> [2, 2]"))
+    tensor = RecordedReference("tensor", "regression", "real-change", "max abs err 0.0157", 0.0157)
+    assert reference_unchanged(tensor, RecordedReference("tensor", "regression", "real-change", "max abs err 0.0158", 0.0158))

@@ -94,6 +94,34 @@ def test_a_reference_failure_stays_a_regression(baseline_env, baseline_logits):
     assert out.status is Status.REGRESSION
 
 
+def _exact_run(env: dict, ids: list, baseline: Record | None = None) -> CaseCheck:
+    """A tokenizer case: the library's ids against the `tokenizers` library's (RIGHT_IDS)."""
+    check = CaseCheck("text", "tok", _rules(env), baseline)
+    check.observe("encoded", Field("exact", ids))
+    check.reference("encode_as_tokenizers_lib", Field("exact", ids), Field("exact", RIGHT_IDS))
+    check.outcomes()
+    return check
+
+
+RIGHT_IDS = [87, 506, 220, 88]
+LOST_LSTRIP = [87, 220, 506, 220, 88]  # 5.24.0's added-token lstrip lost
+
+
+def test_within_one_env_an_exact_reference_failing_exactly_as_recorded_is_tracked():
+    """The rerun of a known upstream bug the record holds is tracked (pass, nothing to regenerate);
+    another failure of the same reference, or a first run, is a regression."""
+    first = _exact_run(NEW, LOST_LSTRIP)
+    record = Record("text", "tok", NEW, dict(first.observed), references=dict(first.references))
+    assert _by_field(first)["encode_as_tokenizers_lib"].status is Status.REGRESSION  # first run: caught
+    again = _by_field(_exact_run(NEW, LOST_LSTRIP, record))["encode_as_tokenizers_lib"]
+    assert (again.status, again.category) == (Status.CHANGED, Category.KNOWN_DEVIATION)
+    assert "fails exactly as the record holds it" in again.detail
+    other = _by_field(_exact_run(NEW, [87, 220, 506, 88], record))["encode_as_tokenizers_lib"]
+    assert other.status is Status.REGRESSION
+    clean = _record(NEW, WRONG)  # a tensor reference failing in its own record stays a regression
+    assert _by_field(_run(NEW, WRONG, clean))["logits_vs_engine"].status is Status.REGRESSION
+
+
 def test_a_known_failure_that_grew_is_a_regression():
     worse = [[1.0, 2.0, 3.0 + 27.0 * 3]]
     out = _by_field(_run(NEW, worse, _record(OLD, WRONG)))["logits_vs_engine"]

@@ -37,6 +37,7 @@ from harness.checking.oracles import (
     composed_known,
     failed_before_too,
     known_failure,
+    same_failure,
 )
 from harness.checking.policy import Policy, verdict
 from harness.schema import (
@@ -217,8 +218,8 @@ class CaseCheck:
     def _upgrade(self) -> bool:
         """The baseline record was taken under other library versions than this run (an upgrade
         check, `harness compare` of two releases): only then can a failure be the baseline's too.
-        Within one env a failing reference stays a regression - its record's verdict never
-        excuses it (an injected fault, a rerun of a faulty case)."""
+        Within one env a failing reference stays a regression unless it fails exactly as the record
+        holds it (`oracles.same_failure`: an exact reference, the same detail)."""
         env, base = self.rules.env or {}, self.baseline.env if self.baseline else {}
         return any(env.get(k) != base.get(k) for k in UPGRADE_KEYS)
 
@@ -247,7 +248,7 @@ class CaseCheck:
         before = self.baseline.references if self.baseline else {}
         where = self.rules.baseline_key or "the baseline"
         if o.against == "reference":
-            return known_failure(o, before.get(o.field), where) if self._upgrade() else o
+            return known_failure(o, before.get(o.field), where) if self._upgrade() else same_failure(o, before.get(o.field))
         if self._upgrade():
             o = failed_before_too(o, where)
         check = self._checks.get(o.field)

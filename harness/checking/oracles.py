@@ -10,6 +10,13 @@ beside this run's:
   (its measure - a tensor's max abs error - at most `WORSE` times the baseline's), is not the
   upgrade's: `changed` (known-failure), with both details. A first run (no recorded verdict) keeps
   the regression: the in-run reference alone must catch a fault.
+- `same_failure`: within one env (a rerun against the env's own record), a reference that fails
+  now exactly as the record holds it - an exact reference, the same kind and the same detail: the
+  library's answer and the oracle's differ in the same places by the same values - is the known
+  upstream bug `harness regen` accepted into the record (5.24.0's added tokens losing their
+  lstrip / rstrip): `changed` (known-deviation), tracked every run, never a regression and nothing to
+  regenerate. Any other failure of it - another detail, a tensor reference, no recorded verdict (a
+  first run) - stays a regression.
 - `arbitrate`: a field compared with the baseline record that names its oracle (extras
   ``oracle="<reference>"``, the same case's reference of the same quantity) and differs from the
   record: toward the oracle - the reference passes now and failed in the baseline - is `changed`
@@ -57,6 +64,17 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
                        diff={**outcome.diff, "baseline_reference": before.to_json()})
     return replace(outcome, status=Status.CHANGED, category=Category.KNOWN_FAILURE,
                    detail=f"fails in {baseline} too, not the upgrade's: {outcome.detail} ({baseline}: {before.detail})",
+                   diff={**outcome.diff, "baseline_reference": before.to_json(), "was_category": outcome.category.value})
+
+
+def same_failure(outcome: Outcome, before: RecordedReference | None) -> Outcome:
+    """`outcome` (an exact reference, this run) against the same env's record of it."""
+    if (outcome.status is not Status.REGRESSION or before is None or not before.failed
+            or outcome.kind != "exact" or before.kind != "exact" or before.detail != outcome.detail):
+        return outcome
+    return replace(outcome, status=Status.CHANGED, category=Category.KNOWN_DEVIATION,
+                   detail=f"known deviation: fails exactly as the record holds it (a finding in the library, "
+                          f"tracked): {outcome.detail}",
                    diff={**outcome.diff, "baseline_reference": before.to_json(), "was_category": outcome.category.value})
 
 
