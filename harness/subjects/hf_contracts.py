@@ -371,7 +371,7 @@ def probe_tokenizer_special_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tok, err = observe(lambda keyword=keyword: AutoTokenizer.from_pretrained(
-                str(zoo.directory(TARGET)), **{keyword: [SPECIAL]}))
+                str(zoo.directory(TARGET)), trust_remote_code=False, **{keyword: [SPECIAL]}))
         special, err = (False, err) if tok is None else observe(lambda tok=tok: _is_special(tok))
         honoured[keyword] = _honoured(err, bool(special))
         encoded[keyword] = None if tok is None else len(tok.encode(SPECIAL, add_special_tokens=False))
