@@ -94,12 +94,22 @@ class Project:
                               timeout=timeout, stdin=kwargs.pop("stdin", subprocess.DEVNULL), **kwargs)
 
     def popen(self, *argv: str, **kwargs) -> subprocess.Popen:
+        """The command as a terminal starts it: SIGINT / SIGTERM at their defaults and unblocked,
+        whatever the xdist worker running this test inherited or was left with (a child inherits a
+        signal mask and SIG_IGN across exec; the Ctrl-C probes failed only late in a full -n 2 run)."""
         command = [sys.executable, "-m", "harness", *argv, "--root", str(self.root)]
         return subprocess.Popen(command, cwd=self.root, env=_env(**kwargs.pop("env", {})), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_as_a_terminal_starts_it, **kwargs)
 
     def reports(self) -> list[Path]:
         return sorted((self.root / "reports").rglob("index.html"))
+
+
+def _as_a_terminal_starts_it() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def make_project(root: Path, model_config: dict | None = None) -> Project:

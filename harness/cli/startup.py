@@ -28,6 +28,8 @@ def is_the_command() -> bool:
 
 @contextlib.contextmanager
 def quiet_interrupts_while_importing() -> Iterator[None]:
+    if is_the_command():  # a mask inherited with SIGINT / SIGTERM blocked would make Ctrl-C wait forever
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if not is_the_command() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
