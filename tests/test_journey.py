@@ -98,10 +98,18 @@ class Journey:
 
     def interrupt(self, name: str, command: str, after_s: float = 4.0) -> Step:
         """Start `command` in its own process group, wait until pytest runs plus `after_s`, then send
-        SIGINT to the group - what Ctrl-C in a terminal does."""
+        SIGINT to the group - what Ctrl-C in a terminal does. The command starts as a terminal starts
+        it, SIGINT at its default: a CI step run as a background job of a non-interactive shell
+        (`cmd &`) inherits SIGINT ignored (POSIX), and the harness, like any program, keeps that."""
         start = time.perf_counter()
+
+        def as_a_terminal_starts_it() -> None:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
         proc = subprocess.Popen(command, shell=True, cwd=self.project, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True, executable="/bin/bash")
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True, executable="/bin/bash",
+                                preexec_fn=as_a_terminal_starts_it)
         lines = []
         assert proc.stdout is not None
         for line in proc.stdout:
