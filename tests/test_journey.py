@@ -42,6 +42,7 @@ import pytest
 
 from harness.checking.findings import group_findings
 from harness.report import load_results
+from test_fail_closed import _as_a_terminal_starts_it
 from user_checkpoints import perturb, qwen3
 
 pytestmark = pytest.mark.journey
@@ -102,14 +103,9 @@ class Journey:
         it, SIGINT at its default: a CI step run as a background job of a non-interactive shell
         (`cmd &`) inherits SIGINT ignored (POSIX), and the harness, like any program, keeps that."""
         start = time.perf_counter()
-
-        def as_a_terminal_starts_it() -> None:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
         proc = subprocess.Popen(command, shell=True, cwd=self.project, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True, executable="/bin/bash",
-                                preexec_fn=as_a_terminal_starts_it)
+                                preexec_fn=_as_a_terminal_starts_it)
         lines = []
         assert proc.stdout is not None
         for line in proc.stdout:
