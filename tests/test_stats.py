@@ -111,13 +111,13 @@ def test_holm_family_wise_rate_measured():
 
 
 def test_run_level_false_alarm_rate_bonferroni_across_tests_holm_within():
-    """The plugin's scheme: m tests, each Holm over its own k checks at alpha/m. 2000 null runs of
-    m = 10 tests x k = 3 checks: P(any regression in the run) <= alpha = 0.05 (exactly
-    1 - (1 - alpha/(m k))^(m k) = 0.0488 for independent p-values)."""
+    """The plugin's scheme: m tests, each Holm over its own k checks at alpha/bucket(m) (m rounded
+    up to a power of two). 2000 null runs of m = 10 tests x k = 3 checks: P(any regression in the
+    run) <= alpha = 0.05 (at most 1 - (1 - alpha/(m k))^(m k) = 0.0488 for independent p-values)."""
     rng = np.random.default_rng(12)
     runs, m, k, alpha = 2000, 10, 3, 0.05
     per_test = stats.per_test_alpha(alpha, m)
-    assert per_test == pytest.approx(0.005)
+    assert per_test == pytest.approx(alpha / 16)  # m = 10 -> the next power of two
     pvalues = rng.uniform(size=(runs, m, k))
     alarms = sum(any(any(stats.holm(test, per_test)) for test in run) for run in pvalues)
     assert_rate_at_most(alarms, runs, alpha)
@@ -329,3 +329,16 @@ def test_the_sequential_monte_carlo_p_value_is_valid_and_reaches_below_small_lev
     assert np.median(draws) < 500
     far = stats.g_test(rng.multinomial(3000, [0.3, 0.3, 0.2, 0.2]), p, alpha=1e-6)
     assert far.p_value < 1e-6 and far.resamples >= 1_000_000
+
+
+@pytest.mark.parametrize("m,bucket", [(0, 1), (1, 1), (2, 2), (3, 4), (399, 512), (512, 512), (513, 1024)])
+def test_tests_bucket_rounds_up_to_a_power_of_two(m, bucket):
+    assert stats.tests_bucket(m) == bucket
+
+
+def test_per_test_alpha_does_not_move_when_a_few_cases_are_added():
+    """Adding cases within one power of two keeps the per-test alpha, hence every statistical
+    field's sample size and record; doubling the run halves it."""
+    assert stats.per_test_alpha(0.01, 399) == stats.per_test_alpha(0.01, 420) == 0.01 / 512
+    assert stats.per_test_alpha(0.01, 600) == 0.01 / 1024
+    assert stats.per_test_alpha(0.01, 399) <= 0.01 / 399  # conservative

@@ -24,5 +24,5 @@ def compare_envs(store: GoldenStore, settings: HarnessConfig, key_a: str, key_b:
                                name_a=key_a, name_b=key_b)
     meta = {"command": "harness compare", "env_key": key_b, "baseline_key": key_a, "alpha": settings.alpha,
             "alpha_per_test": alpha, "compared_cases": compared, "golden_dir": relative_to(settings.rootdir, store.root),
-            "multiple_testing": "Bonferroni across cases (alpha/m), Holm within a case"}
+            "multiple_testing": "Bonferroni across cases (alpha/m, m rounded up to a power of two), Holm within a case"}
     return Results(env=store.env_of(key_b) or {}, baseline_env=store.env_of(key_a), outcomes=outcomes, meta=meta)

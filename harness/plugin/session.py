@@ -319,7 +319,7 @@ class HarnessSession:
             "alpha": self.settings.config.alpha,
             "alpha_per_test": stats.per_test_alpha(self.settings.config.alpha, self.golden_tests),
             "golden_tests": self.golden_tests,
-            "multiple_testing": "Bonferroni across tests (alpha/m), Holm within a test",
+            "multiple_testing": "Bonferroni across tests (alpha/m, m rounded up to a power of two), Holm within a test",
             "argv": [relative_to(root, arg) for arg in self.config.invocation_params.args],
             "duration_s": round(time.time() - self.start, 3),
             "env_key": key,
