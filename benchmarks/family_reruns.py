@@ -84,6 +84,7 @@ def check(model: Path, scratch: Path, workers: str) -> dict:
     env.pop("CI", None)
     cmd = [sys.executable, "-m", "harness", "check", "--root", str(REPO), "--golden-dir", str(scratch / "records"),
            "--reports-dir", str(scratch / "reports"), "--model", str(model), "-n", workers]
+    (scratch / "records").mkdir(exist_ok=True)
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=1800)
     seconds = round(time.monotonic() - start, 1)
