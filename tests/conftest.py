@@ -77,6 +77,7 @@ DEEP = (
     "test_zoo.py::test_recorded_acceptance_rates_are_reproduced_by_the_engine[glm4moe-mtp",
     "test_zoo.py::test_loads_through_auto_class_and_generates[glm4moe-mtp]",
     *(f"test_interrupts.py::test_ctrl_c_at_any_moment_of_a_start_is_130_and_leaves_nothing[{s}]" for s in ("1.5", "2.5", "4.0")),
+    "test_interrupts.py::test_ctrl_c_under_a_busy_neighbour_at_every_moment_twice",
     *(f"test_fail_closed.py::test_probe[{probe}]" for probe in (
         "verdict/deleted-suite", "fault/first-run-writes-nothing", "boundary/regen", "write/deep-first-run",
         "merge/reindented-16mib", "interrupt/sigint", "surrogate/check", "verdict/failing-plain-test",
