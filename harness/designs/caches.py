@@ -28,7 +28,8 @@ one record:
     held_vs_reference              ref    no problem under the reference rule: every layer holds what the
                                           next query needs and a windowed layer at most its window
                                           (harness/subjects/engine.py `held_problems`)
-    static_vs_dynamic              ref    decode logits through StaticCache equal DynamicCache's
+    static_vs_dynamic              ref    decode logits through StaticCache equal DynamicCache's (two code
+                                          paths: fp32 rounding of another summation order allowed)
   rollback (prompt + a wrong 3-token draft, crop it, feed the correct token + 2 more)
     rollback_supported             capability  crop worked for every layer type
     rollback_error                 exact  the exception crop/rollback raised, or None: a crop that raises
@@ -162,8 +163,10 @@ def lengths(zoo: Any, case: Case) -> Observation:
     if st_run_err is None:
         obs.add("static_seq_len_after_decode", [seq_length(x) for x in static.layers])
         obs.add("static_buffer_len", [held(x) for x in static.layers])
+        # two code paths of the library (a static buffer attended through a mask over its whole length
+        # vs a growing cache): the same math summed in another order, so they round differently
         obs.reference("static_vs_dynamic", *narrowed(torch.stack(st_run[0]), torch.stack(dyn_logits)),
-                      kind="tensor", implementations_differ=False)
+                      kind="tensor")
     else:
         obs.add("static_run_error", st_run_err)
     obs.add("cache_elements", {"dynamic": elements_by_class(dynamic),
