@@ -202,7 +202,7 @@ def test_results_json_contents_and_custom_path(pytester: pytest.Pytester):
     assert data["env"]["dtype"] == "fp32" and data["baseline_env"] == data["env"]
     meta = data["meta"]
     assert meta["alpha"] == 0.01 and meta["golden_tests"] == 7
-    assert meta["alpha_per_test"] == pytest.approx(0.01 / 7)
+    assert meta["alpha_per_test"] == pytest.approx(0.01 / 8)  # 7 golden tests, rounded up to a power of two
     assert meta["env_key"] == FP32_KEY and meta["baseline_key"] == FP32_KEY
     assert "--harness-results" in meta["argv"] and meta["duration_s"] >= 0
     assert not (pytester.path / "reports" / "results.json").exists()
