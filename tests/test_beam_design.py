@@ -259,3 +259,14 @@ def test_add_float32_rounds_as_a_float32_sum():
 
 def test_pools_compare_what_each_row_holds_not_its_order():
     assert beam.pools([[2, 0], [1, 0], [3], [1]], 2) == [[[1, 0], [2, 0]], [[1], [3]]]
+
+
+def test_the_pass_through_processor_changes_nothing_and_keeps_each_prefix_once():
+    from harness.subjects.hf_beam import Scored
+
+    seen = Scored()
+    ids, scores = torch.tensor([[5, 6], [5, 7]]), torch.tensor([[0.0, -1.0], [-2.0, -3.0]])
+    assert seen(ids, scores) is scores
+    seen(torch.tensor([[5, 6]]), torch.tensor([[9.0, 9.0]]))  # a prefix seen again keeps its first row
+    assert set(seen.table) == {(5, 6), (5, 7)}
+    assert seen.table[(5, 6)].tolist() == [0.0, -1.0]
