@@ -197,3 +197,76 @@ def test_a_reference_derived_from_tie_flipped_rows_inherits_the_tie_flip():
     assert got["tokens_vs_reference"] == (Status.PASS, "tie-flip")
     assert got["scores_vs_reference"] == (Status.PASS, "tie-flip")
     assert got["unrelated"][0] == Status.REGRESSION
+
+
+# ----------------------------------------------------------------------------------------------
+# the replay: the documented rule on the library's own scores
+
+
+def recorded(step, table: dict):
+    """`step`, keeping every prefix it scored (as the library's pass-through processor does), in float32."""
+    def run(prefixes: list[list[int]]) -> torch.Tensor:
+        out = step(prefixes).float()
+        for p, row in zip(prefixes, out, strict=True):
+            table.setdefault(tuple(p), row)
+        return out
+    return run
+
+
+def never(prefixes: list[list[int]]) -> torch.Tensor:
+    raise AssertionError(f"the replay asked for {prefixes} outside the table")
+
+
+RULE = dict(num_beams=2, max_new=4, eos=[EOS], length_penalty=1.0, num_return=2)
+
+
+def test_the_replay_of_a_loop_that_followed_the_rule_is_that_loop():
+    table: dict = {}
+    loop = beam.search(recorded(toy, table), PROMPT, add=beam.add_float32, **RULE)
+    got = beam.replay(table, never, PROMPT, **RULE)
+    assert got.unscored is None
+    assert (got.result.rows, got.result.steps) == (loop.rows, loop.steps)
+
+
+def test_a_loop_that_stopped_early_leaves_prefixes_the_rule_extends_unscored():
+    # the loop stops after 2 steps (as early_stopping "never" judged at the current length did):
+    # the rule extends a prefix it never scored, and runs on to its own steps
+    table: dict = {}
+    stopped = beam.search(recorded(toy, table), PROMPT, **{**RULE, "max_new": 2})
+    got = beam.replay(table, toy, PROMPT, **RULE)
+    assert got.unscored == 2
+    assert got.result.steps > stopped.steps
+
+
+def test_an_exact_tie_follows_the_choice_the_library_made():
+    # tokens 1 and 2 tie to the bit after the prompt: with one beam either is right; the replay
+    # takes the one the library went on to score, whichever it was
+    tied = {None: [0.1, 0.4, 0.4, 0.1], 1: [0.7, 0.1, 0.1, 0.1], 2: [0.1, 0.1, 0.1, 0.7], 3: [0.9, 0.05, 0.03, 0.02]}
+    rule = dict(num_beams=1, max_new=3, eos=[EOS], num_return=1)
+    for chosen in (1, 2):
+        table: dict = {}
+        recorded(model_of(tied), table)([PROMPT])
+        recorded(model_of(tied), table)([[*PROMPT, chosen]])
+        got = beam.replay(table, model_of(tied), PROMPT, **rule)
+        assert got.result.rows[0][0] == chosen
+
+
+def test_add_float32_rounds_as_a_float32_sum():
+    a, b = -1.2345678901234, -0.000012345678
+    assert beam.add_float32(a, b) == float(torch.tensor(a, dtype=torch.float32) + torch.tensor(b, dtype=torch.float32))
+    assert beam.add_float32(a, b) != a + b
+
+
+def test_pools_compare_what_each_row_holds_not_its_order():
+    assert beam.pools([[2, 0], [1, 0], [3], [1]], 2) == [[[1, 0], [2, 0]], [[1], [3]]]
+
+
+def test_the_pass_through_processor_changes_nothing_and_keeps_each_prefix_once():
+    from harness.subjects.hf_beam import Scored
+
+    seen = Scored()
+    ids, scores = torch.tensor([[5, 6], [5, 7]]), torch.tensor([[0.0, -1.0], [-2.0, -3.0]])
+    assert seen(ids, scores) is scores
+    seen(torch.tensor([[5, 6]]), torch.tensor([[9.0, 9.0]]))  # a prefix seen again keeps its first row
+    assert set(seen.table) == {(5, 6), (5, 7)}
+    assert seen.table[(5, 6)].tolist() == [0.0, -1.0]

@@ -46,6 +46,16 @@ beam indices) follows tokens_vs_reference: a tie-flip there is not a second find
   beam_indices_vs_reference  tokens  beam_indices equal `search`'s (the batch row's offset included)
   scores_from_transitions    tensor  sequences_scores equal the library's own compute_transition_scores
                                      summed per row over L**lp (transformers #15869's consistency)
+  rule_on_own_scores         exact   {steps, rows}: the steps the library's loop scored and each batch row's
+                                     returned rows (sorted: the pool, not its order) equal
+                                     `search` replayed on the library's own processed log-probabilities
+                                     (`replay`: read by a pass-through processor, accumulated in float32
+                                     as the loop does) - the oracle is the documented rule, the numbers
+                                     the library's, so no rounding moves a decision and no tie allowance
+                                     applies: it catches a wrong stop or selection at any margin, in bf16
+                                     too. A prefix the rule extends that the loop never scored is run by
+                                     the uncached forward (a correct loop scores them all); between two
+                                     candidates that tie to the bit it follows the library's choice
 
 **Moved modes.** Group (diverse) beam search (num_beam_groups, diversity_penalty), contrastive search
 (penalty_alpha, top_k), constrained beam search (force_words_ids) and DoLa (dola_layers) moved to hub
@@ -69,6 +79,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from harness.schema import Case, Observation
@@ -95,6 +106,7 @@ class Searched:
     scores: list[float] = field(default_factory=list)
     slots: list[list[int]] = field(default_factory=list)
     margins: list[float] = field(default_factory=list)  # per step: `step_margin`
+    steps: int = 0  # how many steps it scored (calls of next_logprobs)
 
 
 def candidates_kept(num_beams: int, n_eos: int) -> int:
@@ -139,21 +151,28 @@ def step_margin(scores: Sequence[float], finished: Sequence[bool], num_beams: in
 
 def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Sequence[int], *, num_beams: int,
            max_new: int, eos: Sequence[int], length_penalty: float = 1.0, early_stopping: bool | str = False,
-           num_return: int = 1) -> Searched:
+           num_return: int = 1, add: Callable[[float, float], float] = lambda a, b: a + b,
+           prefer: Callable[[Sequence[int]], bool] | None = None) -> Searched:
     """Beam search over `next_logprobs(prefixes) -> [len(prefixes), V]` log-probabilities, as the
-    module docstring states it."""
+    module docstring states it; `add` accumulates a beam's log p (the replay: in float32, as the
+    library's loop does, so that its candidates' scores are the library's to the bit); `prefer`
+    breaks an exact tie between two candidates (the one whose tokens it prefers ranks first; the
+    replay: the one the library went on to score)."""
     keep = candidates_kept(num_beams, len(eos))
     running = [Hypothesis(0.0, (), ())]
     pool: list[Hypothesis] = []
     margins: list[float] = []
     improvable = True
+    steps = 0
     for step in range(max_new):
         logprobs = next_logprobs([list(prompt) + list(h.tokens) for h in running])
+        steps += 1
         cands = []
         for slot, h in enumerate(running):
             values, ids = torch.topk(logprobs[slot], min(keep, logprobs.shape[-1]))
-            cands += [(h.score + float(v), slot, int(t)) for v, t in zip(values, ids, strict=True)]
-        cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+            cands += [(add(h.score, float(v)), slot, int(t)) for v, t in zip(values, ids, strict=True)]
+        first = prefer or (lambda tokens: False)
+        cands.sort(key=lambda c: (-c[0], not first(list(prompt) + list(running[c[1]].tokens) + [c[2]]), c[1], c[2]))
         cands = cands[:keep + 1]
         length, last = step + 1, step + 1 == max_new
         margins.append(step_margin([c[0] for c in cands], [last or c[2] in eos for c in cands], num_beams, keep))
@@ -177,7 +196,47 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             break
     best = pool[:num_return]
     return Searched([list(h.tokens) for h in best], [h.score for h in best], [list(h.slots) for h in best],
-                    margins)
+                    margins, steps)
+
+
+def add_float32(a: float, b: float) -> float:
+    """a + b rounded to float32, as the library's loop accumulates a beam's log p (both operands float32)."""
+    return float(np.float32(a) + np.float32(b))
+
+
+@dataclass
+class Replayed:
+    result: Searched
+    unscored: int | None = None  # the first step the rule extended a prefix the library never scored
+
+
+def replay(scored: dict[tuple[int, ...], torch.Tensor], fallback: Callable[[list[list[int]]], torch.Tensor],
+           prompt: Sequence[int], **rule: Any) -> Replayed:
+    """`search` (the documented rule) run on the log-probabilities the library's own loop scored
+    (`scored`: prefix -> row), accumulated in float32 as the loop does: every candidate score is the
+    library's to the bit, so no rounding can move a decision and no tie allowance is needed. A
+    prefix the library never scored - the rule extends a beam the library dropped or stopped - is
+    scored by `fallback` (the model's uncached forward) and marks the replay `unscored` from that
+    step: a correct loop scores every prefix the rule extends. Two candidates that tie to the bit
+    (bf16 logits repeat) are both right under the rule: the one the library went on to score ranks
+    first, so the replay follows the library's choice between equals and nothing else."""
+    seen: list[int] = []
+
+    def table(prefixes: list[list[int]]) -> torch.Tensor:
+        rows = [scored.get(tuple(p)) for p in prefixes]
+        if any(r is None for r in rows):
+            seen.append(len(prefixes[0]) - len(prompt))
+            return fallback(prefixes)
+        return torch.stack(rows)  # type: ignore[arg-type]
+
+    result = search(table, prompt, add=add_float32, prefer=lambda tokens: tuple(tokens) in scored, **rule)
+    return Replayed(result, seen[0] if seen else None)
+
+
+def pools(rows: Sequence[Sequence[int]], per: int) -> list[list[list[int]]]:
+    """The returned rows of each batch row (`per` each), sorted: what the pool holds, not its order -
+    two hypotheses whose normalised scores tie to the bit may come out in either order."""
+    return [sorted(list(r) for r in rows[i:i + per]) for i in range(0, len(rows), per)]
 
 
 def pick_eos(rows: Sequence[Sequence[int]], eos: Sequence[int], start: int | None = None) -> list[int]:
@@ -271,6 +330,11 @@ def beam(zoo: Any, case: Case) -> Observation:
     want = padded([s for b, e in enumerate(expected) for s in with_offset(e.slots, b, num_beams)], -1)
     obs.reference("beam_indices_vs_reference", got.beam_indices, want, kind="tokens",
                   observed_extras={"follows": "tokens_vs_reference"}, expected_extras={"margins": margins})
+    replayed = [replay(got.scored, step, row.tolist(), num_beams=num_beams, max_new=n, eos=eos_list,
+                       length_penalty=lp, early_stopping=es, num_return=num_return) for row in ids]
+    obs.reference("rule_on_own_scores", {"steps": got.steps, "rows": pools(trimmed, num_return)},
+                  {"steps": max(r.result.steps for r in replayed), "rows": [sorted(r.result.rows) for r in replayed]},
+                  implementations_differ=False)
     obs.reference("scores_from_transitions", got.scores,
                   [normalised(s, max(end, 1), lp) for s, end in zip(got.transition_sums, ends, strict=True)],
                   kind="tensor", implementations_differ=False)

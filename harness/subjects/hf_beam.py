@@ -4,7 +4,11 @@ subject.
 - `beam_run(...)` -> `Beamed`: one `generate(num_beams=...)` with return_dict_in_generate and
   output_scores: the returned rows' new tokens (pads included), `sequences_scores`, `beam_indices`,
   and the library's own `compute_transition_scores` of those rows (summed per row: the
-  self-consistency reference), or the exception transformers raised, as data;
+  self-consistency reference), or the exception transformers raised, as data; and what the
+  library's beam loop scored (`scored`: each running prefix -> the processed log-probabilities the
+  loop ranked its candidates by, read by a pass-through processor appended to the processor list,
+  `Scored`; `steps`: how many steps it scored) - the numbers the design's replay of the documented
+  rule runs on;
 - `next_logprobs(model)`: the model's next-token log-probabilities for a batch of prefixes, by a
   plain forward of each whole prefix (no cache, no generate()): what the design's reference beam
   search runs on, independent of the library's beam code;
@@ -34,14 +38,34 @@ class Beamed:
     scores: list[float] = field(default_factory=list)  # sequences_scores
     beam_indices: list[list[int]] = field(default_factory=list)  # per returned row, -1 past its end
     transition_sums: list[float] = field(default_factory=list)  # per row: sum of compute_transition_scores
+    scored: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)  # prefix (prompt included) -> log p
+    steps: int = 0  # how many steps the beam loop scored (len(out.scores))
     error: dict[str, str] | None = None
+
+
+class Scored:
+    """A logits processor that changes nothing: appended last to the list generate() builds, it
+    sees each step's running sequences and the log-probabilities the beam loop ranks them by (after
+    every processor of the version's own), and keeps them by prefix (`table`)."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for prefix, row in zip(input_ids.tolist(), scores.detach().float().cpu(), strict=True):
+            self.table.setdefault(tuple(prefix), row.clone())
+        return scores
 
 
 def beam_run(model, input_ids: torch.Tensor, settings: dict[str, Any]) -> Beamed:
     """One beam-search generate() of `input_ids` ([B, T], no padding) with `settings` (generate()
     keywords: num_beams, length_penalty, early_stopping, num_return_sequences, eos_token_id,
     max_new_tokens, pad_token_id)."""
-    kwargs: dict[str, Any] = dict(do_sample=False, return_dict_in_generate=True, output_scores=True, **settings)
+    from transformers import LogitsProcessorList
+
+    scored = Scored()
+    kwargs: dict[str, Any] = dict(do_sample=False, return_dict_in_generate=True, output_scores=True,
+                                  logits_processor=LogitsProcessorList([scored]), **settings)
 
     def run() -> tuple[Any, torch.Tensor]:
         with torch.no_grad():
@@ -56,7 +80,8 @@ def beam_run(model, input_ids: torch.Tensor, settings: dict[str, Any]) -> Beamed
     prompt = input_ids.shape[1]
     return Beamed(rows=out.sequences[:, prompt:].tolist(), scores=[float(s) for s in out.sequences_scores],
                   beam_indices=out.beam_indices.tolist(),
-                  transition_sums=[float(t) for t in transitions.float().sum(dim=-1)])
+                  transition_sums=[float(t) for t in transitions.float().sum(dim=-1)],
+                  scored=scored.table, steps=len(out.scores))
 
 
 def next_logprobs(model) -> Callable[[list[list[int]]], torch.Tensor]:
