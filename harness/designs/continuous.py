@@ -224,6 +224,10 @@ def observe(zoo: Any, case: Case) -> Observation:
         _failed(obs, served, _references(check))
         return obs
     obs.add("request_errors", served.request_errors)
+    if any(e is not None for e in served.request_errors):  # the generation loop failed: nothing to judge
+        obs.add("tokens", served.rows, kind="tokens")
+        _failed(obs, served, _references(check))
+        return obs
     if check == "processors":
         obs.add("dropped", dropped_processors(served.warnings))
     if gap:
@@ -247,9 +251,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     else:
         expected = [(stopped(s.tokens, eos), s.margins, s.scales) for s in streams]
     rows, margins, scales = [e[0] for e in expected], [e[1] for e in expected], [e[2] for e in expected]
-    obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales)
-    if _failed(obs, served, _references(check)):
-        return obs
+    obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales, oracle="tokens_as_engine")
     obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
                                                                                          "scales": scales})
     if check == "greedy":
@@ -278,8 +280,6 @@ def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int],
 
 def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]]) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", seeded_by="logprobs_as_engine")
-    if _failed(obs, served, _references("sample")):
-        return obs
     chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
     outside, ours, theirs = [], [], []
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
