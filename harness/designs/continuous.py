@@ -35,7 +35,8 @@ finding - and the references are `not checked` with it.
                          the first divergence from the engine's stream, the only steps a tie-flip needs)
   dropped        exact   processors: the processor classes the version's warnings say it drops
   warnings       exact   the continuous-batching logger's warnings; presentation (a reworded one is `changed`)
-  beam_outcome   exact   beam: "raised" / "ignored: greedy tokens" / "other tokens", and whether it warned
+  beam_outcome   exact   beam: "raised" / "ignored: greedy tokens" (those of the same generate_batch without
+                         num_beams: same path, numerics and batch) / "other tokens", and whether it warned
  references, computed in the run:
   tokens_as_engine   tokens  greedy, processors: per request, the engine's stream (its processors, its
                              stop rule: the eos list, or max_new_tokens); tie-aware (a near-tie flips
@@ -52,7 +53,8 @@ finding - and the references are `not checked` with it.
                              tolerance, the dtype's rounding rule otherwise): detects with certainty a
                              temperature or top-k dropped or taken from another request, a request's
                              scores read from another request's row; `not checked` where the version
-                             returns no log-probabilities
+                             returns no log-probabilities, and outside fp32 (the engine is an fp32
+                             oracle; a log-probability's rounding is not bounded by the dtype's rule)
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[in
 
 
 def beam_outcome(served: Served, greedy: Sequence[Sequence[int]]) -> str:
-    """What num_beams=2 did: raised, or the tokens are the greedy ones (ignored) or other ones."""
+    """What num_beams=2 did: raised, or its tokens are those of the same call without num_beams
+    (`greedy`: ignored) or other ones."""
     if served.error is not None:
         return f"raised {served.error['type']}"
     if any(e is not None for e in served.request_errors):
@@ -235,11 +238,12 @@ def observe(zoo: Any, case: Case) -> Observation:
         for name, kind in _references(check):
             obs.skipped(name, kind, gap)
         return obs
-    if check == "beam":
-        greedy = [s.tokens for s in streams]
+    if check == "beam":  # against the same call without num_beams: same path, same numerics, same batch
+        greedy = zoo.memo(("continuous-greedy", case.model, tuple(names), case.new_tokens),
+                          lambda: run_batch(lm.model, prompts, case.new_tokens, eos_token_id=EOS, pad_token_id=0))
         obs.add("tokens", served.rows, kind="tokens", margins=[s.margins for s in streams],
                 scales=[s.scales for s in streams])
-        obs.add("beam_outcome", {"outcome": beam_outcome(served, greedy), "warned": bool(served.warnings)},
+        obs.add("beam_outcome", {"outcome": beam_outcome(served, greedy.rows), "warned": bool(served.warnings)},
                 follows="tokens")
         return obs
     if check == "sample":
@@ -290,6 +294,12 @@ def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: li
             ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
             theirs.append(logprobs[:len(ours[-1])])
     obs.reference("in_support", outside, [[] for _ in prompts], implementations_differ=False)
+    if zoo.dtype_of(case.model) != "fp32":
+        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
+                    "a log-probability's rounding follows the logits' magnitude over the temperature (|z| u / T), not its "
+                    "own, so the dtype's per-element rule does not bound it - the fp32 run checks it",
+                    category="not-checked")
+        return obs
     if len(theirs) != len(prompts):
         obs.skipped("logprobs_as_engine", "tensor", "this version's generate_batch returns no log-probabilities "
                     "(no return_logprobs): the draws' probabilities cannot be read", category="not-checked")
