@@ -28,7 +28,8 @@ A version whose generate_batch fails (4.57 / 5.0 on CPU: the cache sizing reads 
 5.13 / 5.14 without psutil: "more than available memory 0") records that error - a per-version
 finding - and the references are `not checked` with it.
 
-  setup          exact   prompts, their lengths, new tokens, the eos list, where each option went
+  setup          exact   prompts, their lengths, new tokens, the eos list (where each option went beside it,
+                         never compared: the harness's own adaptation to the version's API)
   error          exact   the call's exception (type, first line), or None
   request_errors exact   per request: the library's error for it (a failed generation loop), or None
   tokens         tokens  per request: the new tokens, with the engine's top-2 margins (valid up to
@@ -220,7 +221,8 @@ def observe(zoo: Any, case: Case) -> Observation:
     elif check == "beam":
         kwargs["extra"] = {"num_beams": 2}
     served = zoo.memo(("continuous", case), lambda: run_batch(lm.model, prompts, case.new_tokens, **kwargs))
-    obs.add("setup", {**setup, "placed": served.setup.get("placed")})
+    # where each option went follows the version's API (block_size -> page_size in 5.17): shown, never compared
+    obs.add("setup", setup, show={"placed": served.setup.get("placed")})
     obs.add("error", served.error)
     obs.add("warnings", served.warnings, presentation=True)
     if served.error is not None:
