@@ -28,6 +28,8 @@ never a test function.
     batching(run)   each prompt alone vs inside a padded batch (greedy, seeded sampling, right padding,
                     assisted and prompt lookup) on llama-target, greedy on mistral-sliding and
                     gemma2-softcap, then each user model's
+    continuous(run) several requests at once through generate_batch (greedy with an early eos, sampled,
+                    logits processors, num_beams) on llama-target, then each user model's greedy
     tokenizers(run) one case per distinct zoo tokenizer (the manifest's digests of its tokenizer files),
                     then each user model's own
     chats(run)      the chat-template fixture on llama-target, then each user model's own template
@@ -638,6 +640,28 @@ def batching(run: RunSettings | None = None) -> list[Case]:
     for m in _users(run):
         checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in m.paths]
         cases += [batch_case(m.name, c, _batch_prompts(m), m.assistant_name) for c in checks]
+    return cases
+
+
+# ----------------------------------------------------------------------------------------------
+# continuous: several requests served at once by generate_batch
+
+CONTINUOUS_CHECKS = ("greedy", "sample", "processors", "beam")
+CONTINUOUS_TOKENS = 12  # few steps: each case is one generate_batch of three requests (~0.2 s)
+
+
+def continuous_case(model: str, check: str, prompts: tuple[str, ...]) -> Case:
+    """`<model>.cb.<check>`: the prompts as requests of one generate_batch (harness/designs/continuous.py
+    says what each check runs), CONTINUOUS_TOKENS new tokens each."""
+    return Case(model, prompt=prompts[0], decoding="sample" if check == "sample" else "greedy",
+                seed=0 if check == "sample" else None, new_tokens=CONTINUOUS_TOKENS, name=f"{model}.cb.{check}",
+                params=_p(check=check, prompts=prompts))
+
+
+def continuous(run: RunSettings | None = None) -> list[Case]:
+    """Every check on llama-target's batching prompts, then each user model's greedy on its first prompts."""
+    cases = [continuous_case(TARGET, c, BATCH_PROMPTS) for c in CONTINUOUS_CHECKS]
+    cases += [continuous_case(m.name, "greedy", _batch_prompts(m)) for m in _users(run)]
     return cases
 
 

@@ -1,0 +1,311 @@
+"""Continuous batching, per version: several requests of clearly different lengths served at once by
+`generate_batch` (paged attention, one packed token stream, each request finishing on its own;
+suites/test_continuous.py; table: harness/cases.py `continuous`; the call: harness/subjects/hf_continuous.py).
+
+The oracle is the reference engine (harness/engine/: its model's logits, its processors, its stop
+rule), never the library: each request's expected stream is the engine's greedy decode of that prompt
+alone. `generate()` of the same request alone is a second library path, shown beside it as a
+secondary reference - a bug in code both paths share (the model's forward) moves both, so it never
+stands in for the engine. The checks (`check`):
+
+  greedy      three prompts (20, 83 and 19 tokens), greedy, one eos list for all: the model's eos plus
+              `early_stop_token`, a token the engine's stream of one request emits early and no other
+              request's stream holds - that request must stop there (eos included), the others must not
+  sample      the same prompts, sampled (temperature 1.5, top-k 3, seeded), with the chosen tokens'
+              log-probabilities where the version returns them (`return_logprobs`): white-box checks of
+              each draw against the engine (below); the draw itself is not checked (one stream per
+              request: the sampling suite's statistics judge samplers)
+  processors  greedy with suppress_tokens and a repetition penalty: which processors the version says
+              it drops (`dropped`, recorded per version - 5.13+ drop RepetitionPenaltyLogitsProcessor,
+              transformers #45026 `drop_unsupported_processors`) and the tokens against the engine
+              applying every processor the config asks for except those declared dropped - a processor
+              dropped without saying so (or applied to the wrong request's context) shows as tokens
+  beam        greedy with num_beams=2, a feature the path does not have (transformers #45582: generate()'s
+              continuous-batching branch only warns): what the version does with it is the record -
+              an error, a warning, or greedy tokens (`beam_outcome`)
+
+A version whose generate_batch fails (4.57 / 5.0 on CPU: the cache sizing reads a GPU's memory;
+5.13 / 5.14 without psutil: "more than available memory 0") records that error - a per-version
+finding - and the references are `not checked` with it.
+
+  setup          exact   prompts, their lengths, new tokens, the eos list (where each option went beside it,
+                         never compared: the harness's own adaptation to the version's API)
+  error          exact   the call's exception (type, first line), or None
+  request_errors exact   per request: the library's error for it (a failed generation loop), or None
+  tokens         tokens  per request: the new tokens, with the engine's top-2 margins (valid up to
+                         the first divergence from the engine's stream, the only steps a tie-flip needs)
+  dropped        exact   processors: the processor classes the version's warnings say it drops
+  warnings       exact   the continuous-batching logger's warnings; presentation (a reworded one is `changed`)
+  beam_outcome   exact   beam: "raised" / "ignored: greedy tokens" (those of the same generate_batch without
+                         num_beams: same path, numerics and batch) / "other tokens", and whether it warned
+ references, computed in the run:
+  tokens_as_engine   tokens  greedy, processors: per request, the engine's stream (its processors, its
+                             stop rule: the eos list, or max_new_tokens); tie-aware (a near-tie flips
+                             across implementations: paged attention vs the engine's)
+  tokens_as_generate tokens  greedy: per request, generate() of the prompt alone, cut at the same eos
+                             list (secondary; tie-aware with both sides' margins)
+  in_support         exact   sample: per request, the steps whose drawn token lies outside the engine's
+                             kept set (top-k of the engine's logits after the drawn prefix) - expected
+                             none; detects a dropped or mis-sized top-k only on a step that draws
+                             outside it (under no filter, each step does so with the mass outside the
+                             top 3 - a few % here: a weak check, the next one is the strong one)
+  logprobs_as_engine tensor  sample: each drawn token's log-probability as the library returned it
+                             against log_softmax of the engine's processed logits at that token (fp32
+                             tolerance, the dtype's rounding rule otherwise): detects with certainty a
+                             temperature or top-k dropped or taken from another request, a request's
+                             scores read from another request's row; `not checked` where the version
+                             returns no log-probabilities, and outside fp32 (the engine is an fp32
+                             oracle; a log-probability's rounding is not bounded by the dtype's rule)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from harness.engine import pipeline
+from harness.engine.decode import top2_margin, top2_scale
+from harness.engine.processors import Processor, apply
+from harness.schema import Case, Observation
+from harness.subjects import engine
+from harness.subjects.hf_continuous import Served, run_batch
+
+EOS = engine.EOS
+SAMPLING = {"temperature": 1.5, "top_k": 3}
+PROCESSORS = {"suppress_tokens": [301], "repetition_penalty": 1.3}
+DROPPED = re.compile(r"Processor (\w+) isn't supported by CB\. Dropping it")
+# the library's class of a processor -> the engine's name of it (harness/engine/processors.py APPLY)
+ENGINE_NAME = {"RepetitionPenaltyLogitsProcessor": "repetition_penalty", "SuppressTokensLogitsProcessor": "suppress_tokens",
+               "NoRepeatNGramLogitsProcessor": "no_repeat_ngram", "MinNewTokensLengthLogitsProcessor": "min_new_tokens",
+               "MinLengthLogitsProcessor": "min_length", "TemperatureLogitsWarper": "temperature",
+               "TopKLogitsWarper": "top_k", "TopPLogitsWarper": "top_p"}
+
+
+# ----------------------------------------------------------------------------------------------
+# pure logic
+
+
+def early_stop_token(streams: Sequence[Sequence[int]], min_step: int = 2) -> tuple[int, int, int] | None:
+    """(token, request, step): the first position, in step order from `min_step` (then request order),
+    whose token occurs nowhere else in its own stream before it and in no other request's stream - an
+    eos there stops that request at that step and no other. None when there is none."""
+    longest = max((len(s) for s in streams), default=0)
+    for step in range(min_step, longest):
+        for r, stream in enumerate(streams):
+            if step >= len(stream):
+                continue
+            t = stream[step]
+            if t in stream[:step] or any(t in other for i, other in enumerate(streams) if i != r):
+                continue
+            return int(t), r, step
+    return None
+
+
+def stopped(stream: Sequence[int], eos: Sequence[int]) -> list[int]:
+    """The stream as a request with end tokens `eos` emits it: up to and including the first end token."""
+    for i, t in enumerate(stream):
+        if t in eos:
+            return list(stream[:i + 1])
+    return list(stream)
+
+
+def dropped_processors(warnings: Sequence[str]) -> list[str]:
+    """The processor classes the warnings say are dropped ("Processor X isn't supported by CB.
+    Dropping it."), sorted, each once."""
+    return sorted({m.group(1) for w in warnings for m in DROPPED.finditer(w)})
+
+
+def kept_chain(chain: Sequence[Processor], dropped: Sequence[str]) -> list[Processor]:
+    """The engine's processors less those the library declares dropped (by `ENGINE_NAME`)."""
+    gone = {ENGINE_NAME.get(name, name) for name in dropped}
+    return [p for p in chain if p.name not in gone]
+
+
+def processed_greedy(logits_of: Callable[[list[int]], torch.Tensor], prompt: Sequence[int], new_tokens: int,
+                     chain: Sequence[Processor], eos: Sequence[int]) -> tuple[list[int], list[float], list[float]]:
+    """Greedy decoding by the engine: at each step the argmax of `chain` applied to the logits of the
+    last position (`logits_of(tokens)` -> [T, V]) after the prompt and the tokens so far; stops after
+    an end token or `new_tokens` tokens. Returns (tokens, top-2 margins, top-2 scales) of the
+    processed logits."""
+    tokens, margins, scales = [], [], []
+    for _ in range(new_tokens):
+        context = [*prompt, *tokens]
+        z = apply(logits_of(context)[-1], context, chain)
+        tokens.append(int(torch.argmax(z)))
+        margins.append(top2_margin(z))
+        scales.append(top2_scale(z))
+        if tokens[-1] in eos:
+            break
+    return tokens, margins, scales
+
+
+def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
+                    context: Sequence[int]) -> list[int]:
+    """The steps whose drawn token the engine's processors filter out (-inf) after the drawn prefix:
+    `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i."""
+    out = []
+    for i, t in enumerate(drawn):
+        ctx = list(context[:prompt_length + i])
+        z = apply(logits[prompt_length - 1 + i], ctx, chain)
+        if not torch.isfinite(z[t]):
+            out.append(i)
+    return out
+
+
+def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
+                    context: Sequence[int]) -> list[float]:
+    """Per step: log_softmax of the engine's processed logits at the drawn token."""
+    out = []
+    for i, t in enumerate(drawn):
+        ctx = list(context[:prompt_length + i])
+        z = apply(logits[prompt_length - 1 + i], ctx, chain)
+        out.append(float(torch.log_softmax(z, dim=-1)[t]))
+    return out
+
+
+def beam_outcome(served: Served, greedy: Sequence[Sequence[int]]) -> str:
+    """What num_beams=2 did: raised, or its tokens are those of the same call without num_beams
+    (`greedy`: ignored) or other ones."""
+    if served.error is not None:
+        return f"raised {served.error['type']}"
+    if any(e is not None for e in served.request_errors):
+        return "a request failed"
+    return "ignored: greedy tokens" if [list(r) for r in served.rows] == [list(g) for g in greedy] else "other tokens"
+
+
+# ----------------------------------------------------------------------------------------------
+# observation
+
+
+def _engine_stream(zoo: Any, case: Case, prompt: str, ids: list[int]):
+    """The engine's greedy decode of one prompt alone (model eos only), through the answer cache."""
+    return engine.decode_cached(zoo, Case(case.model, prompt=prompt, new_tokens=case.new_tokens), ids)
+
+
+def _logits_of(zoo: Any, name: str) -> Callable[[list[int]], torch.Tensor]:
+    return lambda tokens: engine.logits_cached(zoo, name, tokens)
+
+
+def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) -> bool:
+    """A call or any request that failed: every reference `not checked` with the library's reason."""
+    why = (f"generate_batch raised {served.error['type']}: {served.error['message']}" if served.error is not None
+           else next((f"a request failed: {e}" for e in served.request_errors if e is not None), ""))
+    for name, kind in names if why else ():
+        obs.skipped(name, kind, why, category="not-checked")
+    return bool(why)
+
+
+def observe(zoo: Any, case: Case) -> Observation:
+    obs = Observation()
+    check, names = case.param("check"), list(case.param("prompts"))
+    lm = zoo.load(case.model)
+    prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p in names]
+    gap = zoo.engine_gap(case.model)
+    streams = None if gap else [_engine_stream(zoo, case, n, p) for n, p in zip(names, prompts, strict=True)]
+    eos: list[int] = [EOS]
+    if check == "greedy" and streams is not None:
+        early = early_stop_token([s.tokens for s in streams])
+        eos += [early[0]] if early else []
+    setup = {"prompts": names, "prompt_tokens": [len(p) for p in prompts], "new_tokens": case.new_tokens,
+             "eos_token_id": eos}
+    kwargs: dict[str, Any] = {"eos_token_id": eos if len(eos) > 1 else eos[0], "pad_token_id": 0}
+    if check == "sample":
+        kwargs.update(sampling=SAMPLING, logprobs=True, seed=case.seed)
+        setup["sampling"] = SAMPLING
+    elif check == "processors":
+        kwargs["extra"] = PROCESSORS
+        setup["processors"] = PROCESSORS
+    elif check == "beam":
+        kwargs["extra"] = {"num_beams": 2}
+    served = zoo.memo(("continuous", case), lambda: run_batch(lm.model, prompts, case.new_tokens, **kwargs))
+    # where each option went follows the version's API (block_size -> page_size in 5.17): shown, never compared
+    obs.add("setup", setup, show={"placed": served.setup.get("placed")})
+    obs.add("error", served.error)
+    obs.add("warnings", served.warnings, presentation=True)
+    if served.error is not None:
+        _failed(obs, served, _references(check))
+        return obs
+    obs.add("request_errors", served.request_errors)
+    if any(e is not None for e in served.request_errors):  # the generation loop failed: nothing to judge
+        obs.add("tokens", served.rows, kind="tokens")
+        _failed(obs, served, _references(check))
+        return obs
+    if check == "processors":
+        obs.add("dropped", dropped_processors(served.warnings))
+    if gap:
+        obs.add("tokens", served.rows, kind="tokens")
+        for name, kind in _references(check):
+            obs.skipped(name, kind, gap)
+        return obs
+    if check == "beam":  # against the same call without num_beams: same path, same numerics, same batch
+        greedy = zoo.memo(("continuous-greedy", case.model, tuple(names), case.new_tokens),
+                          lambda: run_batch(lm.model, prompts, case.new_tokens, eos_token_id=EOS, pad_token_id=0))
+        obs.add("tokens", served.rows, kind="tokens", margins=[s.margins for s in streams],
+                scales=[s.scales for s in streams])
+        obs.add("beam_outcome", {"outcome": beam_outcome(served, greedy.rows), "warned": bool(served.warnings)},
+                follows="tokens")
+        return obs
+    if check == "sample":
+        return _sampled(zoo, case, obs, served, prompts)
+    if check == "processors":
+        chain = kept_chain(pipeline.build({"do_sample": False, **PROCESSORS, "eos_token_id": eos}, prompts[0]),
+                           dropped_processors(served.warnings))
+        expected = [processed_greedy(_logits_of(zoo, case.model), p, case.new_tokens, chain, eos) for p in prompts]
+    else:
+        expected = [(stopped(s.tokens, eos), s.margins, s.scales) for s in streams]
+    rows, margins, scales = [e[0] for e in expected], [e[1] for e in expected], [e[2] for e in expected]
+    obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales, oracle="tokens_as_engine")
+    obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
+                                                                                         "scales": scales})
+    if check == "greedy":
+        solos = [_solo(zoo, case, n, eos) for n in names]
+        obs.reference("tokens_as_generate", served.rows, [s[0] for s in solos], kind="tokens",
+                      observed_extras={"margins": margins, "scales": scales},
+                      expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
+    return obs
+
+
+def _references(check: str) -> tuple[tuple[str, str], ...]:
+    return {"greedy": (("tokens_as_engine", "tokens"), ("tokens_as_generate", "tokens")),
+            "processors": (("tokens_as_engine", "tokens"),),
+            "sample": (("in_support", "exact"), ("logprobs_as_engine", "tensor")),
+            "beam": ()}[check]
+
+
+def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int], list[float], list[float]]:
+    """generate() of one prompt alone, greedy (the model's eos), cut by `stopped` at the case's eos
+    list - greedy is deterministic, so the cut stream is the one an eos list would stop; (tokens,
+    margins, scales) of generate()'s own scores."""
+    got = zoo.generate(Case(case.model, prompt=prompt, new_tokens=case.new_tokens))
+    tokens = stopped(got.tokens, eos)
+    return tokens, got.margins[:len(tokens)], got.scales[:len(tokens)]
+
+
+def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]]) -> Observation:
+    obs.add("tokens", served.rows, kind="tokens", seeded_by="logprobs_as_engine")
+    chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
+    outside, ours, theirs = [], [], []
+    for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
+        context = [*p, *drawn]
+        logits = engine.logits_cached(zoo, case.model, context)
+        outside.append(outside_support(logits, len(p), drawn, chain, context))
+        if logprobs:
+            ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
+            theirs.append(logprobs[:len(ours[-1])])
+    obs.reference("in_support", outside, [[] for _ in prompts], implementations_differ=False)
+    if zoo.dtype_of(case.model) != "fp32":
+        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
+                    "a log-probability's rounding follows the logits' magnitude over the temperature (|z| u / T), not its "
+                    "own, so the dtype's per-element rule does not bound it - the fp32 run checks it",
+                    category="not-checked")
+        return obs
+    if len(theirs) != len(prompts):
+        obs.skipped("logprobs_as_engine", "tensor", "this version's generate_batch returns no log-probabilities "
+                    "(no return_logprobs): the draws' probabilities cannot be read", category="not-checked")
+        return obs
+    obs.reference("logprobs_as_engine", [x for row in theirs for x in row], [x for row in ours for x in row],
+                  kind="tensor")
+    return obs

@@ -1,0 +1,62 @@
+"""Catalogue faults of continuous batching: generate_batch's processors, slots and stops
+(suites/test_continuous.py: each request against the engine's decode of it alone).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it
+is modelled on; harness/faults/catalogue.py joins every family's `FAULTS`. The edits are of 5.24's
+continuous-batching modules (generation/continuous_batching/); the versions before it that run on
+this CPU run none of this path (4.57 / 5.0 fail sizing the cache, 5.13 / 5.14 without psutil), so
+an edit that does not apply there is a FaultError, never a silent pass."""
+
+from __future__ import annotations
+
+from harness.faults.patches import Catch, Fault, edit
+from harness.faults.targets import CB_API, CB_PROC, CB_REQ
+
+FAULTS: tuple[Fault, ...] = (
+    Fault("cb-processor-dropped-silently", "batching",
+          "continuous batching drops a logits processor whose support is unknown (SuppressTokensLogitsProcessor) "
+          "without the warning it gives for the processors it declares unsupported: the requests generate the "
+          "suppressed token",
+          Catch("continuous", "llama-target.cb.processors", "tokens_as_engine"),
+          (edit(CB_PROC, "ContinuousBatchingLogitsProcessorList._validate_processors",
+                ('logger.warning(f"Processor {class_name} might not be supported by CB.")\n'
+                 '            filtered_processors.append(processor)', "pass")),),
+          notes="the class of transformers #43457 (\"apply logits processors in packed batches\": in continuous "
+                "batching \"processors are either broken or disabled in `transformers serve`\") and of #45026, whose "
+                "`drop_unsupported_processors` drops a processor marked unsupported with a warning - here one is "
+                "dropped with none, so only the tokens (against the engine applying it) show it"),
+    Fault("cb-token-from-neighbour-slot", "batching",
+          "the batch update hands each request the token sampled for the next request's slot (an index off by "
+          "one in the packed batch): every request continues another request's stream",
+          Catch("continuous", "llama-target.cb.greedy", "tokens_as_engine"),
+          (edit(CB_API, "ContinuousBatchProcessor.update_batch",
+                ("token = new_tokens[current_logits_index]",
+                 "token = new_tokens[(current_logits_index + 1) % len(requests_in_batch)]")),),
+          notes="the class of Blaizzy/mlx-vlm #1574 (\"structured output logits processors become misaligned when "
+                "generation batches are extended\": concurrent requests affect one another) and #1441 (per-request "
+                "state reindexed with another request's indices under continuous batching), in transformers' own "
+                "batch update"),
+    Fault("cb-eos-list-first-only", "batching",
+          "a request keeps only the first id of an eos list: a request whose stream reaches another end token "
+          "runs on to max_new_tokens",
+          Catch("continuous", "llama-target.cb.greedy", "tokens_as_engine"),
+          (edit(CB_REQ, "RequestState.__post_init__",
+                ("for token_id in self.eos_token_id:", "for token_id in self.eos_token_id[:1]:")),),
+          notes="the class of Blaizzy/mlx-vlm #309 (\"stop generation on every EOS id declared in model config\": "
+                "generation stopped only on the tokenizer's single eos while the config listed two) and #2112 (the "
+                "configured eos replacing the tokenizer's instead of their union, in the server's continuous-batching "
+                "path too)"),
+    Fault("cb-eos-stops-batch-mates", "batching",
+          "when one request finishes, every request of its batch is cut to one more token: an early eos of one "
+          "request stops the others",
+          Catch("continuous", "llama-target.cb.greedy", "tokens_as_engine"),
+          (edit(CB_API, "ContinuousBatchProcessor.update_batch",
+                ("self.scheduler.finish_request(state.request_id)\n",
+                 "self.scheduler.finish_request(state.request_id)\n"
+                 "                [setattr(f.state, '_new_tokens_limit', min(f.state._new_tokens_limit, "
+                 "f.state.generated_len() + 1)) for f in requests_in_batch]\n")),),
+          notes="the class of vllm-project/tpu-inference #3401 (the fused continuous-batching decode window "
+                "\"early-exits\" whenever any sequence reaches EOS; run past it, finished sequences were reseeded "
+                "from padding) and of transformers #26959's stop-string criteria that \"stops a whole batch when a "
+                "sentence inside a batch\" hits one, in the per-request stop of continuous batching"),
+)
