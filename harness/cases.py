@@ -774,3 +774,16 @@ def beam_modes(run: RunSettings | None = None) -> list[Case]:
     """llama-target's moved-mode cases, then each user model's (its first prompt)."""
     return beam_mode_cases(TARGET, BEAM_PROMPTS[0]) + [c for m in _users(run)
                                                         for c in beam_mode_cases(m.name, _stop_prompts(m)[0])]
+
+
+KERNEL_DTYPES = ("fp32", "bf16")
+SDPA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # torch.nn.attention.SDPBackend members, by short name
+CPU_SDPA_BACKENDS = ("math", "flash")  # the kernels torch has on a CPU (sdp_utils_cpp: flash, then math)
+
+
+def kernels(run: RunSettings | None = None) -> list[Case]:
+    """`sdpa.<backend>.<dtype>`: torch's SDPA kernels, one case per backend the run's device has
+    (a CPU: math, flash; CUDA: efficient and cudnn too) and dtype (fp32, bf16 - whatever the run's)."""
+    device = (run.device if run else "cpu").split(":", 1)[0]
+    backends = CPU_SDPA_BACKENDS if device == "cpu" else SDPA_BACKENDS
+    return [Case("torch", name=f"sdpa.{b}.{d}", params=_p(backend=b, dtype=d)) for b in backends for d in KERNEL_DTYPES]

@@ -468,6 +468,18 @@ def test_latency_only_compared_on_the_same_hardware_class():
     assert cmp("latency", BASE, old_method).category == "not-comparable"
 
 
+def test_latency_is_not_compared_across_isa_levels_and_says_so():
+    """The same CPU model with another ISA level torch dispatches to (pytorch #193951: an AMX-only
+    decode slowdown) is another hardware class: not compared, and the detail names the ISA."""
+    isa = FP32["cpu_kernels"]["isa"]
+    other = {**FP32, "cpu_kernels": {**FP32["cpu_kernels"], "isa": "AVX2" if isa != "AVX2" else "AMX"}}
+    result = cmp("latency", BASE, BASE, Policy(observed_env=other, baseline_env=FP32))
+    assert (result.status, result.category) == (Status.SKIPPED, "not-comparable")
+    assert f"the CPU ISA torch dispatches to differs (record {isa}, this run {other['cpu_kernels']['isa']})" \
+        in result.detail
+    assert "CPU ISA" not in cmp("latency", BASE, BASE, Policy(observed_env=OTHER_CPU, baseline_env=FP32)).detail
+
+
 @pytest.mark.parametrize(("new", "status", "category"), [
     ({"peak_bytes": 1000, "allocated_bytes": 5000}, Status.PASS, ""),
     ({"peak_bytes": 1050, "allocated_bytes": 5000}, Status.PASS, "within-noise"),

@@ -16,6 +16,7 @@ from harness.store.env import (
     is_safe_key,
     key_of,
     machine_differences,
+    moved_axes,
     numerics_differences,
 )
 
@@ -128,6 +129,41 @@ def test_another_isa_is_another_hardware_class_and_other_numerics_and_the_report
     old_record = {k: v for k, v in a.items() if k != "cpu_kernels"}  # a record made before the ISA was recorded
     assert "not recorded" in machine_differences(a, old_record)
     assert hardware_class(old_record) != hardware_class(a)
+
+
+def test_the_fingerprint_fields_that_decide_cpu_kernels_have_their_types():
+    kernels = fingerprint()["cpu_kernels"]
+    for key in ("isa", "onednn", "blas"):
+        assert isinstance(kernels[key], str) and kernels[key], key
+    assert isinstance(kernels["sdpa_backends"], list) and all(isinstance(b, str) for b in kernels["sdpa_backends"])
+    assert kernels["sdpa_backends"] == sorted(kernels["sdpa_backends"])
+
+
+def test_a_torch_bump_on_the_same_cpu_is_another_torch_build_not_another_machine():
+    a = fingerprint(threads=1)
+    newer = {**a, "torch": "9.9.9", "cpu_kernels": {**a["cpu_kernels"], "onednn": "0.0.1", "isa": "AMX"}}
+    note = machine_differences(newer, a)
+    assert note.startswith("another torch build: ") and "another machine" not in note
+    assert "oneDNN " + a["cpu_kernels"]["onednn"] + " -> 0.0.1" in note and "CPU ISA" in note
+    assert "latency is not compared" in note  # the ISA moved: another hardware class
+    build_only = {**a, "torch": "9.9.9", "cpu_kernels": {**a["cpu_kernels"], "blas": "openblas"}}
+    assert "latency is compared (the same hardware class)" in machine_differences(build_only, a)
+    elsewhere = {**newer, "device": {**a["device"], "name": "Another CPU"}}
+    assert machine_differences(elsewhere, a).startswith("another machine: device ")  # ISA with the machine
+
+
+def test_the_report_header_names_the_axis_that_moved():
+    a = fingerprint(threads=1)
+    torch_bump = {**a, "torch": "9.9.9+cpu"}
+    line = moved_axes(torch_bump, a)
+    assert line.startswith("axis moved: torch " + a["torch"].split("+")[0] + " -> 9.9.9")
+    assert "held: transformers " + a["transformers"] in line
+    tf_bump = {**a, "transformers": "0.0.1"}
+    assert moved_axes(tf_bump, a).startswith("axis moved: transformers ") and "held: " in moved_axes(tf_bump, a)
+    both = moved_axes({**tf_bump, "torch": "9.9.9"}, a)
+    assert both.startswith("axes moved: transformers") and "torch" in both and "not pinned on one axis" in both
+    assert moved_axes({**a, "dtype": "bf16"}, a).startswith("axis moved: dtype fp32 -> bf16")
+    assert moved_axes(a, dict(a)).startswith("no axis moved") and moved_axes(a, None) == ""
 
 
 def test_a_package_that_is_not_installed_is_recorded_as_absent(monkeypatch):

@@ -72,6 +72,22 @@ def test_a_cell_that_fails_to_install_is_reported_and_the_chain_skips_it(project
     assert "matrix [2/4] transformers 9.9.9: failed" in progress and "  ERROR: No matching distribution" in progress and "matrix [4/4] transformers 5.24.0: recorded" in progress
 
 
+def test_each_torch_version_keeps_its_own_virtualenvs(project, tmp_path):
+    """nox names a venv by its session (suites-<transformers>): `--torch V` puts the cells under
+    <envdir>/torch<V>/, so a torch bump never reinstalls torch into another torch's venv."""
+    seen = []
+
+    def runner(cell, project, out, args, versions):
+        seen.append(args.envdir)
+        return fake_runner(cell, project, out, args, versions)
+
+    for torch, envdir in (("2.12.1", str(tmp_path / "venvs")), ("2.15.0", None)):
+        args = argparse.Namespace(transformers=["5.24.0"], torch=torch, workers=None, envdir=envdir,
+                                  out=str(tmp_path / torch))
+        matrix(project, args, runner=runner)
+    assert seen == [str(tmp_path / "venvs" / "torch2.12.1"), str(Path(".nox") / "torch2.15.0")]
+
+
 @pytest.mark.skipif(shutil.which("nox") is None and not (Path(sys.executable).parent / "nox").exists(),
                     reason="nox is not installed (pip install -e '.[dev]')")
 def test_noxfile_has_one_suites_session_per_version():

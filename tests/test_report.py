@@ -163,6 +163,26 @@ def test_only_tracked_deviations_are_a_pass_in_the_headline() -> None:
     assert "1 known deviation" in text and "tracked" in text and "regenerate the golden records" not in text
 
 
+def test_the_header_says_which_axis_moved_and_the_summary_too() -> None:
+    """A torch bump and a transformers bump are told apart: the banner, summary.md and the terminal
+    name the axis that moved (harness/store/env.py `moved_axes`) and the torch build that differs."""
+    from harness.report.terminal import markdown_summary
+
+    kernels = {"isa": "AVX512", "onednn": "3.10.0", "blas": "mkl", "sdpa_backends": ["flash", "math"]}
+    old = {"transformers": "5.24.0", "torch": "2.12.1", "dtype": "fp32", "threads": 1,
+           "device": {"type": "cpu", "name": "Some CPU", "arch": "x86_64"}, "cpu_kernels": kernels}
+    new = {**old, "torch": "2.13.0+cpu", "cpu_kernels": {**kernels, "onednn": "3.12.0"}}
+    results = Results(env=new, baseline_env=old, outcomes=[Outcome("s", "c", "f", "exact", Status.PASS)])
+    root = parse(render_html(results)).root
+    axis = root.one("p", id="axis").text
+    assert axis.startswith("axis moved: torch 2.12.1 -> 2.13.0") and "transformers 5.24.0" in axis
+    assert "another torch build: oneDNN 3.10.0 -> 3.12.0" in root.one("p", id="machine").text
+    assert "Axis moved: torch 2.12.1 -&gt; 2.13.0" in markdown_summary(results)
+    tf_bump = Results(env={**old, "transformers": "5.25.0"}, baseline_env=old, outcomes=[])
+    assert parse(render_html(tf_bump)).root.one("p", id="axis").text.startswith("axis moved: transformers")
+    assert not parse(render_html(Results(env=new, baseline_env=None, outcomes=[]))).root.find_all("p", id="axis")
+
+
 def test_the_run_panel_says_what_ran_in_plain_words_and_keeps_the_raw_metadata_disclosed() -> None:
     def argv(phase: str, *more: str) -> list[str]:
         return ["/x/suites", "--harness-phase", phase, *more, "-k", "mine", "-q"]

@@ -13,7 +13,7 @@ import numpy as np
 from harness.checking import stats
 from harness.checking.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, verdict
 from harness.schema import Field, Outcome, Status
-from harness.store.env import hardware_class
+from harness.store.env import hardware_class, hardware_difference
 
 # ----------------------------------------------------------------------------------------------
 # rate
@@ -264,7 +264,8 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     against the baseline record's measurement on the same hardware class and dtype
     (`stats.slowdown_test`: the paired median log ratios, within-run and between-run variance).
 
-    skipped, not-comparable   another hardware class or dtype, or a record of an older method
+    skipped, not-comparable   another hardware class (another ISA level torch dispatches to on the same
+                              CPU says so first) or dtype, or a record of an older method
     skipped, not-judged       the machine was too busy to judge (here or when the record was made):
                               never a pass, never a false regression (`--latency-strict` fails it)
     regression, slowdown      slower than (1 + tolerance) at alpha
@@ -282,7 +283,8 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     if obs_env.get("dtype") != base_env.get("dtype") or hw not in entries:
         return verdict(
             name, "latency", Status.SKIPPED,
-            f"latency is compared on the same hardware class and dtype only: recorded on {sorted(entries)} "
+            f"{hardware_difference(hw, sorted(entries))}latency is compared on the same hardware class and dtype "
+            f"only: recorded on {sorted(entries)} "
             f"{base_env.get('dtype')}, this run {hw} {obs_env.get('dtype')}",
             "not-comparable", {"hardware_new": hw, "hardware_recorded": sorted(entries)})
     new, old = latency_entries(observed, obs_env)[hw], entries[hw]

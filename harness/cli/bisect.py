@@ -31,7 +31,7 @@ from typing import Any
 from harness.checking.bisection import Bisection, Step, Target, Verdict, cell_verdict, search, stop_reason
 from harness.cli import releases
 from harness.cli.common import output_dir
-from harness.cli.matrix import Cell, Runner, check_versions, record_cell, run_nox
+from harness.cli.matrix import Cell, Runner, check_versions, record_cell, run_nox, torch_envdir
 from harness.cli.project import Project, UsageError, open_project
 from harness.cli.repro import resolve_target
 from harness.report import ResultsFileError, load_results
@@ -104,7 +104,7 @@ def cell_place(plan: Plan, version: str, sub: str = "") -> tuple[Cell, Path, str
     """(the nox cell, the DIR its cells/ go under, its virtualenvs' directory, its torch) of a release."""
     if plan.axis == "transformers":
         return Cell(version), plan.out / sub, plan.envdir, plan.pinned
-    envdir = str(Path(plan.envdir or ".nox") / f"torch{version}")  # another torch: another venv
+    envdir = torch_envdir(plan.envdir, version)  # another torch: another venv
     return Cell(plan.pinned), plan.out / f"torch{version}" / sub, envdir, version
 
 

@@ -1,9 +1,9 @@
-"""`harness matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]`: record each version
+"""`harness matrix --transformers V1 V2 ... [--torch V] [-n N] [--envdir DIR] [--out DIR]`: record each version
 in its own nox session (noxfile.py, `suites-<version>`), then render the chain of upgrade reports
 V1 -> V2 -> ... and an index page linking them.
 
 Per version (a *cell*): ``nox -s suites-<V>`` in a fresh (reused when cached) virtualenv with that
-transformers, torch pinned, this package; it runs ``pytest suites --force-regen`` and records its
+transformers, torch pinned (``--torch V``: the cells' venvs under ``<envdir>/torch<V>/``), this package; it runs ``pytest suites --force-regen`` and records its
 own env key into the store. A cell that fails to install or to run is reported (its log's tail on
 the index page) and the matrix goes on; the chain links the cells that recorded. Output:
 
@@ -62,6 +62,13 @@ def nox_command(version: str, envdir: str | None = None, posargs: Sequence[str] 
     if envdir:
         command += ["--envdir", envdir]  # the cells' virtualenvs (default: nox's .nox/ in the project)
     return command + (["--", *posargs] if posargs else [])
+
+
+def torch_envdir(envdir: str | None, torch: str) -> str:
+    """Where the cells of one torch version keep their virtualenvs: ``<envdir or .nox>/torch<V>`` -
+    nox names a venv by its session (``suites-<transformers>``), so without it two torch versions of
+    one transformers would share a venv and reinstall torch (3 GB with its CUDA dependencies) in turn."""
+    return str(Path(envdir or ".nox") / f"torch{torch}")
 
 
 def run_nox(cell: Cell, project: Project, out: Path, args: argparse.Namespace, versions: Sequence[str]) -> int:
@@ -137,6 +144,8 @@ def index_html(cells: Sequence[Cell], links: Sequence[Link], torch: str) -> str:
 
 def matrix(project: Project, args: argparse.Namespace, runner: Runner = run_nox) -> tuple[list[Cell], list[Link], Path]:
     versions = list(dict.fromkeys(args.transformers))
+    if args.torch:  # another torch: another venv (`torch_envdir`)
+        args = argparse.Namespace(**{**vars(args), "envdir": torch_envdir(getattr(args, "envdir", None), args.torch)})
     out = Path(args.out) if args.out else timestamped_dir(project.reports_dir / "matrix")
     out.mkdir(parents=True, exist_ok=True)
     cells = [Cell(v) for v in versions]
@@ -188,5 +197,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--transformers", nargs="+", required=True, metavar="V", help="transformers versions, in order")
     p.add_argument("--torch", metavar="V", help="torch version of every cell (default: constraints.txt's)")
     p.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers per cell")
+    p.add_argument("--envdir", metavar="DIR", help="where the cells' virtualenvs go (default: nox's .nox/; with "
+                   "--torch V: DIR/torch<V>/)")
     p.add_argument("--out", metavar="DIR", help="where the reports go (default: <reports_dir>/matrix/<time>)")
     p.set_defaults(func=cmd_matrix)

@@ -259,7 +259,7 @@ class Fault:
 
     name: str
     area: str  # verifier, drafting, caches, attention, backends, checkpoints, contracts, sampling, stopping, batching,
-    # long context, streaming, latency, tokenizers, chat
+    # long context, streaming, latency, tokenizers, chat, beam, kernels (torch itself)
     breaks: str
     catch: Catch
     patches: tuple[Patch, ...]

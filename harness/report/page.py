@@ -24,6 +24,7 @@ from harness.report.run_panel import run_rows
 from harness.report.sampling_table import sampling_rows
 from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results, Status
+from harness.store.env import machine_differences, moved_axes
 
 HERE = Path(__file__).parent
 STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.MISSING, Status.NEW, Status.SKIPPED, Status.PASS,
@@ -256,6 +257,8 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "counts": count_statuses(views),
         "env_rows": envs,
         "env_changes": [r for r in envs if r.differs][:6],
+        "axis": moved_axes(results.env, results.baseline_env),
+        "machine": machine_differences(results.env, results.baseline_env),
         "has_baseline": results.baseline_env is not None,
         "meta_rows": meta_rows(results.meta),
         "run_rows": run_rows(results.meta),

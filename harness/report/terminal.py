@@ -17,7 +17,7 @@ from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.report.repro import scriptable
 from harness.schema import Results, Status
-from harness.store.env import machine_differences
+from harness.store.env import machine_differences, moved_axes
 
 MAX_LISTED = 50  # outcomes listed per status in the summary; the report has them all
 MAX_FINDINGS = 30  # findings listed in the terminal summary
@@ -67,6 +67,9 @@ def print_summary(results: Results, title: str) -> None:
     fault = results.meta.get("injected_fault") if isinstance(results.meta, dict) else None
     if fault:
         print(printable(f"INJECTED FAULT: {fault['name']} - {fault['breaks']}"))
+    axis = moved_axes(results.env, results.baseline_env)
+    if axis:
+        print(printable(axis))
     machine = machine_differences(results.env, results.baseline_env)
     if machine:
         print(printable(machine))
@@ -135,7 +138,9 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     meta = results.meta
     findings = group_findings(results.outcomes)
     machine = machine_differences(results.env, results.baseline_env)
+    axis = moved_axes(results.env, results.baseline_env)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
+             *([axis[0].upper() + axis[1:] + ".", ""] if axis else []),
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
              *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes)]
     lines += to_decide(findings, meta.get("baseline_key"))

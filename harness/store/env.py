@@ -250,30 +250,93 @@ def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> 
     return [key for key in NUMERICS_KEYS if a.get(key) != b.get(key)]
 
 
+def _part(fp: dict[str, Any], key: str) -> dict[str, Any]:  # a results.json from elsewhere: any shape
+    value = fp.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _shown(kernels: dict[str, Any], key: str) -> str:
+    value = kernels.get(key, "not recorded")
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+# what the machine has (machine_differences: "another machine") and what the torch build brings
+# ("another torch build"): oneDNN and BLAS are linked into torch, the SDPA switches are torch's
+MACHINE_KERNELS = (("isa", "CPU ISA"), ("low_precision_units", "bf16/fp16 units"))
+BUILD_KERNELS = (("onednn", "oneDNN"), ("blas", "BLAS"), ("sdpa_backends", "SDPA backends"))
+
+
 def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
-    """One sentence when two fingerprints ran on machines whose kernels differ ("" when they do not
-    or when either is unknown): another device model or another ISA level torch dispatches to. A
-    report comparing them says so beside its verdict, since their latencies are never compared and
-    their rounding may differ."""
+    """One sentence when two fingerprints ran on kernels that differ ("" when they do not or when
+    either is unknown): another machine (device model, bf16 / fp16 units, the ISA level torch
+    dispatches to) and / or another torch build (the oneDNN / BLAS it links, its SDPA switches).
+    The ISA counts as the torch build's when the device model is the same and torch moved (a newer
+    dispatcher picking another level on the same CPU). A report comparing them says so beside its
+    verdict: latency is never compared across hardware classes (`hardware_class`: the ISA is in it),
+    and their rounding may differ."""
     if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
         return ""
-
-    def part(fp: dict[str, Any], key: str) -> dict[str, Any]:  # a results.json from elsewhere: any shape
-        value = fp.get(key)
-        return value if isinstance(value, dict) else {}
-
-    parts = []
-    da, db = part(a, "device"), part(b, "device")
-    if (da.get("type"), da.get("name")) != (db.get("type"), db.get("name")):
-        parts.append(f"device {db.get('name', '?')} -> {da.get('name', '?')}")
-    ka, kb = part(a, "cpu_kernels"), part(b, "cpu_kernels")
-    for key, label in (("isa", "CPU ISA"), ("low_precision_units", "bf16/fp16 units"), ("onednn", "oneDNN"),
-                       ("blas", "BLAS"), ("sdpa_backends", "SDPA backends")):
+    machine, build = [], []
+    da, db = _part(a, "device"), _part(b, "device")
+    same_device = (da.get("type"), da.get("name")) == (db.get("type"), db.get("name"))
+    if not same_device:
+        machine.append(f"device {db.get('name', '?')} -> {da.get('name', '?')}")
+    ka, kb = _part(a, "cpu_kernels"), _part(b, "cpu_kernels")
+    torch_moved = a.get("torch") != b.get("torch")
+    for key, label in (*MACHINE_KERNELS, *BUILD_KERNELS):
         if kb.get(key, "unknown") != ka.get(key, "unknown"):
-            old = ",".join(kb[key]) if isinstance(kb.get(key), list) else kb.get(key, "not recorded")
-            new = ",".join(ka[key]) if isinstance(ka.get(key), list) else ka.get(key, "not recorded")
-            parts.append(f"{label} {old} -> {new}")
-    if not parts:
+            by_build = (key, label) in BUILD_KERNELS or (key == "isa" and same_device and torch_moved)
+            (build if by_build else machine).append(f"{label} {_shown(kb, key)} -> {_shown(ka, key)}")
+    if not machine and not build:
         return ""
-    return ("another machine: " + "; ".join(parts) + " (baseline -> this run): latency is compared on the same "
-            "hardware class only, and floating-point rounding may differ")
+    said = [*(["another machine: " + "; ".join(machine)] if machine else []),
+            *(["another torch build: " + "; ".join(build)] if build else [])]
+    latency = ("latency is not compared (another hardware class)" if hardware_class(a) != hardware_class(b)
+               else "latency is compared (the same hardware class)")
+    return ", ".join(said) + f" (baseline -> this run): {latency}, and floating-point rounding may differ"
+
+
+def hardware_difference(this_run: str, recorded: list[str]) -> str:
+    """Why a latency recorded on `recorded` hardware classes is not compared with `this_run`'s, when
+    one of them is the same device that only dispatches to another ISA level ("" otherwise)."""
+    base = this_run.split("/isa=", 1)[0]
+    for other in recorded:
+        if other != this_run and other.split("/isa=", 1)[0] == base:
+            isa = other.split("/isa=", 1)[1] if "/isa=" in other else "not recorded"
+            here = this_run.split("/isa=", 1)[1] if "/isa=" in this_run else "not recorded"
+            return f"the CPU ISA torch dispatches to differs (record {isa}, this run {here}): "
+    return ""
+
+
+# the axes of an upgrade report (`moved_axes`): what can move between a baseline and a run
+AXES = ("transformers", "torch", "dtype", "device", "threads")
+
+
+def _axis_value(fp: dict[str, Any], axis: str) -> str:
+    if axis in ("transformers", "torch"):
+        return _short_version(str(fp.get(axis, "absent")))
+    if axis == "device":
+        device = _part(fp, "device")
+        isa = _part(fp, "cpu_kernels").get("isa")
+        return " ".join(str(x) for x in (device.get("type"), device.get("name"), isa) if x)
+    return str(fp.get(axis, "absent"))
+
+
+def moved_axes(current: dict[str, Any] | None, baseline: dict[str, Any] | None) -> str:
+    """The report header's line on which axis moved between the baseline and this run (`AXES`:
+    transformers, torch, dtype, device - the machine and the ISA torch dispatches to - threads),
+    e.g. "axis moved: torch 2.12.1 -> 2.13.0 (held: transformers 5.24.0, dtype fp32, ...)"; several
+    moved: "axes moved: ... - more than one at a time: a finding is not pinned on one axis"; "" when
+    either fingerprint is unknown. A torch bump and a transformers bump change generate() in their
+    own ways, so the report names the one it measures."""
+    if not isinstance(current, dict) or not isinstance(baseline, dict) or not current or not baseline:
+        return ""
+    values = {axis: (_axis_value(baseline, axis), _axis_value(current, axis)) for axis in AXES}
+    moved = [f"{axis} {old} -> {new}" for axis, (old, new) in values.items() if old != new]
+    held = ", ".join(f"{axis} {old}" for axis, (old, new) in values.items() if old == new)
+    if not moved:
+        return f"no axis moved (the same {held})"
+    if len(moved) == 1:
+        return f"axis moved: {moved[0]}" + (f" (held: {held})" if held else "")
+    return ("axes moved: " + "; ".join(moved) + " - more than one at a time: a finding is not pinned on one axis"
+            + (f" (held: {held})" if held else ""))
