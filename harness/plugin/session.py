@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from harness import faults
+from harness import cases, faults
 from harness.checking import stats
 from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
@@ -337,6 +337,9 @@ class HarnessSession:
             meta["write_errors"] = sorted(set(self.write_errors))
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
+            left = cases.left_out(self.settings)
+            if left:
+                meta["left_out"] = left  # what the budget plan did not run, and why (harness/settings/budget.py)
         injected = faults.injected(self.config)
         if injected is not None:
             meta["injected_fault"] = faults.describe(injected)
@@ -403,4 +406,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     torch.set_num_threads(settings.threads)
     config.pluginmanager.register(HarnessSession(config, settings), PLUGIN_NAME)
+    if not hasattr(config, "workerinput"):  # the controller (or a serial run) says how far it is
+        from harness.plugin.progress import Progress
+
+        config.pluginmanager.register(Progress(config, long_work=bool(settings.user_models)), "harness-progress")
     faults.configure(config, settings.fault)  # applies --inject-fault for the session (undone at unconfigure)
