@@ -32,6 +32,7 @@ def line(model: UserModel, run: RunSettings, workers: int, calibration: float | 
     budget = model.plan.seconds
     over = f"; over its budget of {budget:.0f} s" if budget and seconds["total"] > budget else ""
     return (f"harness: plan: {model.name}: {model.params / 1e6:.0f}M parameters, {plan}; estimate ~{seconds['total']:.0f} s "
+            f"at this machine's speed now (calibration {calibration or preflight.CALIBRATION:.4f} s) "
             f"({suites}){over}; memory ~{memory.private / preflight.GIB:.1f} GiB a worker + "
             f"{memory.shared / preflight.GIB:.1f} GiB of mapped weights; {workers} worker{'s' if workers != 1 else ''}")
 
@@ -51,8 +52,9 @@ def workers(run: RunSettings, chosen: str | None, explicit: bool, available: int
         worst = max(run.user_models, key=lambda m: memory_of(m, run).total(1))
         raise PlanError(preflight.refusal(worst.name, memory_of(worst, run), available, worst.dtype or run.dtype))
     n = cores if explicit else min(cores, fits)
+    speed = preflight.calibration()
     for model in run.user_models:
-        print(line(model, run, n), flush=True)
+        print(line(model, run, n, speed), flush=True)
     if explicit or n >= cores:
         return chosen
     print(f"harness: {n} worker{'s' if n != 1 else ''} instead of {cores}: each holds its own copy of the model's "

@@ -94,5 +94,7 @@ class Progress:
                     sum(self.done.values()), max(sum(self.totals.values()), sum(self.done.values())), now - self.start)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.ensure_newline()
+            writer = getattr(reporter, "_tw", None)  # -q's progress dots leave the line open
+            if writer is not None and getattr(writer, "width_of_current_line", 0):
+                reporter.write("\n")
             reporter.write_line(text)
