@@ -3,7 +3,7 @@ elapsed, an estimate of what is left - for the suite that just reported and for 
 
     harness: progress: outputs 2/3 tests, 41 s, ~21 s left; run 12/31 tests, 3m05s, ~4m50s left
 
-Plain lines (no cursor control), so a terminal and a CI log show the same thing. A line is written
+Registered for `harness check` / `regen` and for a run on models of yours. Plain lines (no cursor control), so a terminal and a CI log show the same thing. A line is written
 when a suite finishes, and otherwise at most every `EVERY` seconds; a run without models of
 yours (the zoo's, about a minute) starts writing only after `QUIET_FOR` seconds. The estimates are rates, not promises: what is left of a suite = its elapsed wall
 time / tests done x tests left; of the run = the run's elapsed / done x left (wall time, so the

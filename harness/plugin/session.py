@@ -36,7 +36,7 @@ from harness.plugin.selection import case_id, is_golden, parametrize_cases, sele
 from harness.report.writes import writes_lines
 from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
 from harness.settings.config import ConfigError, load_config
-from harness.settings.run import RunSettings, SettingsError
+from harness.settings.run import FRONT_INI, RunSettings, SettingsError
 from harness.store.env import env_key, fingerprint
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 
@@ -384,6 +384,13 @@ def run_settings(config: pytest.Config) -> RunSettings:
     return config.stash[SETTINGS]
 
 
+def _front(config: pytest.Config) -> str:
+    try:
+        return str(config.getini(FRONT_INI) or "")
+    except (ValueError, KeyError):
+        return ""
+
+
 def session_of(config: pytest.Config) -> HarnessSession:
     session = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if session is None:  # pragma: no cover - pytest_configure always registers it
@@ -406,7 +413,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     torch.set_num_threads(settings.threads)
     config.pluginmanager.register(HarnessSession(config, settings), PLUGIN_NAME)
-    if not hasattr(config, "workerinput"):  # the controller (or a serial run) says how far it is
+    if not hasattr(config, "workerinput") and (_front(config) == "cli" or settings.user_models):
+        # the controller (or a serial run) of `harness check` / `regen`, or of a run on your models, says how far it is
         from harness.plugin.progress import Progress
 
         config.pluginmanager.register(Progress(config, long_work=bool(settings.user_models)), "harness-progress")
