@@ -45,7 +45,7 @@ into blocks, so both transformers and the reference engine run a constant draft 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ from harness.fixtures import load as fixtures_load
 from harness.fixtures import tokzoo
 from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
+from harness.settings import budget
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
@@ -69,6 +70,24 @@ LONG_CONTEXT = "long-context"
 
 def _users(run: RunSettings | None) -> Sequence[UserModel]:
     return run.user_models if run is not None else ()
+
+
+def _planned(run: RunSettings | None, table: str, make: Callable[[UserModel], list[Case]]) -> list[Case]:
+    """Each user model's cases of `table`, as its plan runs them (harness/settings/budget.py: the
+    full grid, or the budget plan's selection)."""
+    return [c for m in _users(run) for c in budget.select(table, m.plan, make(m))]
+
+
+def left_out(run: RunSettings | None) -> list[str]:
+    """What the budget plans of the run's user models leave out, one line per (model, table)."""
+    lines = []
+    for m in _users(run):
+        for table in budget.RULES:
+            ids, why = budget.left_out(table, m.plan, USER_TABLES[table](m))
+            if ids:
+                lines.append(f"{m.name}: {table}: {len(ids)} case{'s' if len(ids) != 1 else ''} left out by the budget "
+                             f"plan ({m.plan.why}) - {why}: {', '.join(ids)}")
+    return lines
 
 
 def _deep(run: RunSettings | None) -> bool:
@@ -156,7 +175,7 @@ def outputs(run: RunSettings | None = None) -> list[Case]:
             for w in ENSEMBLE_WEIGHTS:
                 cases.append(Case(model, "ensemble", "dynamic", "short-1", "sample", seed=0, weight=w,
                                   draft_tokens=DRAFT_TOKENS, assistant=ASSISTANT))
-    return cases + [c for m in _users(run) for c in user_outputs(m)]
+    return cases + _planned(run, "outputs", user_outputs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -276,7 +295,11 @@ def user_sampling(model: UserModel) -> list[SamplingSpec]:
 
 def sampling(run: RunSettings | None = None) -> list[Case]:
     """The sampling suite's table: the zoo's grid, then each user model's."""
-    return [s.case() for s in sampling_grid(_deep(run))] + [s.case() for m in _users(run) for s in user_sampling(m)]
+    return [s.case() for s in sampling_grid(_deep(run))] + _planned(run, "sampling", _user_sampling_cases)
+
+
+def _user_sampling_cases(model: UserModel) -> list[Case]:
+    return [s.case() for s in user_sampling(model)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -556,7 +579,11 @@ def stop_cases(model: str, prompts: tuple[str, str]) -> list[Case]:
 def stopping(run: RunSettings | None = None) -> list[Case]:
     """The stopping cases of the zoo's `STOP_MODELS`, then each user model's (its first two prompts)."""
     return ([c for m in STOP_MODELS for c in stop_cases(m, STOP_PROMPTS)]
-            + [c for m in _users(run) for c in stop_cases(m.name, _stop_prompts(m))])
+            + _planned(run, "stopping", _user_stop_cases))
+
+
+def _user_stop_cases(model: UserModel) -> list[Case]:
+    return stop_cases(model.name, _stop_prompts(model))
 
 
 def stream_cases(model: str, prompts: tuple[str, str], assistant: str | None) -> list[Case]:
@@ -576,9 +603,11 @@ def stream_cases(model: str, prompts: tuple[str, str], assistant: str | None) ->
 def streaming(run: RunSettings | None = None) -> list[Case]:
     """The streaming cases of llama-target (assisted by llama-assistant), then each user model's
     (assisted where it has an assistant)."""
-    return stream_cases(TARGET, STOP_PROMPTS, ASSISTANT) + [
-        c for m in _users(run)
-        for c in stream_cases(m.name, _stop_prompts(m), m.assistant_name if "assisted" in m.paths else None)]
+    return stream_cases(TARGET, STOP_PROMPTS, ASSISTANT) + _planned(run, "streaming", _user_stream_cases)
+
+
+def _user_stream_cases(model: UserModel) -> list[Case]:
+    return stream_cases(model.name, _stop_prompts(model), model.assistant_name if "assisted" in model.paths else None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -637,10 +666,12 @@ def batching(run: RunSettings | None = None) -> list[Case]:
     each user model's greedy, right-padded and speculative checks on its first prompts."""
     cases = [batch_case(TARGET, c, BATCH_PROMPTS, ASSISTANT) for c in BATCH_CHECKS]
     cases += [batch_case(m, "greedy", BATCH_PROMPTS) for m in BATCH_ALSO]
-    for m in _users(run):
-        checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in m.paths]
-        cases += [batch_case(m.name, c, _batch_prompts(m), m.assistant_name) for c in checks]
-    return cases
+    return cases + _planned(run, "batching", _user_batch_cases)
+
+
+def _user_batch_cases(model: UserModel) -> list[Case]:
+    checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in model.paths]
+    return [batch_case(model.name, c, _batch_prompts(model), model.assistant_name) for c in checks]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -761,7 +792,11 @@ def beam_cases(model: str, prompts: tuple[str, str]) -> list[Case]:
 
 def beam(run: RunSettings | None = None) -> list[Case]:
     """llama-target's beam-search cases, then each user model's (its first two prompts)."""
-    return beam_cases(TARGET, BEAM_PROMPTS) + [c for m in _users(run) for c in beam_cases(m.name, _stop_prompts(m))]
+    return beam_cases(TARGET, BEAM_PROMPTS) + _planned(run, "beam", _user_beam_cases)
+
+
+def _user_beam_cases(model: UserModel) -> list[Case]:
+    return beam_cases(model.name, _stop_prompts(model))
 
 
 def beam_mode_cases(model: str, prompt: str) -> list[Case]:
@@ -787,3 +822,25 @@ def kernels(run: RunSettings | None = None) -> list[Case]:
     device = (run.device if run else "cpu").split(":", 1)[0]
     backends = CPU_SDPA_BACKENDS if device == "cpu" else SDPA_BACKENDS
     return [Case("torch", name=f"sdpa.{b}.{d}", params=_p(backend=b, dtype=d)) for b in backends for d in KERNEL_DTYPES]
+
+
+# a user model's cases per table the budget plan narrows (harness/settings/budget.py RULES)
+USER_TABLES: dict[str, Callable[[UserModel], list[Case]]] = {
+    "outputs": user_outputs, "sampling": _user_sampling_cases, "stopping": _user_stop_cases,
+    "streaming": _user_stream_cases, "beam": _user_beam_cases, "batching": _user_batch_cases}
+
+
+def user_case_counts(run: RunSettings, model: UserModel) -> dict[str, int]:
+    """How many tests each suite runs on `model` under its plan (the preflight's input,
+    harness/settings/preflight.py `estimate`): the model-level suites' tests per model, every other
+    table's cases of the model; "sampling-backstop": the sampling cases that also draw the black box."""
+    def count(table: Callable[[RunSettings], list[Case]]) -> int:
+        return sum(1 for c in table(run) if c.model == model.name)
+
+    counts = {"outputs": count(outputs), "sampling": count(sampling), "latency": count(latency),
+              "stopping": count(stopping), "streaming": count(streaming), "beam": count(beam),
+              "beam_modes": count(beam_modes), "batching": count(batching), "caches": 3, "backends": 4,
+              "loading": count(loading), "text": count(chats) + count(tokenizers)}
+    if not model.plan.budgeted:
+        counts["sampling-backstop"] = counts["sampling"] + sum(1 for c in user_outputs(model) if c.decoding == "sample")
+    return counts

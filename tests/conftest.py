@@ -43,6 +43,7 @@ def no_hypothesis_plugin_in_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 # An entry is a test function (`file::name`, every parameter) or a parameter id's prefix (`file::name[id`).
 DEEP = (
     "test_time_to_verdict.py::test_parallel_and_cached_runs_decide_as_a_serial_uncached_one",
+    "test_real_size.py::test_a_user_model_is_resident_once_per_process",
     "test_user_models.py::test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_perturbed_weight",
     "test_user_models.py::test_a_one_off_model_run_works_where_there_is_no_project",
     "test_user_models.py::test_regen_with_model_is_partial_and_keeps_other_records",

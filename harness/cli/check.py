@@ -30,7 +30,7 @@ from harness.cli.project import (
 )
 from harness.report.terminal import timestamped_dir
 
-FLAGS = ("baseline", "record", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model",
+FLAGS = ("baseline", "budget", "record", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model",
          "assistant", "deep", "seed_salt", "no_cache")
 
 

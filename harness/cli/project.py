@@ -234,7 +234,12 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     selecting no timing test) is no error while the other phase ran tests."""
     from harness.report import load_results
 
-    workers = default_workers(args.workers)
+    from harness.cli import plan
+
+    try:  # the preflight: each user model's plan, memory and time; -n capped by memory (harness/cli/plan.py)
+        workers = plan.workers(run, default_workers(args.workers), explicit=args.workers is not None)
+    except plan.PlanError as exc:
+        raise UsageError(str(exc)) from None
     if workers in (None, "0", "1"):
         rc = run_pytest(pytest_command(project, run, args, extra, workers), project.root, guard)
         return rc, load_results(run.results) if run.results.exists() else None

@@ -30,7 +30,7 @@ from harness.cli.project import (
 from harness.schema import Record, RecordError
 from harness.store.records import GoldenStore
 
-FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep", "no_cache")
+FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep", "no_cache", "budget")
 
 
 def confirm(question: str) -> bool:

@@ -30,7 +30,9 @@ The fields (table: harness/cases.py `latency`):
                     model: its paths but MTP); memory_generate_<path>. Extras per speculative path:
                     acceptance, tokens_per_forward, draft_tokens, cost_ratio, speedup (median plain /
                     median path, this run) and theoretical_speedup (Leviathan et al.)
-A deep run takes DEEP_FACTOR x the samples.
+A deep run takes DEEP_FACTOR x the samples; a user model under the budget plan
+(harness/settings/budget.py) takes LATENCY_SAMPLES generate() samples a path, against the
+generic calibration (llama-target's engine forward) instead of its own engine twin's decode.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.schema import Case, Observation
+from harness.settings import budget
 from harness.settings.run import RunSettings
 from harness.subjects import hf, hf_latency, timing
 
@@ -172,8 +175,13 @@ def decode(zoo: Any, case: Case, run: RunSettings) -> Observation:
 def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     ids = zoo.prompt_ids(case.model, "short-0")
-    cal = hf_latency.generate_calibration(zoo, case.model, ids, case.new_tokens)
-    n = scaled(15 if case.model == "llama-target" else 8, run.deep)
+    owner = getattr(zoo, "user", {}).get(case.model)
+    budgeted = owner is not None and owner.plan.budgeted
+    # the budget plan times against the generic calibration: the model's own engine twin would cost a
+    # decode of the model per sample
+    cal = hf_latency.generic_calibration(zoo) if budgeted else hf_latency.generate_calibration(
+        zoo, case.model, ids, case.new_tokens)
+    n = scaled(15 if case.model == "llama-target" else budget.LATENCY_SAMPLES if budgeted else 8, run.deep)
     plain: Timing | None = None
     for path in case.param("paths"):
         feature = hf.PATH_FEATURE.get(path)

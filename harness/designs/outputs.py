@@ -30,7 +30,9 @@ Computed in the same run:
                            same numerics: no near-tie allowance)
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
-                           with the reason for a model the engine does not implement (`Zoo.engine_gap`).
+                           with the reason for a model the engine does not implement (`Zoo.engine_gap`);
+                           under a user model's budget plan a lossless path and the static cache are
+                           compared with the engine's plain dynamic decode (the same greedy tokens)
 A path the installed version does not support records its capability and stops with the reason.
 A speculative greedy path the installed version refuses with an error on a stateful,
 linear-attention model (`engine_in_its_place`) is run by the reference engine instead:
@@ -42,6 +44,7 @@ linear-attention model (`engine_in_its_place`) is run by the reference engine in
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from harness.checking.compare import first_divergence
@@ -108,7 +111,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     if gap:
         obs.skipped("equals_reference_engine", "tokens", gap)
     else:
-        ours = _engine_decode(zoo, case)
+        ours = _engine_decode(zoo, _engine_twin(zoo, case))
         obs.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
                       observed_extras={"margins": [got.margins], "scales": [got.scales]},
                       expected_extras={"margins": [ours.margins], "scales": [ours.scales]})
@@ -143,6 +146,17 @@ def engine_in_its_place(zoo: Any, case: Case) -> Observation:
                   observed_extras={"margins": [ours.margins], "scales": [ours.scales]},
                   expected_extras={"margins": [plain.margins], "scales": [plain.scales]})
     return obs
+
+
+def _engine_twin(zoo: Any, case: Case) -> Case:
+    """The case whose engine decode `equals_reference_engine` compares with: the case itself; under
+    a user model's budget plan, for a lossless path or the static cache, plain greedy in the dynamic
+    cache - the same expected tokens (greedy decoding is what a lossless path and either cache must
+    emit), so the engine decodes the model once instead of once per case."""
+    owner = getattr(zoo, "user", {}).get(case.model)
+    if owner is None or not owner.plan.budgeted or not (case.lossless or case.path == "plain"):
+        return case
+    return replace(case.plain(), cache="dynamic")
 
 
 def _engine_gap(zoo: Any, case: Case) -> str:

@@ -27,7 +27,8 @@ exactness: a fit that cannot rule out thresholds.tv_max (0.05 needs N ~3000-5600
 run's time budget) is `not checked` - never a pass - and says the smallest TV it did detect; a misfit
 at that size is still a regression. Tuples with probability < MIN_MASS
 form one bin; a case whose exact mass sits in one bin (a flat distribution) is `not checkable`.
-A (model, path) in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp's MTP path: 46 layers, ~0.3 s
+A user model under the budget plan (harness/settings/budget.py) skips the backstop the same way:
+its white-box fields check it. A (model, path) in NO_BACKSTOP is too costly to draw N from (glm4moe-mtp's MTP path: 46 layers, ~0.3 s
 a call): its fit is skipped with that reason, its white-box fields check it.
 
 Cost: a speculative path is one generate() call per draw (~6-10 ms here), plain sampling draws
@@ -50,6 +51,7 @@ from harness.engine import joint as joints
 from harness.engine.joint import Joint, tv_by_bin
 from harness.engine.processors import Sampling
 from harness.schema import Case, Observation
+from harness.settings import budget
 from harness.settings.run import RunSettings
 
 TV_DEFAULT = 0.25  # detectable TV of a default run's backstop (N 200-300: the white box carries the exactness)
@@ -223,6 +225,10 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
         obs.merge(probe.obs)
     if (spec.model, spec.path) in NO_BACKSTOP:
         obs.skipped(field, "distribution", NO_BACKSTOP[(spec.model, spec.path)])
+        return obs
+    owner = getattr(zoo, "user", {}).get(spec.model)
+    if whitebox and owner is not None and owner.plan.budgeted:  # the white box above checks it exactly
+        obs.skipped(field, "distribution", budget.BACKSTOP_WHY)
         return obs
     settings, drafter, why = hf_sampling.effective(probe.processors), None, ""
     if settings is None and spec.weight is None and getattr(probe, "built_config", None) is not None:

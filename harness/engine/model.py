@@ -35,7 +35,8 @@ What differs per family is data, read from config.json into `Config`:
 
 Weights come straight from model.safetensors (safetensors only, never pickle) into `Weights`,
 under their checkpoint names and no others; the fused projections built from them are kept
-beside those names. All math runs in the checkpoint dtype except norms and softmax, which run
+beside those names (a memory-mapped checkpoint, `Model.load(mapped=True)`: the file's pages in
+its dtype, converted per operation, nothing kept beside them). All math runs in the checkpoint dtype except norms and softmax, which run
 in fp32 like the reference implementations.
 """
 
@@ -330,30 +331,73 @@ class Weights(dict[str, torch.Tensor]):
     """A checkpoint's tensors under their names in model.safetensors, and nothing else. The
     fused projections built from them are cached beside the mapping, once per weight set (a
     Model built on the same Weights shares them); so the tensors are not to be replaced once
-    loaded: a fused copy would not follow."""
+    loaded: a fused copy would not follow.
 
-    def __init__(self, tensors: Mapping[str, torch.Tensor]):
+    With a compute `dtype` (a memory-mapped checkpoint, harness/engine/mapped.py), the tensors stay
+    as stored - the file's pages, in its dtype - and each read returns them converted to `dtype`
+    for the one operation that asks (bf16 / fp16 -> fp32 is exact, so the math is the same as on
+    an fp32 copy); the fused projections are then built per call and never kept: one resident copy
+    of the weights, the file's, plus one projection's worth at a time."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor], dtype: torch.dtype | None = None):
         super().__init__(tensors)
+        self.dtype = dtype
         self._fused: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def _as(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.dtype is None or not tensor.is_floating_point() or tensor.dtype == self.dtype:
+            return tensor
+        return tensor.to(self.dtype)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._as(super().__getitem__(name))
+
+    def get(self, name: str, default: torch.Tensor | None = None) -> torch.Tensor | None:  # type: ignore[override]
+        value = super().get(name)
+        return default if value is None else self._as(value)
 
     def fused(self, prefix: str, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """([W_a; W_b; ...], [b_a; b_b; ...]): the projections' weights and biases stacked by rows
         (a missing bias as zeros), so that one matmul does len(names) small ones:
             x [W_a; W_b]^T + [b_a; b_b] = [x W_a^T + b_a, x W_b^T + b_b]"""
         key = prefix + "+".join(names)
-        if key not in self._fused:
-            weights = [self[prefix + n + ".weight"] for n in names]
-            biases = [self.get(prefix + n + ".bias") for n in names]
-            bias = None
-            if any(b is not None for b in biases):
-                bias = torch.cat([b if b is not None else w.new_zeros(w.shape[0])
-                                  for w, b in zip(weights, biases, strict=True)])
-            self._fused[key] = torch.cat(weights), bias
-        return self._fused[key]
+        if key in self._fused:
+            return self._fused[key]
+        stored = [dict.__getitem__(self, prefix + n + ".weight") for n in names]
+        biases = [self.get(prefix + n + ".bias") for n in names]
+        bias = None
+        if any(b is not None for b in biases):
+            bias = torch.cat([b if b is not None else self._as(w.new_zeros(w.shape[0]))
+                              for w, b in zip(stored, biases, strict=True)])
+        if self.dtype is None:
+            self._fused[key] = torch.cat(stored), bias
+            return self._fused[key]
+        return self._converted(stored), bias
+
+    def matrix(self, name: str) -> torch.Tensor:
+        """`self[name]` for a weight one F.linear uses at once: under a compute dtype, converted into
+        the scratch buffer (valid until the next `matrix` / `fused` call)."""
+        stored = dict.__getitem__(self, name)
+        if self.dtype is None or stored.dtype == self.dtype or stored.dim() != 2:
+            return self[name]
+        return self._converted([stored])
+
+    def _converted(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """The parts stacked by rows and converted to `dtype` in one reused buffer: a fresh tensor
+        per operation costs its page faults (8x the copy itself for a 64 MB projection, measured)."""
+        rows, cols = sum(p.shape[0] for p in parts), parts[0].shape[1]
+        if getattr(self, "_scratch", None) is None or self._scratch.numel() < rows * cols:
+            self._scratch = torch.empty(rows * cols, dtype=self.dtype)
+        out = self._scratch[: rows * cols].view(rows, cols)
+        start = 0
+        for part in parts:
+            out[start:start + part.shape[0]].copy_(part)
+            start += part.shape[0]
+        return out
 
 
 def linear(x: torch.Tensor, w: Weights, name: str) -> torch.Tensor:
-    return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+    return F.linear(x, w.matrix(name + ".weight"), w.get(name + ".bias"))
 
 
 def norm(x: torch.Tensor, w: Weights, name: str, cfg: Config) -> torch.Tensor:
@@ -488,12 +532,20 @@ class Model:
         self.prefix = prefix
 
     @classmethod
-    def load(cls, directory: str | Path, dtype: torch.dtype = torch.float32) -> Model:
+    def load(cls, directory: str | Path, dtype: torch.dtype = torch.float32, mapped: bool = False) -> Model:
+        """The checkpoint in `directory`: its weights read and converted to `dtype` (the zoo's), or
+        (`mapped`) memory-mapped as stored and converted per operation (`Weights`; a user's
+        checkpoint, whose single resident copy is the file's pages; sharded files too)."""
+        from .mapped import mapped_checkpoint, weight_files
+
         directory = Path(directory)
-        for name in ("config.json", "model.safetensors"):
+        names = ["config.json"] + ([] if mapped and weight_files(directory) else ["model.safetensors"])
+        for name in names:
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"{directory / name} is missing; rebuild the zoo: python -m harness.fixtures build")
         cfg = Config.from_dict(json.loads((directory / "config.json").read_text()))
+        if mapped:
+            return cls(cfg, Weights(mapped_checkpoint(directory), dtype), directory)
         weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in load_file(directory / "model.safetensors").items()}
         return cls(cfg, weights, directory)
 
@@ -502,13 +554,17 @@ class Model:
                             static_max_len=static_max_len, slack=slack)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(tokens, self.w[self.prefix + "embed_tokens.weight"])
+        name = self.prefix + "embed_tokens.weight"
+        if self.w.dtype is not None:  # the rows looked up as stored, then converted (the same values)
+            x = self.w._as(F.embedding(tokens, dict.__getitem__(self.w, name)))
+        else:
+            x = F.embedding(tokens, self.w[name])
         # Gemma: the scale is rounded to the embeddings' dtype before the product
         return x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype) if self.cfg.embed_scale != 1.0 else x
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        w = self.w.get("lm_head.weight", self.w[self.prefix + "embed_tokens.weight"])
-        return softcap(F.linear(hidden, w).float(), self.cfg.final_softcap)
+        name = "lm_head.weight" if "lm_head.weight" in self.w else self.prefix + "embed_tokens.weight"
+        return softcap(F.linear(hidden, self.w.matrix(name)).float(), self.cfg.final_softcap)
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,

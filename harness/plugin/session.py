@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from harness import faults
+from harness import cases, faults
 from harness.checking import stats
 from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
@@ -36,7 +36,7 @@ from harness.plugin.selection import case_id, is_golden, parametrize_cases, sele
 from harness.report.writes import writes_lines
 from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
 from harness.settings.config import ConfigError, load_config
-from harness.settings.run import RunSettings, SettingsError
+from harness.settings.run import FRONT_INI, RunSettings, SettingsError
 from harness.store.env import env_key, fingerprint
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 
@@ -337,6 +337,9 @@ class HarnessSession:
             meta["write_errors"] = sorted(set(self.write_errors))
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
+            left = cases.left_out(self.settings)
+            if left:
+                meta["left_out"] = left  # what the budget plan did not run, and why (harness/settings/budget.py)
         injected = faults.injected(self.config)
         if injected is not None:
             meta["injected_fault"] = faults.describe(injected)
@@ -381,6 +384,13 @@ def run_settings(config: pytest.Config) -> RunSettings:
     return config.stash[SETTINGS]
 
 
+def _front(config: pytest.Config) -> str:
+    try:
+        return str(config.getini(FRONT_INI) or "")
+    except (ValueError, KeyError):
+        return ""
+
+
 def session_of(config: pytest.Config) -> HarnessSession:
     session = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if session is None:  # pragma: no cover - pytest_configure always registers it
@@ -403,4 +413,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     torch.set_num_threads(settings.threads)
     config.pluginmanager.register(HarnessSession(config, settings), PLUGIN_NAME)
+    if not hasattr(config, "workerinput") and (_front(config) == "cli" or settings.user_models):
+        # the controller (or a serial run) of `harness check` / `regen`, or of a run on your models, says how far it is
+        from harness.plugin.progress import Progress
+
+        config.pluginmanager.register(Progress(config, long_work=bool(settings.user_models)), "harness-progress")
     faults.configure(config, settings.fault)  # applies --inject-fault for the session (undone at unconfigure)

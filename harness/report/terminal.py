@@ -77,6 +77,8 @@ def print_summary(results: Results, title: str) -> None:
     print("fields compared, by status (pytest's 'passed' above counts tests):")
     for line in table(("status", "fields"), ((s, n) for s, n in counts.items())):
         print("  " + line)
+    for line in results.meta.get("left_out") or []:
+        print(printable(f"left out: {line}"))
     users = results.meta.get("user_models") or []
     if users:  # the report groups by model when the run had models of yours
         from harness.report.page import model_views, outcome_view
@@ -142,7 +144,8 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              *([axis[0].upper() + axis[1:] + ".", ""] if axis else []),
              f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes)]
+             *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes),
+             *[f"Left out: {md_cell(line, 600)}  " for line in meta.get("left_out") or []]]
     lines += to_decide(findings, meta.get("baseline_key"))
     top, lines = lines, ["", f"## {headline(findings, results.verdict)}", ""]
     for number, finding in numbered(findings):

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.fixtures.zoo import MODELS_DIR
+from harness.settings.budget import BudgetError
+from harness.settings.budget import parse as parse_budget
 from harness.settings.models import ModelError, UserModel, parse_models_table
 from harness.store.reading import InputError, read_toml
 
@@ -152,11 +154,12 @@ class HarnessConfig:
     user_models: tuple[UserModel, ...] = ()  # [tool.harness.models.NAME] tables (harness/settings/models.py)
     zoo: bool = False  # with user models: also run the fixture zoo's cases (without user models it always runs)
     ci_latency_strict: bool = True  # under CI, latency not judged fails (as --latency-strict) unless false
+    budget: str = ""  # your models' wall-time budget ("5m"; "full": every case); "" = the size rule (harness/settings/budget.py)
 
 
 # path keys and their defaults under rootdir; models_dir defaults to the zoo the harness ships (MODELS_DIR)
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": None, "reports_dir": "reports"}
-_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict")
+_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict", "budget")
 
 
 def _fail(path: Path, key: str, message: str) -> ConfigError:
@@ -236,6 +239,11 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     if not 0.0 < alpha < 1.0:
         raise _fail(path, "alpha", f"must be in (0, 1), got {table.get('alpha')!r}")
     baseline = _string(path, "baseline", table.get("baseline", ""))
+    budget = _string(path, "budget", table.get("budget", ""))
+    try:
+        parse_budget(budget, f"{path}: [tool.harness] budget")
+    except BudgetError as exc:
+        raise ConfigError(str(exc)) from None
     raw_models = table.get("models", [])
     user_models: tuple[UserModel, ...] = ()
     if isinstance(raw_models, dict):  # [tool.harness.models.NAME]: your own checkpoints
@@ -257,6 +265,7 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
         alpha=alpha,
         thresholds=thresholds,
         baseline=baseline,
+        budget=budget,
         models=models,
         extra_model_dirs=extra,
         user_models=user_models,

@@ -33,6 +33,7 @@ from typing import Any
 from harness.fixtures.load import REMOTE_CODE_FIX, remote_code
 from harness.fixtures.prompts import PROMPTS, Prompt
 from harness.schema import PATHS
+from harness.settings.budget import Plan
 from harness.store.reading import InputError, read_json
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # a case-id prefix: no dots, safe in file names
@@ -62,6 +63,8 @@ class UserModel:
     paths: tuple[str, ...] = ()  # asked for (parse) / effective (after resolve)
     prompts: tuple[Prompt, ...] = ()  # loaded by resolve: the user's, else the zoo's DEFAULT_PROMPTS
     model_type: str = ""
+    params: int = 0  # counted from its safetensors headers by resolve (harness/settings/preflight.py)
+    plan: Plan = Plan("full")  # the full grid or the budget plan (harness/settings/budget.py), set by the run
 
     @property
     def assistant_name(self) -> str | None:
@@ -309,8 +312,10 @@ def resolve(model: UserModel) -> UserModel:
                              "remove 'mtp' from the paths")
     prompts = load_prompts(model.prompts_file, model.key("prompts")) if model.prompts_file else tuple(
         p for p in PROMPTS if p.id in DEFAULT_PROMPTS)
+    from harness.settings.preflight import checkpoint_params
+
     return replace(model, paths=tuple(model.paths or supported), prompts=prompts, model_type=config["model_type"],
-                   dtype=model.dtype or own_dtype(config))
+                   dtype=model.dtype or own_dtype(config), params=checkpoint_params(model.path))
 
 
 # a checkpoint's saved dtype (config.json `dtype`, `torch_dtype` before transformers 5) -> the harness's

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.settings import budget
 from harness.settings.config import HarnessConfig
 from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from harness.store.env import canonical_dtype
@@ -106,6 +107,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("phase", "--harness-phase", None,
            "run one phase of the suites: 'parallel' (every test but the timing ones) or 'timing' (only the "
            "tests marked timing, so nothing else runs while they measure); default all", (("choices", PHASES),)),
+    Option("budget", "--harness-budget", "--budget",
+           "your models' wall-time budget (5m, 300s, 1h): the cases that cover every suite at the smallest cost, the "
+           "rest listed as left out; 'full' runs every case (default: [tool.harness] budget, else the plan for a model "
+           "over 100M parameters)", (("metavar", "TIME"),)),
     Option("no_cache", "--harness-no-cache", "--no-cache",
            "compute every reference-engine answer afresh instead of reading the on-disk cache "
            "(the cache is keyed by weights, torch, dtype and the engine's code; a stale entry is never used)", _FLAG),
@@ -172,6 +177,7 @@ class RunSettings:
     latency_strict: bool = False  # a latency field not judged (busy machine) fails
     phase: str = "all"  # "parallel": every test but the timing ones; "timing": only those
     no_cache: bool = False  # compute the reference engine's answers afresh (else: its on-disk cache)
+    budget: str | None = None  # --budget (harness/settings/budget.py); None: [tool.harness] budget, else the size rule
     user_models: tuple[UserModel, ...] = field(default=(), compare=False)  # resolved by `validate`
 
     # construction -------------------------------------------------------------------------
@@ -187,6 +193,8 @@ class RunSettings:
         if "cases" in given:
             given["cases"] = tuple(given["cases"])
         given.setdefault("baseline", config.baseline)
+        if config.budget:
+            given.setdefault("budget", config.budget)
         regen = bool(given.get("regen"))
         ci = bool(os.environ.get("CI")) if ci is None else ci
         strict = bool(given.pop("strict", False)) or (ci and not regen)
@@ -265,9 +273,13 @@ class RunSettings:
         if self.assistant is not None and self.model is None:
             raise SettingsError(f"{flag('assistant')} needs {flag('model')} PATH (the model it drafts for)")
         try:
+            seconds = budget.parse(self.budget, flag("budget"))
+        except budget.BudgetError as exc:
+            raise SettingsError(str(exc)) from None
+        try:
             declared = (from_flags(str(self.model), str(self.assistant) if self.assistant else None),) if self.model \
                 else self.config.user_models
-            users = tuple(resolve(m) for m in declared)
+            users = tuple(replace(m, plan=budget.plan_for(m.params, seconds)) for m in map(resolve, declared))
         except ModelError as exc:
             raise SettingsError(f"bad model: {exc}") from None
         return replace(self, dtype=dtype, user_models=users)

@@ -278,11 +278,36 @@ class Zoo:
             gap = family_gap(self.config_json(name))
             if gap:
                 raise NotSupported(f"{name}: {gap}")
+            if self.large(name):
+                self.release(name)
             model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
             tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
             self._loaded[key] = Loaded(model, tokenizer, info)
             self._states.append(ModelState.of(model))
         return self._loaded[key]
+
+    def large(self, name: str) -> bool:
+        """A user model of real size (over the budget plan's threshold, or under a budget plan):
+        held once per process (`release`); a small one keeps each backend's load for the process."""
+        from harness.settings.budget import THRESHOLD
+
+        owner = self.user.get(name) or self._assistants.get(name)
+        return owner is not None and (owner.params > THRESHOLD or owner.plan.budgeted)
+
+    def release(self, name: str) -> int:
+        """Drop every load of `name` this process holds (each attention backend's), so a user
+        model of real size is resident once: its next load (another backend) reloads it. Returns
+        how many loads were dropped (the memory goes when the last case holding one returns)."""
+        import gc
+
+        keys = [k for k in self._loaded if k[0] == name]
+        models = {id(self._loaded[k].model) for k in keys}
+        for k in keys:
+            del self._loaded[k]
+        self._states = [s for s in self._states if id(s.model) not in models]
+        if keys:
+            gc.collect()
+        return len(keys)
 
     def fresh(self) -> list[str]:
         """Every loaded model back to its state at load (harness/subjects/hf_state.py): the
@@ -322,7 +347,7 @@ class Zoo:
             elif self.is_user(name):
                 from harness.engine.model import Model
 
-                self._references[name] = Model.load(self.directory(name))
+                self._references[name] = Model.load(self.directory(name), mapped=self.large(name))  # large: the file's pages
             else:
                 self._references[name] = fixtures_load.load_reference(name, self.models_dir)
         return self._references[name]
