@@ -241,7 +241,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert main(["check", "--root", str(root), "--suites", str(REPO / "suites"), "--", "-k", ONLY]) == 0
     records = sorted(p.relative_to(root / "records").as_posix().split("/", 1)[1] for p in (root / "records").rglob("*.json"))
     assert records == sorted(["backends/prod.json", "batching/prod.batch.greedy.json", "batching/prod.batch.right-padded.json",
-                       "caches/prod.json", "loading/prod.as-shipped.json",
+                       "caches/prod.json", "continuous/prod.cb.greedy.json", "loading/prod.as-shipped.json",
                        "outputs/prod.plain.dynamic.story.greedy.json",
                        "outputs/prod.plain.dynamic.story.sample0.json", "outputs/prod.plain.static.story.greedy.json",
                        "sampling/prod.plain.combined.story-70.k2.json", "sampling/prod.plain.top_k.story-70.k2.json",
@@ -253,7 +253,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
-    engine = {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine", "engine_rollback_vs_fresh"}
+    engine = {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine", "engine_rollback_vs_fresh",
+              "tokens_as_engine"}
     fits = {"joint", "distribution"}  # black-box fits whose N cannot rule out the smallest TV that matters
     assert set(skipped) == engine | fits
     assert all("does not implement model_type 'qwen3'" in skipped[f] for f in engine)

@@ -235,10 +235,16 @@ def observe(zoo: Any, case: Case) -> Observation:
         return obs
     if check == "processors":
         obs.add("dropped", dropped_processors(served.warnings))
-    if gap:
-        obs.add("tokens", served.rows, kind="tokens")
+    if gap:  # no engine oracle for this model: generate() alone is still another path to compare with
+        solos = [_solo(zoo, case, n, eos) for n in names] if check == "greedy" else []
+        obs.add("tokens", served.rows, kind="tokens",
+                **({"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]} if solos else {}))
         for name, kind in _references(check):
-            obs.skipped(name, kind, gap)
+            if name == "tokens_as_generate" and solos:
+                obs.reference(name, served.rows, [s[0] for s in solos], kind="tokens",
+                              expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
+            else:
+                obs.skipped(name, kind, gap)
         return obs
     if check == "beam":  # against the same call without num_beams: same path, same numerics, same batch
         greedy = zoo.memo(("continuous-greedy", case.model, tuple(names), case.new_tokens),
