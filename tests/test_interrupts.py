@@ -67,3 +67,23 @@ def ctrl_c_probe(tmp_path, moment: float) -> None:
     finally:
         proc.kill()
         _kill_leftovers(project)
+
+
+def test_an_interrupt_inside_an_import_is_remembered_and_raised_at_the_next_checkpoint(tmp_path, monkeypatch):
+    """SIGINT landing inside an import (the preflight's `import torch` under load) must not break the
+    module half-made nor be swallowed: the handler only remembers it there, and the checkpoint
+    where the command starts a child (child.run) raises it - no child is started."""
+    from harness.cli import child, startup
+
+    monkeypatch.setattr(startup, "_interrupted", False)
+    (tmp_path / "slow_module.py").write_text(
+        "import signal\nfrom harness.cli import startup\nstartup._remembered_interrupt(signal.SIGINT, __import__('sys')._getframe())\n"
+        "DONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import slow_module  # the handler ran inside this import: nothing raised, the module whole
+
+    assert slow_module.DONE and startup._interrupted
+    with pytest.raises(KeyboardInterrupt):
+        child.run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
+    with pytest.raises(KeyboardInterrupt):  # outside an import it raises at once
+        startup._remembered_interrupt(signal.SIGINT, sys._getframe())

@@ -21,7 +21,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from harness.cli.startup import quiet_interrupts_while_importing
+from harness.cli.startup import quiet_interrupts_while_importing, raise_if_interrupted
 
 with quiet_interrupts_while_importing():  # Ctrl-C before main() runs: exit 130, no traceback
     from harness.checking.claims import ClaimsError
@@ -81,7 +81,9 @@ def owned_pytest_args(extra: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit codes: harness/cli/common.py. Ctrl-C at any moment is exit 130."""
     try:
-        return _main(argv)
+        rc = _main(argv)
+        raise_if_interrupted()  # a Ctrl-C that came inside an import, or that a library swallowed
+        return rc
     except KeyboardInterrupt:  # while parsing, or between a command's steps
         error("interrupted")
         return EXIT_INTERRUPTED

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.cli.startup import raise_if_interrupted
+
 STOP_GRACE_S = 10.0  # how long a stopped child gets after each signal (SIGINT, then SIGTERM) before the next
 PR_SET_PDEATHSIG = 1
 INTERRUPTS = {signal.SIGINT, signal.SIGTERM}  # held over a child's start (`run`)
@@ -148,6 +150,7 @@ def run(command: list[str], cwd: Path, guard: Guard | None = None) -> int:
     SIGINT / SIGTERM are held from before the fork until the child is started, watched and the
     SIGTERM handler is in: one that comes meanwhile is raised inside the block that stops the child
     (before, a Ctrl-C in that window left the child's xdist workers running)."""
+    raise_if_interrupted()  # a Ctrl-C a library swallowed (harness/cli/startup.py): no child is started
     main = _main_thread()
     held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS) if main else None
     previous = None

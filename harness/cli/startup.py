@@ -26,6 +26,38 @@ def is_the_command() -> bool:
     return name in ("harness", "__main__.py") and threading.current_thread() is threading.main_thread()
 
 
+_interrupted = False  # a Ctrl-C reached this process (whatever became of its KeyboardInterrupt)
+
+
+def _remembered_interrupt(signum: int, frame: object) -> None:
+    """The command's SIGINT handler after its imports: Python's KeyboardInterrupt, remembered. A
+    KeyboardInterrupt raised inside a library's code can be swallowed there (measured: SIGINT 0.8 s
+    into `harness check` under load landed in the preflight's `import torch`, and the harness went on
+    to start pytest and ran on for the child's whole run), and one raised inside an import leaves
+    the module half-made; so inside an import it is only remembered, and `raise_if_interrupted`
+    raises it where the command starts a child and where the command returns."""
+    global _interrupted
+    _interrupted = True
+    if not _importing(frame):  # inside an import the exception would break the module half-made
+        raise KeyboardInterrupt  # (numpy: "cannot load module more than once"); a checkpoint raises it
+
+
+def _importing(frame: object) -> bool:
+    """Whether the interrupted code runs inside an import (importlib's frames are on the stack)."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+            return True
+        f = f.f_back  # type: ignore[attr-defined]
+    return False
+
+
+def raise_if_interrupted() -> None:
+    """KeyboardInterrupt if a Ctrl-C reached this process and was swallowed on the way."""
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def quiet_interrupts_while_importing() -> Iterator[None]:
     if is_the_command():  # a mask inherited with SIGINT / SIGTERM blocked would make Ctrl-C wait forever
@@ -33,8 +65,8 @@ def quiet_interrupts_while_importing() -> Iterator[None]:
     if not is_the_command() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
-    previous = signal.signal(signal.SIGINT, _exit_130)
+    signal.signal(signal.SIGINT, _exit_130)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, _remembered_interrupt)
