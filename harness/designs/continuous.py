@@ -222,7 +222,8 @@ def observe(zoo: Any, case: Case) -> Observation:
         kwargs["extra"] = {"num_beams": 2}
     served = zoo.memo(("continuous", case), lambda: run_batch(lm.model, prompts, case.new_tokens, **kwargs))
     # where each option went follows the version's API (block_size -> page_size in 5.17): shown, never compared
-    obs.add("setup", setup, show={"placed": served.setup.get("placed")})
+    obs.add("setup", setup, show={"placed": served.setup.get("placed"),
+                                  **({"left_attention": served.setup["left_attention"]} if "left_attention" in served.setup else {})})
     obs.add("error", served.error)
     obs.add("warnings", served.warnings, presentation=True)
     if served.error is not None:
