@@ -262,9 +262,11 @@ def test_the_readme_upgrade_runs_as_written_and_writes_nothing_unasked(journey: 
     # the restored checkpoint: nothing regresses but what 5.14.0 really does differently - its
     # continuous batching refuses on a CPU (generate_batch: MemoryError, "available memory 0"), where
     # 5.24.0's runs: a call that raises now is a regression (broken), and the only one
+    # 5.24.0's records (the fields a finished batch holds, request_errors and tokens, missing now)
     bad = [o for o in results["outcomes"] if o["status"] in ("regression", "missing")]
-    assert [(o["suite"], o["field"], o["category"]) for o in bad] in ([], [("continuous", "error", "broken")]), bad
-    assert all("MemoryError" in o["detail"] for o in bad), bad
+    assert {(o["suite"], o["case"]) for o in bad} <= {("continuous", "my-model.cb.greedy")}, bad
+    assert not bad or any(o["field"] == "error" and o["category"] == "broken" and "MemoryError" in o["detail"]
+                          for o in bad), bad
     assert check.rc == (1 if bad else 0), check.out[-3000:]
     assert f"records written: none (the baseline is another environment's ({KEY})" in check.out
     recorded = sorted(p.name for p in (journey.project / "golden" / "records").iterdir() if not p.name.startswith("."))
