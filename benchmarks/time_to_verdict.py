@@ -37,20 +37,12 @@ PYTEST = [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovid
 
 
 def calibration(repeats: int = 5) -> float:
-    """Seconds of a fixed workload (40 fp32 matmuls of 256 x 256 on one thread), the best of `repeats`."""
-    import torch
+    """Seconds of the fixed workload (40 fp32 matmuls of 256 x 256 on one thread), the best of
+    `repeats` - the preflight's own (harness/settings/preflight.py), so its estimates and these
+    ratios share one unit."""
+    from harness.settings.preflight import calibration as workload
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    a = torch.randn(256, 256)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        x = a
-        for _ in range(40):
-            x = torch.tanh(x @ a)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return workload(repeats)
 
 
 def run_check(args: list[str], timing_dir: Path | None) -> tuple[float, int, str]:
