@@ -242,8 +242,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                 **({"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]} if solos else {}))
         for name, kind in _references(check):
             if name == "tokens_as_generate" and solos:
-                obs.reference(name, served.rows, [s[0] for s in solos], kind="tokens",
-                              expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
+                _as_generate(obs, served, solos)
             else:
                 obs.skipped(name, kind, gap)
         return obs
@@ -268,11 +267,18 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
                                                                                          "scales": scales})
     if check == "greedy":
-        solos = [_solo(zoo, case, n, eos) for n in names]
-        obs.reference("tokens_as_generate", served.rows, [s[0] for s in solos], kind="tokens",
-                      observed_extras={"margins": margins, "scales": scales},
-                      expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
+        _as_generate(obs, served, [_solo(zoo, case, n, eos) for n in names],
+                     {"margins": margins, "scales": scales})
     return obs
+
+
+def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], list[float], list[float]]],
+                 observed_extras: dict[str, Any] | None = None) -> None:
+    """tokens_as_generate: each request's tokens against generate() of its prompt alone (`_solo`),
+    tie-aware on generate()'s own margins (and the engine's beside the served side, where it ran)."""
+    obs.reference("tokens_as_generate", served.rows, [s[0] for s in solos], kind="tokens",
+                  observed_extras=observed_extras,
+                  expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
 
 
 def _references(check: str) -> tuple[tuple[str, str], ...]:
