@@ -259,6 +259,49 @@ def test_regen_keeps_a_statistical_field_whose_samples_are_the_same_when_only_th
     assert not field_unchanged("joint", before, other_settings, policy)
 
 
+def test_regen_keeps_a_record_whose_only_change_is_another_cpus_last_float_digits():
+    """Regenerated on another CPU (an Intel Xeon after an AMD EPYC), the same draws come with the
+    oracle's expected frequencies moved in the 8th digit (one 0.0 -> 1.5e-9), their pooling into one
+    more bin, and a 1e-8 TV whose worst position moved: no change to review. An expected frequency
+    that really moved, or another observation, still is one."""
+    from harness.checking.policy import Policy
+    from harness.checking.regen import field_unchanged
+
+    extras = {"alpha": 2.5e-05, "n": 500, "bins": 12, "expected": {"1,2": 0.62217250, "3,4": 0.3778275, "other": 0.0}}
+    before = Field("distribution", {"1,2": 310, "3,4": 190}, extras)
+    noise = Field("distribution", {"1,2": 310, "3,4": 190},
+                  {**extras, "bins": 13, "expected": {"1,2": 0.62217243, "3,4": 0.37782757, "other": 1.4639971e-09}})
+    policy = Policy(alpha=0.01)
+    assert field_unchanged("joint", before, noise, policy)
+    moved = Field("distribution", {"1,2": 310, "3,4": 190}, {**extras, "expected": {"1,2": 0.6, "3,4": 0.4, "other": 0.0}})
+    assert not field_unchanged("joint", before, moved, policy)
+    other_draws = Field("distribution", {"1,2": 300, "3,4": 200}, extras)
+    assert not field_unchanged("joint", before, other_draws, policy)
+
+    where = {"detectable_tv": 1e-05, "min_positions": 16, "worst_at": "call 1 step 10 position 0"}
+    tv = Field("deviation", {"positions": 16, "tv": 2.9802322e-08}, where)
+    tv_noise = Field("deviation", {"positions": 16, "tv": 1.4901161e-08}, {**where, "worst_at": "call 0 step 4 position 0"})
+    assert field_unchanged("exact_emitted", tv, tv_noise, policy)
+    fewer = Field("deviation", {"positions": 16, "tv": 1.4901161e-08}, {**where, "min_positions": 15})
+    assert not field_unchanged("exact_emitted", tv, fewer, policy)
+    known = Field("deviation", {"positions": 16, "tv": 0.24233333}, where)  # a known upstream deviation
+    assert field_unchanged("exact_emitted", known, Field("deviation", {"positions": 16, "tv": 0.2423333}, where), policy)
+    assert not field_unchanged("exact_emitted", known, Field("deviation", {"positions": 16, "tv": 0.25}, where), policy)
+
+
+def test_regen_keeps_a_passing_tensor_reference_identical_on_one_cpu_and_drifting_on_another():
+    """`identical` (category none) and `tolerated-drift` of 2e-8 are the same pass; a drift that
+    became a regression, or a pass that became a drift of an exact reference, is not."""
+    from harness.checking.regen import reference_unchanged
+    from harness.schema import RecordedReference
+
+    drift = RecordedReference("tensor", "pass", "tolerated-drift", "within tolerance (fp32): max abs err 2e-08")
+    assert reference_unchanged(drift, RecordedReference("tensor", "pass", "", "identical"))
+    assert reference_unchanged(RecordedReference("tensor", "pass", "", "identical"), drift)
+    assert not reference_unchanged(drift, RecordedReference("tensor", "regression", "real-change", "max abs err 0.1"))
+    assert not reference_unchanged(drift, RecordedReference("tensor", "pass", "tie-flip", "tokens differ at a tie"))
+
+
 def test_regen_rewrites_a_failing_exact_references_detail_and_keeps_a_tensors():
     """A rerun matches a failing exact reference by its detail (oracles.same_failure), so regen keeps
     that detail current; a tensor reference's detail quotes numbers that move, and is kept."""

@@ -728,6 +728,29 @@ def test_regen_records_only_latency_a_later_run_can_judge():
     assert not unchanged and fixed.value["by_hardware"] == {there: BASE, here: quiet}
 
 
+def test_regen_calls_a_record_that_only_gains_this_machines_latency_class_extended_not_changed():
+    """A machine of a class the record has not seen adds its measurement and changes nothing
+    recorded: `harness regen --dry-run` counts it apart ("extended"), so "0 changed" holds on a new
+    machine. A new class beside a changed extra, or a replaced class, is still a change."""
+    from harness.checking.regen import diff_records
+    from harness.schema import Record
+
+    here, there = hardware_class(FP32), hardware_class(OTHER_CPU)
+    rec = lambda value, **extras: {("latency", "a"): Record("latency", "a", FP32, {"f": Field("latency", value, extras)})}  # noqa: E731
+    old = rec({"by_hardware": {there: BASE}}, unit="s", ratio_to_calibration=1.2)
+    (change,) = diff_records(old, rec({"by_hardware": {here: lat(1.0, seed=3)}}, unit="s", ratio_to_calibration=1.5),
+                             policy=SAME)
+    assert change.change == "extended" and change.extended == ("f",) and not change.changed
+    assert set(change.record.fields["f"].value["by_hardware"]) == {here, there}
+    (change,) = diff_records(old, rec({"by_hardware": {here: lat(1.0, seed=3)}}, unit="ms", ratio_to_calibration=1.2),
+                             policy=SAME)
+    assert change.change == "changed" and [f for f, _ in change.changed] == ["f"]
+    slower = rec({"by_hardware": {there: BASE, here: lat(1.0, seed=3)}}, unit="s", ratio_to_calibration=1.2)
+    (change,) = diff_records(slower, rec({"by_hardware": {here: lat(2.0, seed=4)}}, unit="s", ratio_to_calibration=2.4),
+                             policy=SAME)
+    assert change.change == "changed"
+
+
 @pytest.mark.parametrize("scale", [15.0, 30.0])
 def test_tokens_bf16_tie_eps_follows_the_rounding_of_the_logits_compared(scale):
     """With each step's rounding scale S given (harness/engine/decode.py `top2_scale`), the bf16 tie

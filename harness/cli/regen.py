@@ -47,11 +47,13 @@ def regen_write_error(exc: OSError, target: Path, outcome: str) -> str:
 
 
 def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -> None:
-    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed")}
+    by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed", "extended")}
+    extended = (f", {by['extended']} gain this machine's latency measurement (nothing recorded changes)"
+                if by["extended"] else "")
     print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
-          f"{unchanged} unchanged")
+          f"{unchanged} unchanged{extended}")
     for c in changes:
-        mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+        mark = {"added": "+", "removed": "-", "changed": "~", "extended": "+"}[c.change]
         print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
         for f in c.added:
             print(f"      + {f} (added)")
@@ -59,6 +61,8 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
             print(f"      - {f} (removed)")
         for f, summary in c.changed:
             print(f"      ~ {f} (changed): {shorten(summary, 160)}")
+        for f in c.extended:
+            print(f"      + {f} (this machine's hardware class added)")
 
 
 def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -107,7 +111,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
         policy = Policy(alpha=project.config.alpha, thresholds=project.config.thresholds)
         changes = diff_records(old, new, complete, policy)
-        print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change == "changed" for c in changes))
+        print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change in ("changed", "extended") for c in changes))
         if not complete:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
                    if broken else f"the run broke: {run_errors[0]}" if run_errors else
