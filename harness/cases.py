@@ -824,6 +824,11 @@ def kernels(run: RunSettings | None = None) -> list[Case]:
     return [Case("torch", name=f"sdpa.{b}.{d}", params=_p(backend=b, dtype=d)) for b in backends for d in KERNEL_DTYPES]
 
 
+def kernel_matmuls(run: RunSettings | None = None) -> list[Case]:
+    """`matmul.fp32`: torch's fp32 linear under each matmul precision flag (the kernels suite)."""
+    return [Case("torch", name="matmul.fp32", params=_p(op="linear", dtype="fp32"))]
+
+
 # a user model's cases per table the budget plan narrows (harness/settings/budget.py RULES)
 USER_TABLES: dict[str, Callable[[UserModel], list[Case]]] = {
     "outputs": user_outputs, "sampling": _user_sampling_cases, "stopping": _user_stop_cases,

@@ -26,6 +26,19 @@ Variants (each one SDPA call with only the case's backend allowed; harness/subje
                             torch bump that changes it is a finding)
   output             tensor the gqa output (held to the dtype's tolerance across versions: a bump that
                             moves rounding is tolerated drift, a real change a regression)
+
+The matmul case (`matmul.fp32`, `matmul_precision`): torch.nn.functional.linear of seeded fp32 x
+(8, 256) and w (64, 256) - a decode step's projection - under each `set_float32_matmul_precision`
+value (harness/subjects/torch_matmul.py), against the float64 definition and the fp32 rounding bound
+gamma_K |x| |w|^T (harness/engine/matmul.py, numpy's BLAS):
+
+  highest_vs_engine  ref    elements beyond the fp32 bound under "highest" (torch's default), 0
+                            expected: the flag that promises full fp32 must get it (pytorch #130919:
+                            "highest" did not turn off mkldnn's bf16 down-conversion on AArch64)
+  by_flag            info   per flag ("highest", "high", "medium"), fp32 or reduced and the largest
+                            error in units of the bound: what "medium" / "high" do depends on the CPU
+                            (oneDNN's bf32 / tf32 paths need AVX512-BF16 / AMX), so it is shown, not
+                            compared across machines
 """
 
 from __future__ import annotations
@@ -34,8 +47,10 @@ from typing import Any
 
 import torch
 
+from harness.engine import matmul
 from harness.engine.attention import attention
 from harness.schema import Case, Observation
+from harness.subjects import torch_matmul
 from harness.subjects.torch_sdpa import sdpa
 
 SHAPE = {"heads": 4, "kv_heads": 2, "queries": 5, "keys": 6, "head_dim": 8}
@@ -114,4 +129,37 @@ def sdpa_kernels(case: Case, device: str = "cpu") -> Observation:
         obs.skipped("output", "tensor", f"{name} refused: {err['message']}", "unsupported")
     else:
         obs.add("output", out.detach().float().cpu().flatten().tolist(), "tensor", dtype=dtype)
+    return obs
+
+
+MATMUL_SHAPE = {"tokens": 8, "hidden": 256, "out": 64}
+MATMUL_FLAGS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's values
+
+
+def matmul_inputs(device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """The seeded fp32 x (8, 256) and w (64, 256)."""
+    g = torch.Generator().manual_seed(1)
+    s = MATMUL_SHAPE
+    x = torch.randn(s["tokens"], s["hidden"], generator=g)
+    w = torch.randn(s["out"], s["hidden"], generator=g) / s["hidden"] ** 0.5
+    return x.to(device), w.to(device)
+
+
+def matmul_precision(case: Case, device: str = "cpu") -> Observation:
+    x, w = matmul_inputs(device)
+    oracle, bound = matmul.linear(x, w), matmul.fp32_bound(x, w)
+    obs = Observation()
+    by_flag = {}
+    for flag in MATMUL_FLAGS:
+        got = torch_matmul.linear(x, w, flag).detach().cpu().double().numpy()
+        ratio = float((abs(got - oracle) / bound).max())
+        by_flag[flag] = {"beyond_bound": int((abs(got - oracle) > bound).sum()), "elements": int(got.size),
+                         "err_over_bound": round(ratio, 3)}
+    highest = by_flag["highest"]
+    obs.reference("highest_vs_engine", {k: highest[k] for k in ("beyond_bound", "elements")},
+                  {"beyond_bound": 0, "elements": highest["elements"]},
+                  observed_extras={"err_over_bound": highest["err_over_bound"]})
+    obs.info("by_flag", "; ".join(f"{flag}: {'fp32' if r['beyond_bound'] == 0 else 'reduced'} "
+                                  f"(largest error {r['err_over_bound']:g}x the fp32 bound)" for flag, r in by_flag.items()),
+             diff=by_flag)
     return obs
