@@ -509,6 +509,19 @@ def test_memory_is_not_compared_across_dtypes():
     assert (got.status, got.category) == (Status.SKIPPED, "not-comparable") and "dtype" in got.detail
 
 
+def test_bf16_memory_is_compared_on_one_hardware_class_only_and_fp32_across_them():
+    """bf16 matmuls take the CPU's own oneDNN kernels (AMX on one, AVX512-BF16 on another), which
+    allocate their own workspaces: x1.25 across two CPUs of the same torch build is not a regression.
+    fp32 allocated the same bytes on both and stays compared."""
+    grown, base = {"peak_bytes": 1000, "allocated_bytes": 6250}, {"peak_bytes": 1000, "allocated_bytes": 5000}
+    other_bf16 = {**OTHER_CPU, "dtype": "bf16"}
+    got = cmp("memory", grown, base, Policy(alpha=0.01, observed_env=other_bf16, baseline_env=BF16))
+    assert (got.status, got.category) == (Status.SKIPPED, "not-comparable") and "hardware class" in got.detail
+    assert cmp("memory", grown, base, Policy(alpha=0.01, observed_env=BF16, baseline_env=BF16)).status is Status.REGRESSION
+    assert cmp("memory", grown, base, Policy(alpha=0.01, observed_env=OTHER_CPU, baseline_env=FP32)).status \
+        is Status.REGRESSION
+
+
 # ----------------------------------------------------------------------------------------------
 # capability
 

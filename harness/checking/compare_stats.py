@@ -328,16 +328,27 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
 # memory
 
 
+LOW_PRECISION_KERNELS = ("bf16", "fp16")  # dtypes whose matmuls take the CPU's own oneDNN kernels
+
+
 def compare_memory(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Bytes torch allocated in one call (peak of live allocations, total), deterministic for one
     torch build: a regression when either grows beyond (1 + memory_tolerance), changed when either
-    shrinks that much (less memory), pass otherwise. Across device types or dtypes it is not compared."""
+    shrinks that much (less memory), pass otherwise. Across device types or dtypes it is not compared,
+    nor in a low-precision dtype across hardware classes: bf16 / fp16 matmuls go through the CPU's own
+    oneDNN kernels, whose workspaces differ (2026-12-02, the same torch 2.13.0 build in bf16: decode
+    allocated 1,567,072 bytes on an AMD EPYC and 1,966,432 on an Intel Xeon with AMX, x1.25; every fp32
+    field allocated the same bytes on both)."""
     obs_env, base_env = policy.observed_env or {}, policy.baseline_env or {}
     kind_new, kind_old = obs_env.get("device", {}).get("type"), base_env.get("device", {}).get("type")
     if kind_new != kind_old or obs_env.get("dtype") != base_env.get("dtype"):
         return verdict(name, "memory", Status.SKIPPED, f"memory is compared on one device type and dtype only "
                        f"(another dtype allocates other tensors): {kind_old} {base_env.get('dtype')} vs "
                        f"{kind_new} {obs_env.get('dtype')}", "not-comparable")
+    if obs_env.get("dtype") in LOW_PRECISION_KERNELS and hardware_class(obs_env) != hardware_class(base_env):
+        return verdict(name, "memory", Status.SKIPPED, f"{obs_env.get('dtype')} memory is compared on one hardware "
+                       f"class only (its kernels are the CPU's own, their workspaces too): recorded on "
+                       f"{hardware_class(base_env)}, this run {hardware_class(obs_env)}", "not-comparable")
     tol = policy.thresholds.memory_tolerance
     ratios = {k: observed.value[k] / baseline.value[k] for k in ("peak_bytes", "allocated_bytes")
               if baseline.value.get(k)}
