@@ -764,6 +764,24 @@ def test_regen_calls_a_record_that_only_gains_this_machines_latency_class_extend
     assert change.change == "changed"
 
 
+def test_a_new_latency_record_is_kept_per_hardware_class_and_only_when_judgeable():
+    """The first latency record of an env (a new torch venv) takes the form every later regen reads
+    (`by_hardware`), and a measurement too busy to judge is left out, as over an existing record;
+    a record with nothing judgeable is not added at all."""
+    from harness.checking.regen import diff_records
+    from harness.schema import Record
+
+    here = hardware_class(FP32)
+    new = {("latency", "a"): Record("latency", "a", FP32, {"quiet": Field("latency", lat(1.0, seed=3)),
+                                                          "busy": Field("latency", lat(1.0, seed=3, waiting=2.0)),
+                                                          "mem": Field("memory", {"peak_bytes": 1, "allocated_bytes": 2})})}
+    (change,) = diff_records({}, new, policy=SAME)
+    assert change.change == "added" and set(change.record.fields) == {"quiet", "mem"}
+    assert set(change.record.fields["quiet"].value) == {"by_hardware"} and here in change.record.fields["quiet"].value["by_hardware"]
+    only_busy = {("latency", "b"): Record("latency", "b", FP32, {"busy": Field("latency", lat(1.0, seed=3, waiting=2.0))})}
+    assert diff_records({}, only_busy, policy=SAME) == []
+
+
 @pytest.mark.parametrize("scale", [15.0, 30.0])
 def test_tokens_bf16_tie_eps_follows_the_rounding_of_the_logits_compared(scale):
     """With each step's rounding scale S given (harness/engine/decode.py `top2_scale`), the bf16 tie

@@ -143,7 +143,7 @@ def judgeable(name: str, entry: dict[str, Any], env: dict[str, Any] | None, poli
     return compare_field(name, f, f, same).status is Status.PASS
 
 
-def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field, bool]:
+def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field | None, bool]:
     """(the latency field to record, unchanged?). A record keeps one measurement per hardware class
     (``{"by_hardware": {class: ...}}``), and only measurements a later run can judge (`judgeable`):
 
@@ -152,11 +152,15 @@ def latency_field(name: str, before: Field | None, after: Field, policy: Policy)
       is dropped - a later run then says the class is not recorded, instead of never judging it;
     - a recorded one that cannot be judged is replaced by one that can;
     - otherwise this machine's is added, or replaced when its kind's rule says it changed (timing
-      noise is not a change); the other classes' are kept."""
+      noise is not a change); the other classes' are kept.
+    A field the record lacks (a new field or a new record) is recorded in the same form, only if
+    judgeable: (None, False) otherwise - the field is left out."""
     from harness.checking.compare_stats import latency_entries
 
     hw, entry = next(iter(latency_entries(after, policy.observed_env).items()))
     if before is None:
+        if not judgeable(name, entry, policy.observed_env, policy):
+            return None, False
         return Field("latency", {"by_hardware": {hw: entry}}, after.extras), False
     old = latency_entries(before, policy.baseline_env)
     old_ok = hw in old and judgeable(name, old[hw], policy.observed_env, policy)
@@ -199,7 +203,11 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
                 fields = tuple(before.fields) if isinstance(before, Record) else ()
                 changes.append(RecordChange(name, "removed", removed=fields))
         elif before is None:
-            changes.append(RecordChange(name, "added", added=tuple(after.fields), record=after))
+            same = replace(policy, observed_env=after.env, baseline_env=after.env)
+            fields = {f: latency_field(f, None, v, same)[0] if v.kind == "latency" else v for f, v in after.fields.items()}
+            after = replace(after, fields={f: v for f, v in fields.items() if v is not None})
+            if after.fields or after.references:
+                changes.append(RecordChange(name, "added", added=tuple(after.fields), record=after))
         elif isinstance(before, RecordError):
             changes.append(RecordChange(name, "changed", added=tuple(after.fields), record=after,
                                         note=f"replaces an unreadable record ({before.reason})"))
@@ -210,7 +218,11 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             fields, kept, extended = dict(after.fields), set(), []
             for f, v in after.fields.items():
                 if v.kind == "latency":
-                    fields[f], unchanged = latency_field(f, before.fields.get(f), v, same)
+                    kept_field, unchanged = latency_field(f, before.fields.get(f), v, same)
+                    if kept_field is None:  # a new field measured too busy to be judged: not recorded
+                        del fields[f]
+                        continue
+                    fields[f] = kept_field
                     if not unchanged and f in before.fields and only_adds_a_class(before.fields[f], fields[f]):
                         extended.append(f)
                         kept.add(f)
