@@ -100,6 +100,20 @@ def test_the_rows_are_best_first_cut_to_num_return_with_their_slots():
     assert all(len(s) == len(r) and s[0] == 0 and max(s) < 3 for s, r in zip(got.slots, got.rows, strict=True))
 
 
+def test_slot_margins_hold_the_gap_between_running_beams_whose_rank_is_their_slot():
+    """Two running beams 1e-3 apart in log p swap slots under other numerics with every selection
+    kept: beam_indices differ while the rows do not. The slot margin of the step after is that gap
+    (the step margin alone, far larger, would call the swap a real change)."""
+    near = {None: [0.2, 0.3, 0.3003, 0.1997], 1: [0.1, 0.5, 0.2, 0.2], 2: [0.1, 0.2, 0.5, 0.2],
+            3: [0.1, 0.2, 0.2, 0.5]}
+    got = beam.search(model_of(near), PROMPT, num_beams=2, max_new=3, eos=[EOS])
+    gap = math.log(0.3003) - math.log(0.3)
+    assert got.rank_margins[0] == got.margins[0]
+    assert got.rank_margins[1] == pytest.approx(gap) and gap < got.margins[1] / 100
+    assert all(r <= m for r, m in zip(got.rank_margins, got.margins, strict=True))
+    assert beam.slot_margins([0.5, 0.4, 0.3], [0.1, math.inf, 0.2]) == [0.5, 0.1, 0.3]
+
+
 @pytest.mark.parametrize(("pool", "best", "length", "early", "lp", "improves"), [
     ([], -9.0, 3, False, 1.0, True),                      # not full
     ([-1.0, -2.0], -9.0, 3, False, 1.0, False),            # -3 <= -2

@@ -780,6 +780,20 @@ def test_a_new_latency_record_is_kept_per_hardware_class_and_only_when_judgeable
     assert set(change.record.fields["quiet"].value) == {"by_hardware"} and here in change.record.fields["quiet"].value["by_hardware"]
     only_busy = {("latency", "b"): Record("latency", "b", FP32, {"busy": Field("latency", lat(1.0, seed=3, waiting=2.0))})}
     assert diff_records({}, only_busy, policy=SAME) == []
+def test_regen_says_a_changed_record_was_made_on_another_machine():
+    """bf16 records made on one CPU (its oneDNN kernels, its tie-breaks and draws) differ on another:
+    the dry-run names the record's machine beside each change instead of a bare 'changed'."""
+    from harness.checking.regen import diff_records
+    from harness.schema import Record
+
+    old = {("beam", "a"): Record("beam", "a", OTHER_CPU, {"ids": Field("exact", [1, 2])})}
+    (change,) = diff_records(old, {("beam", "a"): Record("beam", "a", FP32, {"ids": Field("exact", [1, 3])})},
+                             policy=SAME)
+    assert change.change == "changed" and change.note.startswith("recorded on another machine")
+    assert "Some Other CPU" in change.note
+    (change,) = diff_records({("beam", "a"): Record("beam", "a", FP32, {"ids": Field("exact", [1, 2])})},
+                             {("beam", "a"): Record("beam", "a", FP32, {"ids": Field("exact", [1, 3])})}, policy=SAME)
+    assert change.note == ""
 
 
 @pytest.mark.parametrize("scale", [15.0, 30.0])

@@ -182,6 +182,17 @@ def only_adds_a_class(before: Field, after: Field) -> bool:
             and same_shape(before.to_json().get("extras"), after.to_json().get("extras")))  # class's timings
 
 
+def another_machine(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """"recorded on another machine: ..." when the record was made on other CPU kernels than this
+    run's (its rounding, and in bf16 its tie-breaks and draws, are that machine's), else ""."""
+    from harness.store.env import machine_differences
+
+    said = machine_differences(after, before)
+    if not said.startswith("another machine"):
+        return ""
+    return "recorded on " + said.split(" (baseline -> this run)")[0].split(", another torch build")[0]
+
+
 def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
                  complete: bool = True, policy: Policy | None = None) -> list[RecordChange]:
     """Per (suite, case, field): what the new records add, remove and change.
@@ -246,7 +257,8 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             changed += tuple((f"reference:{n}", f"{before.references[n].status} -> {r.status}")
                              for n, r in refs.items() if n in before.references and r is not before.references[n])
             if added or removed or changed:
-                changes.append(RecordChange(name, "changed", added, removed, changed, after, extended=tuple(extended)))
+                changes.append(RecordChange(name, "changed", added, removed, changed, after, extended=tuple(extended),
+                                            note=another_machine(before.env, after.env)))
             elif extended:
                 changes.append(RecordChange(name, "extended", record=after, extended=tuple(extended)))
     return changes

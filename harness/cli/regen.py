@@ -50,6 +50,10 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
     by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed", "extended")}
     extended = (f", {by['extended']} gain this machine's latency measurement (nothing recorded changes)"
                 if by["extended"] else "")
+    elsewhere = sum(1 for x in changes if x.change == "changed" and x.note.startswith("recorded on another machine"))
+    if elsewhere:
+        extended += (f"; {elsewhere} of the {by['changed']} changed were recorded on another machine (its kernels "
+                     f"round differently: a bf16 tie-break or draw moves with them)")
     print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
           f"{unchanged} unchanged{extended}")
     for c in changes:

@@ -39,7 +39,9 @@ beam indices) follows tokens_vs_reference: a tie-flip there is not a second find
   pad_fill       exact   per row, the ids after its end (5.x fills with `pad_token_id or eos`: a pad id 0
                          is falsy, so the zoo's rows are filled with the eos id)
   sequences_scores tensor the returned rows' sequences_scores
-  beam_indices   tokens  per row, the running slot (+ batch offset) each token extended, -1 past its end
+  beam_indices   tokens  per row, the running slot (+ batch offset) each token extended, -1 past its end,
+                         with the reference's slot margins (`slot_margins`: two near-tied running beams
+                         swap slots without any selection moving - a tie-flip across numerics)
  references, computed in the run:
   tokens_vs_reference        tokens  each row up to its end equals `search`'s
   scores_vs_reference        tensor  sequences_scores equal `search`'s sum(log p) / L**lp
@@ -107,6 +109,7 @@ class Searched:
     slots: list[list[int]] = field(default_factory=list)
     margins: list[float] = field(default_factory=list)  # per step: `step_margin`
     steps: int = 0  # how many steps it scored (calls of next_logprobs)
+    rank_margins: list[float] = field(default_factory=list)  # per step: `slot_margins`
 
 
 def candidates_kept(num_beams: int, n_eos: int) -> int:
@@ -149,6 +152,14 @@ def step_margin(scores: Sequence[float], finished: Sequence[bool], num_beams: in
     return min(gaps, default=math.inf)
 
 
+def slot_margins(margins: Sequence[float], rank_gaps: Sequence[float]) -> list[float]:
+    """Per step, how far the slot each token extended is from another one: the step's own margin,
+    and the gap between consecutive running beams of the step before (their rank is their slot, so
+    two near-tied running beams swap slots - the same rows, other beam_indices - without any
+    selection moving). `rank_gaps[t]`: the smallest such gap among the beams step t kept."""
+    return [min(m, rank_gaps[t - 1]) if t else m for t, m in enumerate(margins)]
+
+
 def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Sequence[int], *, num_beams: int,
            max_new: int, eos: Sequence[int], length_penalty: float = 1.0, early_stopping: bool | str = False,
            num_return: int = 1, add: Callable[[float, float], float] = lambda a, b: a + b,
@@ -162,6 +173,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
     running = [Hypothesis(0.0, (), ())]
     pool: list[Hypothesis] = []
     margins: list[float] = []
+    rank_gaps: list[float] = []
     improvable = True
     steps = 0
     for step in range(max_new):
@@ -187,6 +199,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             elif len(next_running) < num_beams:
                 next_running.append(h)
         pool = sorted(pool, key=lambda h: -h.score)[:num_beams]
+        rank_gaps.append(min((a.score - b.score for a, b in zip(next_running, next_running[1:])), default=math.inf))
         if last or not next_running:
             break
         running = next_running
@@ -196,7 +209,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             break
     best = pool[:num_return]
     return Searched([list(h.tokens) for h in best], [h.score for h in best], [list(h.slots) for h in best],
-                    margins, steps)
+                    margins, steps, slot_margins(margins, rank_gaps))
 
 
 def add_float32(a: float, b: float) -> float:
@@ -317,11 +330,12 @@ def beam(zoo: Any, case: Case) -> Observation:
     expected = [search(step, row.tolist(), num_beams=num_beams, max_new=n, eos=eos_list, length_penalty=lp,
                        early_stopping=es, num_return=num_return) for row in ids]
     margins = [e.margins for e in expected for _ in range(num_return)]
+    slot_gaps = [e.rank_margins for e in expected for _ in range(num_return)]
     ends = row_ends(got.beam_indices)
     obs.add("tokens", got.rows, kind="tokens", margins=margins)
     obs.add("pad_fill", [row[end:] for row, end in zip(got.rows, ends, strict=True)], follows="tokens")
     obs.add("sequences_scores", got.scores, kind="tensor", follows="tokens")
-    obs.add("beam_indices", got.beam_indices, kind="tokens", margins=margins, follows="tokens")
+    obs.add("beam_indices", got.beam_indices, kind="tokens", margins=slot_gaps, follows="tokens")
     trimmed = [row[:end] for row, end in zip(got.rows, ends, strict=True)]
     obs.reference("tokens_vs_reference", trimmed, [r for e in expected for r in e.rows], kind="tokens",
                   expected_extras={"margins": margins})
@@ -329,7 +343,7 @@ def beam(zoo: Any, case: Case) -> Observation:
                   observed_extras={"follows": "tokens_vs_reference"})
     want = padded([s for b, e in enumerate(expected) for s in with_offset(e.slots, b, num_beams)], -1)
     obs.reference("beam_indices_vs_reference", got.beam_indices, want, kind="tokens",
-                  observed_extras={"follows": "tokens_vs_reference"}, expected_extras={"margins": margins})
+                  observed_extras={"follows": "tokens_vs_reference"}, expected_extras={"margins": slot_gaps})
     replayed = [replay(got.scored, step, row.tolist(), num_beams=num_beams, max_new=n, eos=eos_list,
                        length_penalty=lp, early_stopping=es, num_return=num_return) for row in ids]
     obs.reference("rule_on_own_scores", {"steps": got.steps, "rows": pools(trimmed, num_return)},
