@@ -14,7 +14,9 @@
                         processors and the bias_vs_target information row)
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
-                        sorted; harness/subjects/hf_cache.py `top_values`)
+                        sorted; harness/subjects/hf_cache.py `top_values`); on a lossless greedy path
+                        its oracle is the engine's logits (`first_logits_vs_engine`): a change toward
+                        them is fixed, away from them broken (harness/checking/oracles.py)
   target_forwards exact number of target forward passes
   drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
                         speculative paths; prompt lookup has no margins)
@@ -28,6 +30,10 @@ tie-flip of the stream it follows across numerics (harness/checking/core.py), ne
 Computed in the same run:
   equals_plain_greedy      lossless greedy paths equal plain greedy token for token (same library,
                            same numerics: no near-tie allowance)
+  first_logits_vs_engine   lossless greedy paths: the first step's scores equal the engine's logits at the
+                           prompt's last position (its uncached forward; both at the same top-256
+                           columns for a large vocabulary - `narrowed`), within the cross-implementation
+                           tolerance; skipped with the reason where the engine has no such model
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -47,12 +53,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import torch
+
 from harness.checking.compare import first_divergence
 from harness.designs import sampling
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
-from harness.subjects.hf_cache import top_values
+from harness.subjects.hf_cache import narrowed, top_values
 
 
 def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
@@ -77,7 +85,15 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], oracle="equals_reference_engine",
                 show={"ran_with": got.setup})
     obs.add("text", tok.decode(got.tokens), follows="tokens")
-    obs.add("first_logits", top_values(got.first_logits), kind="tensor", show={"ran_with": got.setup})
+    judged = (case.decoding == "greedy" and (case.lossless or case.path == "plain") and bool(got.first_logits)
+              and not zoo.engine_gap(case.model))
+    obs.add("first_logits", top_values(got.first_logits), kind="tensor", show={"ran_with": got.setup},
+            **({"oracle": "first_logits_vs_engine"} if judged else {}))
+    if judged:
+        prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+        ours = engine.logits_cached(zoo, case.model, prompt)[len(prompt) - 1:]
+        mine, theirs = narrowed(torch.tensor(got.first_logits[:1]), ours)
+        obs.reference("first_logits_vs_engine", mine, theirs, kind="tensor")
     obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
