@@ -52,8 +52,9 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
                 if by["extended"] else "")
     elsewhere = sum(1 for x in changes if x.change == "changed" and x.note.startswith("recorded on another machine"))
     if elsewhere:
-        extended += (f"; {elsewhere} of the {by['changed']} changed were recorded on another machine (its kernels "
-                     f"round differently: a bf16 tie-break or draw moves with them)")
+        extended += (f"; {elsewhere} of the {by['changed']} changed were recorded on another machine (named beside "
+                     f"each: a difference of its kernels' rounding - in bf16 a tie-break or a draw - is that machine's, "
+                     f"not a change of the library)")
     print(f"\nregen {key}: {by['added']} record(s) added, {by['changed']} changed, {by['removed']} removed, "
           f"{unchanged} unchanged{extended}")
     for c in changes:
