@@ -709,6 +709,20 @@ def test_a_hook_that_found_its_target_in_the_baseline_and_nothing_now_is_coverag
     assert compare_field("exact_emitted", base, now, SAME).status is Status.PASS  # a hook found again is no loss
 
 
+def test_two_records_are_compared_on_a_hardware_class_both_hold():
+    """`harness compare` of two record sets: the newer record's writer may lack its own class (its
+    measurement there was too busy to keep), so the comparison takes a class both hold - never a
+    KeyError read as an invalid-value regression - and says not-comparable when they share none."""
+    here, there = hardware_class(FP32), hardware_class(OTHER_CPU)
+    both = Policy(alpha=0.01, observed_env=FP32, baseline_env=FP32)
+    older = Field("latency", {"by_hardware": {here: BASE, there: BASE}})
+    newer = Field("latency", {"by_hardware": {there: lat(1.0, seed=4)}})  # written here, only `there` kept
+    got = compare_field("generate_mtp", newer, older, both)
+    assert got.status is Status.PASS and got.category != "invalid-value", got.detail
+    apart = compare_field("generate_mtp", newer, Field("latency", {"by_hardware": {here: BASE}}), both)
+    assert (apart.status, apart.category) == (Status.SKIPPED, "not-comparable")
+
+
 def test_regen_records_only_latency_a_later_run_can_judge():
     """harness regen's latency rule (checking/regen.py latency_field): a busy measurement never goes
     over a record (neither replacing this class's nor adding a class), a busy recorded one is replaced

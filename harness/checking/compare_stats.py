@@ -278,16 +278,20 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     if not obs_env or not base_env:
         return verdict(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
     t = policy.thresholds
+    entries, mine = latency_entries(baseline, base_env), latency_entries(observed, obs_env)
+    # a run's field is its own machine's; two records (harness compare) are compared on a class both
+    # hold, the newer side's own first (a record may lack its writer's class: dropped as unjudgeable)
+    common = [h for h in mine if h in entries]
     hw = hardware_class(obs_env)
-    entries = latency_entries(baseline, base_env)
-    if obs_env.get("dtype") != base_env.get("dtype") or hw not in entries:
+    hw = hw if hw in common else common[0] if common else hw
+    if obs_env.get("dtype") != base_env.get("dtype") or hw not in common:
         return verdict(
             name, "latency", Status.SKIPPED,
             f"{hardware_difference(hw, sorted(entries))}latency is compared on the same hardware class and dtype "
             f"only: recorded on {sorted(entries)} "
-            f"{base_env.get('dtype')}, this run {hw} {obs_env.get('dtype')}",
-            "not-comparable", {"hardware_new": hw, "hardware_recorded": sorted(entries)})
-    new, old = latency_entries(observed, obs_env)[hw], entries[hw]
+            f"{base_env.get('dtype')}, this run {sorted(mine)} {obs_env.get('dtype')}",
+            "not-comparable", {"hardware_new": sorted(mine), "hardware_recorded": sorted(entries)})
+    new, old = mine[hw], entries[hw]
     if not all(k in old for k in LATENCY_KEYS):
         return verdict(name, "latency", Status.SKIPPED, "the record holds CPU-time samples of an older harness; "
                        "`harness regen` records wall-clock ones", "not-comparable")
