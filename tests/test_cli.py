@@ -122,6 +122,20 @@ def test_check_all_pass_writes_report(project, capfd):
     assert ET.parse(run_dir / "junit.xml").getroot().get("failures") == "0"
 
 
+def test_a_suite_named_by_suites_runs_at_the_whole_runs_per_test_alpha(project):
+    """`--suites suites/test_toy.py` collects every suite and runs only toy's cases: the per-test
+    alpha (so a statistical field's N, so the records a partial regen writes) is the full run's."""
+    (project.root / "suites" / "test_more.py").write_text(SUITE)
+    project.record("one")
+    project.record("two")
+    assert project.run("check") == 0
+    full = json.loads((project.run_dirs(project.key)[-1] / "results.json").read_text())["meta"]
+    assert project.run("check", "--suites", str(project.root / "suites" / "test_toy.py")) == 0
+    results = json.loads((project.run_dirs(project.key)[-1] / "results.json").read_text())
+    assert results["meta"]["golden_tests"] == full["golden_tests"] == 4
+    assert {o["suite"] for o in results["outcomes"]} == {"toy"}
+
+
 def test_check_changed_value_is_a_regression(project, capfd):
     project.record("one")
     project.record("two")

@@ -200,9 +200,27 @@ QUIET_PYTEST = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "harness_t
                 "-o", "harness_front=cli")
 
 
+def one_suite(project: Project, args: argparse.Namespace, run: RunSettings) -> str | None:
+    """The suite name when --suites names one file of the default suites (and no case selection is
+    set already): the run then collects every suite and narrows to that one's cases with
+    --harness-case, so its per-test alpha - and every statistical field's N - is the whole run's and
+    the records it writes equal a full run's (collected alone, 112 outputs tests sized the
+    distribution fields for alpha / 128 instead of alpha / 512: another N, other counts)."""
+    if not args.suites or run.cases:
+        return None
+    path = suites_dir(project, args)
+    if path.is_file() and path.parent == default_suites(project).resolve() and path.stem.startswith("test_"):
+        return path.stem.removeprefix("test_")
+    return None
+
+
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
                    workers: str | None = None) -> list[str]:
-    command = [sys.executable, "-m", "pytest", str(suites_dir(project, args)), *QUIET_PYTEST,
+    suite = one_suite(project, args, run)
+    if suite:
+        run = run.with_(cases=(f"{suite}:*",))
+    target = default_suites(project).resolve() if suite else suites_dir(project, args)
+    command = [sys.executable, "-m", "pytest", str(target), *QUIET_PYTEST,
                "--rootdir", str(project.root), *run.to_pytest_args()]
     if workers is not None:
         command += ["-n", workers]
