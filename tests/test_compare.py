@@ -422,8 +422,10 @@ def test_latency_is_judged_on_the_wall_clock_and_names_a_slowdown_that_waits():
 
 
 def test_latency_is_normalised_by_its_paired_calibration():
-    slower_machine = lat(1.0, seed=4, level=2.0)  # everything twice as slow: the pairs cancel it
+    slower_machine = lat(1.0, seed=4, level=1.25)  # everything x1.25 as slow: the pairs cancel it
     assert cmp("latency", slower_machine, BASE).status is Status.PASS
+    # twice as slow is beyond latency_calibration_drift: another machine state, not judged
+    assert cmp("latency", lat(1.0, seed=4, level=2.0), BASE).category == "not-judged"
 
 
 def test_a_busy_machine_is_not_judged_never_a_pass_or_a_regression():
@@ -721,6 +723,27 @@ def test_two_records_are_compared_on_a_hardware_class_both_hold():
     assert got.status is Status.PASS and got.category != "invalid-value", got.detail
     apart = compare_field("generate_mtp", newer, Field("latency", {"by_hardware": {here: BASE}}), both)
     assert (apart.status, apart.category) == (Status.SKIPPED, "not-comparable")
+
+
+def test_a_calibration_far_from_the_records_time_is_not_judged_and_not_recorded_over_it():
+    """The host ran the calibration x1.75 its recorded time with no wait in wall / CPU (a slower core
+    or clock): the paired ratio cannot be trusted across that - not judged, the reason said, never a
+    regression - and regen keeps the record. Within the allowance it is judged as before."""
+    from harness.checking.regen import latency_field
+
+    slow = {**BASE, "calibration": [c * 1.75 for c in BASE["calibration"]],
+            "cpu_calibration": [c * 1.75 for c in BASE["cpu_calibration"]],
+            "samples": [x * 1.75 for x in BASE["samples"]], "cpu": [x * 1.75 for x in BASE["cpu"]]}
+    got = cmp("latency", slow, BASE)
+    assert (got.status, got.category) == (Status.SKIPPED, "not-judged") and "x1.75" in got.detail
+    near = {**BASE, "calibration": [c * 1.1 for c in BASE["calibration"]],
+            "cpu_calibration": [c * 1.1 for c in BASE["cpu_calibration"]],
+            "samples": [x * 1.1 for x in BASE["samples"]], "cpu": [x * 1.1 for x in BASE["cpu"]]}
+    assert cmp("latency", near, BASE).category != "not-judged"
+    here = hardware_class(FP32)
+    record = Field("latency", {"by_hardware": {here: BASE}})
+    kept, unchanged = latency_field("f", record, Field("latency", slow), SAME)
+    assert unchanged and kept.value == record.value
 
 
 def test_regen_records_only_latency_a_later_run_can_judge():

@@ -266,8 +266,9 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
 
     skipped, not-comparable   another hardware class (another ISA level torch dispatches to on the same
                               CPU says so first) or dtype, or a record of an older method
-    skipped, not-judged       the machine was too busy to judge (here or when the record was made):
-                              never a pass, never a false regression (`--latency-strict` fails it)
+    skipped, not-judged       the machine was too busy to judge (here or when the record was made), or
+                              its calibration ran beyond `latency_calibration_drift` of the record's
+                              time: never a pass, never a false regression (`--latency-strict` fails it)
     regression, slowdown      slower than (1 + tolerance) at alpha
     changed, speedup          faster than 1 / (1 + tolerance) at alpha
     skipped, not-checked      neither, but the smallest slowdown it detects exceeds latency_max_detectable
@@ -300,6 +301,12 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
         if why:
             return verdict(name, "latency", Status.SKIPPED, f"not judged: the machine was busy in {side} ({why})",
                            "not-judged", {"busy": side, "reason": why})
+    drift = float(np.median(new["calibration"])) / float(np.median(old["calibration"]))
+    if not 1 / t.latency_calibration_drift <= drift <= t.latency_calibration_drift:
+        why = (f"the calibration took x{drift:.2f} its recorded time: the machine is not in the state the record "
+               f"was made in (beyond x{t.latency_calibration_drift:g} either way)")
+        return verdict(name, "latency", Status.SKIPPED, f"not judged: {why}", "not-judged",
+                       {"busy": "drift", "reason": why, "calibration_drift": drift})
     a = stats.paired_log_ratios(new["samples"], new["calibration"])
     b = stats.paired_log_ratios(old["samples"], old["calibration"])
     run_sd = t.run_sd(name)

@@ -143,6 +143,16 @@ def judgeable(name: str, entry: dict[str, Any], env: dict[str, Any] | None, poli
     return compare_field(name, f, f, same).status is Status.PASS
 
 
+def drifted(name: str, before: Field, after: Field, policy: Policy) -> bool:
+    """The comparison of `after` with `before` is not judged because the calibration's time moved
+    beyond `latency_calibration_drift`: a measurement of another machine state, never recorded over
+    a judgeable one (a regen at a slow moment of the host would otherwise rewrite every latency record)."""
+    from harness.checking.compare import compare_field
+
+    got = compare_field(name, after, before, policy)
+    return got.category is Category.NOT_JUDGED and got.diff.get("busy") == "drift"
+
+
 def latency_field(name: str, before: Field | None, after: Field, policy: Policy) -> tuple[Field | None, bool]:
     """(the latency field to record, unchanged?). A record keeps one measurement per hardware class
     (``{"by_hardware": {class: ...}}``), and only measurements a later run can judge (`judgeable`):
@@ -169,6 +179,8 @@ def latency_field(name: str, before: Field | None, after: Field, policy: Policy)
             return Field("latency", {"by_hardware": {k: v for k, v in old.items() if k != hw}}, before.extras), False
         return before, True
     if old_ok and field_unchanged(name, before, after, policy):
+        return before, True
+    if old_ok and drifted(name, before, after, policy):  # measured in another machine state: not over it
         return before, True
     return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
 

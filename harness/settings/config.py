@@ -103,6 +103,12 @@ class Thresholds:
         time by this factor (descheduled) or whose calibration spread (IQR / median) exceeds this is
         too busy to judge: `not judged` (the load average is recorded, never judged on: it lags and
         counts the run's own parallel phase).
+    latency_calibration_drift: a run whose calibration's median differs from the record's by more than
+        this factor (either way) is not judged: the machine is not in the state the record was made
+        in (a slower host core or clock, not a wait the wall / CPU ratio shows), and the paired ratio
+        does not cancel that for a subject and a calibration that use the CPU differently
+        (2026-12-02, one quiet Intel Xeon: decode's calibration x1.75 and ensemble generate()'s x1.8
+        of the morning's, both ratios moved beyond noise, wall / CPU 1.0).
     latency_max_detectable: a field whose smallest detected slowdown (power 0.8) exceeds this is
         `underpowered` (a pass that says it could not see much).
     memory_tolerance: a peak or allocated byte count above (1 + this) x the record's is a regression.
@@ -122,6 +128,7 @@ class Thresholds:
     latency_run_sd_generate: float = 0.027
     latency_busy_wall_cpu: float = 1.15
     latency_busy_spread: float = 0.25
+    latency_calibration_drift: float = 1.3
     latency_max_detectable: float = 0.5
     memory_tolerance: float = 0.10
     tv_max: float = 0.05
@@ -201,7 +208,7 @@ MAX_THRESHOLDS = {
     "tie_rounding_ulps": 64.0,  # x bf16's unit roundoff 2**-8 x a scale ~20: a tie eps of ~5 logits at most
     "tensor_rounding_ulps": 64.0,  # x bf16's unit roundoff 2**-8: a 25 % relative allowance at most
     "latency_tolerance": 1.0, "latency_run_sd": 0.5, "latency_run_sd_generate": 0.5,
-    "latency_busy_wall_cpu": 10.0, "latency_busy_spread": 10.0,
+    "latency_busy_wall_cpu": 10.0, "latency_busy_spread": 10.0, "latency_calibration_drift": 10.0,
     "latency_max_detectable": 1.0, "memory_tolerance": 1.0, "tv_max": 0.5,
 }
 
