@@ -36,6 +36,7 @@ class RecordChange:
     changed: tuple[tuple[str, str], ...] = ()  # (field, 'key: old -> new' summary)
     record: Record | None = None  # the new record ("removed": None)
     note: str = ""
+    machine: str = ""  # "changed": what differs of the machine the old record was made on ("" the same)
     extended: tuple[str, ...] = ()  # latency fields that gain this machine's hardware class, nothing else
 
 
@@ -46,16 +47,23 @@ def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
     return change_detail(old, new, limit=2)
 
 
+def _alike(old: Any, new: Any, floats: Any) -> bool:
+    """Equal in structure - the same keys, list lengths, strings, ints and flags - with each pair of
+    numbers where either is a float judged by `floats(old, new)`."""
+    if isinstance(old, float) or isinstance(new, float):
+        return (isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool)
+                and floats(old, new))
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(_alike(old[k], new[k], floats) for k in old)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_alike(a, b, floats) for a, b in zip(old, new, strict=True))
+    return old == new
+
+
 def same_shape(old: Any, new: Any) -> bool:
     """Equal up to the values of floats: the same keys, list lengths, strings, ints and flags (an
     extra a suite added - e.g. `follows`, `loaded_as` - or dropped is a change; float noise is not)."""
-    if isinstance(old, float) or isinstance(new, float):
-        return isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool)
-    if isinstance(old, dict) and isinstance(new, dict):
-        return old.keys() == new.keys() and all(same_shape(old[k], new[k]) for k in old)
-    if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(same_shape(a, b) for a, b in zip(old, new, strict=True))
-    return old == new
+    return _alike(old, new, lambda a, b: True)
 
 
 # extras that describe how a statistical field was checked, not what was observed: each follows from
@@ -77,13 +85,7 @@ FLOAT_FLOOR = 1e-7  # absolute, for values near 0 (an expected frequency 0.0 on 
 
 def close(old: Any, new: Any) -> bool:
     """`same_shape`, with every float pair within `FLOAT_NOISE` (relative) or `FLOAT_FLOOR` of each other."""
-    if isinstance(old, float) or isinstance(new, float):
-        return same_shape(old, new) and abs(old - new) <= max(FLOAT_NOISE * max(abs(old), abs(new)), FLOAT_FLOOR)
-    if isinstance(old, dict) and isinstance(new, dict):
-        return old.keys() == new.keys() and all(close(old[k], new[k]) for k in old)
-    if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(close(a, b) for a, b in zip(old, new, strict=True))
-    return old == new
+    return _alike(old, new, lambda a, b: abs(a - b) <= max(FLOAT_NOISE * max(abs(a), abs(b)), FLOAT_FLOOR))
 
 
 def field_unchanged(name: str, before: Field, after: Field, policy: Policy) -> bool:
@@ -195,14 +197,11 @@ def only_adds_a_class(before: Field, after: Field) -> bool:
 
 
 def another_machine(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """"recorded on another machine: ..." when the record was made on other CPU kernels than this
-    run's (its rounding, and in bf16 its tie-breaks and draws, are that machine's), else ""."""
-    from harness.store.env import machine_differences
+    """What differs of the machine when the record was made on other CPU kernels than this run's (its
+    rounding, and in bf16 its tie-breaks and draws, are that machine's), else ""."""
+    from harness.store.env import kernel_differences
 
-    said = machine_differences(after, before)
-    if not said.startswith("another machine"):
-        return ""
-    return "recorded on " + said.split(" (baseline -> this run)")[0].split(", another torch build")[0]
+    return "; ".join(kernel_differences(after, before)[0])
 
 
 def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tuple[str, str], Record],
@@ -270,7 +269,7 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
                              for n, r in refs.items() if n in before.references and r is not before.references[n])
             if added or removed or changed:
                 changes.append(RecordChange(name, "changed", added, removed, changed, after, extended=tuple(extended),
-                                            note=another_machine(before.env, after.env)))
+                                            machine=another_machine(before.env, after.env)))
             elif extended:
                 changes.append(RecordChange(name, "extended", record=after, extended=tuple(extended)))
     return changes

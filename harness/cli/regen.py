@@ -50,7 +50,7 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
     by = {c: sum(1 for x in changes if x.change == c) for c in ("added", "changed", "removed", "extended")}
     extended = (f", {by['extended']} gain this machine's latency measurement (nothing recorded changes)"
                 if by["extended"] else "")
-    elsewhere = sum(1 for x in changes if x.change == "changed" and x.note.startswith("recorded on another machine"))
+    elsewhere = sum(1 for x in changes if x.machine)
     if elsewhere:
         extended += (f"; {elsewhere} of the {by['changed']} changed were recorded on another machine (named beside "
                      f"each: a difference of its kernels' rounding - in bf16 a tie-break or a draw - is that machine's, "
@@ -59,7 +59,8 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
           f"{unchanged} unchanged{extended}")
     for c in changes:
         mark = {"added": "+", "removed": "-", "changed": "~", "extended": "+"}[c.change]
-        print(f"  {mark} {c.name}" + (f"  [{c.note}]" if c.note else ""))
+        notes = [c.note] * bool(c.note) + [f"recorded on another machine: {c.machine}"] * bool(c.machine)
+        print(f"  {mark} {c.name}" + (f"  [{'; '.join(notes)}]" if notes else ""))
         for f in c.added:
             print(f"      + {f} (added)")
         for f in c.removed:

@@ -274,9 +274,24 @@ def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> s
     dispatcher picking another level on the same CPU). A report comparing them says so beside its
     verdict: latency is never compared across hardware classes (`hardware_class`: the ISA is in it),
     and their rounding may differ."""
-    if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
+    machine, build = kernel_differences(a, b)
+    if not machine and not build:
         return ""
-    machine, build = [], []
+    said = [*(["another machine: " + "; ".join(machine)] if machine else []),
+            *(["another torch build: " + "; ".join(build)] if build else [])]
+    latency = ("latency is not compared (another hardware class)" if hardware_class(a or {}) != hardware_class(b or {})
+               else "latency is compared (the same hardware class)")
+    return ", ".join(said) + f" (baseline -> this run): {latency}, and floating-point rounding may differ"
+
+
+def kernel_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(what differs of the machine, what differs of the torch build), each "label old -> new"
+    (b -> a); both empty when the kernels are the same or either fingerprint is unknown
+    (`machine_differences` says them as one sentence)."""
+    if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
+        return [], []
+    machine: list[str] = []
+    build: list[str] = []
     da, db = _part(a, "device"), _part(b, "device")
     same_device = (da.get("type"), da.get("name")) == (db.get("type"), db.get("name"))
     if not same_device:
@@ -287,13 +302,7 @@ def machine_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> s
         if kb.get(key, "unknown") != ka.get(key, "unknown"):
             by_build = (key, label) in BUILD_KERNELS or (key == "isa" and same_device and torch_moved)
             (build if by_build else machine).append(f"{label} {_shown(kb, key)} -> {_shown(ka, key)}")
-    if not machine and not build:
-        return ""
-    said = [*(["another machine: " + "; ".join(machine)] if machine else []),
-            *(["another torch build: " + "; ".join(build)] if build else [])]
-    latency = ("latency is not compared (another hardware class)" if hardware_class(a) != hardware_class(b)
-               else "latency is compared (the same hardware class)")
-    return ", ".join(said) + f" (baseline -> this run): {latency}, and floating-point rounding may differ"
+    return machine, build
 
 
 def hardware_difference(this_run: str, recorded: list[str]) -> str:
