@@ -76,6 +76,7 @@ ran in both versions and now gives other tokens is a regression (tokens).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -199,7 +200,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             elif len(next_running) < num_beams:
                 next_running.append(h)
         pool = sorted(pool, key=lambda h: -h.score)[:num_beams]
-        rank_gaps.append(min((a.score - b.score for a, b in zip(next_running, next_running[1:])), default=math.inf))
+        rank_gaps.append(min((a.score - b.score for a, b in itertools.pairwise(next_running)), default=math.inf))
         if last or not next_running:
             break
         running = next_running

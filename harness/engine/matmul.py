@@ -22,13 +22,17 @@ import torch
 FP32_UNIT_ROUNDOFF = 2.0 ** -24
 
 
+def _f64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().double().numpy()
+
+
 def linear(x: torch.Tensor, w: torch.Tensor) -> np.ndarray:
     """x @ w.T in float64 (numpy), from the fp32 values exactly."""
-    return x.detach().cpu().double().numpy() @ w.detach().cpu().double().numpy().T
+    return _f64(x) @ _f64(w).T
 
 
 def fp32_bound(x: torch.Tensor, w: torch.Tensor) -> np.ndarray:
     """Per output element, the most fp32 rounding can move x @ w.T: gamma_K (|x| |w|^T)."""
     K = x.shape[-1]
     gamma = K * FP32_UNIT_ROUNDOFF / (1 - K * FP32_UNIT_ROUNDOFF)
-    return gamma * (np.abs(x.detach().cpu().double().numpy()) @ np.abs(w.detach().cpu().double().numpy()).T)
+    return gamma * (np.abs(_f64(x)) @ np.abs(_f64(w)).T)
