@@ -250,9 +250,8 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     what runs, not m). Returns pytest's exit code for the whole (the worst phase's) and the run's
     results (None when no phase wrote any). A phase that collects nothing (exit 5: e.g. `-- -k`
     selecting no timing test) is no error while the other phase ran tests."""
-    from harness.report import load_results
-
     from harness.cli import plan
+    from harness.report import load_results
 
     try:  # the preflight: each user model's plan, memory and time; -n capped by memory (harness/cli/plan.py)
         workers = plan.workers(run, default_workers(args.workers), explicit=args.workers is not None)

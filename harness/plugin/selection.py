@@ -6,11 +6,12 @@
   the run's settings (harness/cases.py), called at collection, so deep mode and your own models
   reach the table through the settings, never through a global;
 - `select`: the models the run covers (``[tool.harness] models``, or only ``--harness-model``'s),
-  then ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs
+  then the quick tier of the zoo (harness/settings/tier.py; not in a full run), ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs
   while they measure) and ``--harness-case`` globs; what it drops is deselected, so those records
   are not `missing`;
 - m, the number of golden tests that sets the per-test alpha (alpha / m), is counted after the
-  model filter and before the phase and case filters: a narrowed run decides as the whole run would.
+  model filter and before the tier, phase and case filters: a narrowed run decides as the whole
+  run would.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from harness.settings import tier
 from harness.settings.run import RunSettings
 
 GOLDEN = "golden"
@@ -100,15 +102,45 @@ def in_phase(item: Any, phase: str) -> bool:
     return phase == "all" or (phase == "timing") == timing
 
 
-def select(items: list[Any], run: RunSettings) -> tuple[list[Any], list[Any], int]:
-    """(kept, dropped, m): the model filter, m counted, then the phase and case filters (which
-    narrow what runs, not the run's alpha)."""
+def in_tier(item: Any, run: RunSettings, full: bool) -> bool:
+    """The quick tier keeps this test (harness/settings/tier.py): always in a full run and for a
+    case of your own models."""
+    case = case_of(item)
+    if full or not is_golden(item) or getattr(case, "model", None) in {m.name for m in run.user_models}:
+        return True
+    return tier.keeps(suite_name(item), case)
+
+
+def select(items: list[Any], run: RunSettings, explicit: bool = False) -> tuple[list[Any], list[Any], int]:
+    """(kept, dropped, m): the model filter, m counted, then the quick tier (unless the run is
+    full, or `explicit`: pytest's own selection - -k, a node id - names what to run), the
+    phase and the case filters (which narrow what runs, not the run's alpha)."""
     keep = [i for i in items if wanted_model(i, run)]
     dropped = [i for i in items if not wanted_model(i, run)]
     m = sum(is_golden(i) for i in keep)
-    narrowed = [i for i in keep if wanted_case(i, run.cases) and in_phase(i, run.phase)]
-    dropped += [i for i in keep if not (wanted_case(i, run.cases) and in_phase(i, run.phase))]
+    full = run.full or explicit
+
+    def wanted(i: Any) -> bool:
+        return in_tier(i, run, full) and wanted_case(i, run.cases) and in_phase(i, run.phase)
+
+    narrowed = [i for i in keep if wanted(i)]
+    dropped += [i for i in keep if not wanted(i)]
     return narrowed, dropped, m
+
+
+def tier_left_out(items: list[Any], run: RunSettings, explicit: bool = False) -> str:
+    """The run's line on what the quick tier did not run ("" in a full run): counted over the
+    collection, before the phase filter, so both phases of `harness check` say the same."""
+    if run.full or explicit:
+        return ""
+    kept = [i for i in items if wanted_model(i, run) and is_golden(i) and wanted_case(i, run.cases)]
+    users = {m.name for m in run.user_models}
+    zoo = [i for i in kept if case_of(i) is not None and getattr(case_of(i), "model", None) not in users]
+    dropped: dict[str, int] = {}
+    for i in zoo:
+        if not in_tier(i, run, False):
+            dropped[suite_name(i)] = dropped.get(suite_name(i), 0) + 1
+    return tier.left_out_line(dropped, len(zoo)) if dropped else ""
 
 
 class _Count:

@@ -32,7 +32,7 @@ from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run
-from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name
+from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name, tier_left_out
 from harness.report.writes import writes_lines
 from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
 from harness.settings.config import ConfigError, load_config
@@ -71,6 +71,7 @@ class HarnessSession:
         self.golden_tests = 0  # m: golden tests of the run (before --harness-case narrowed it)
         self.suites: set[str] = set()  # suites with a collected golden test
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
+        self.tier_line = ""  # what the quick tier of the zoo did not run (harness/settings/tier.py)
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
         self.broken: list[str] = []  # tests that failed other than by their golden verdict
@@ -161,7 +162,9 @@ class HarnessSession:
                 check_models(self.settings.config.models_dir, self.settings.config.models)
             except FixtureError as exc:
                 raise pytest.UsageError(f"missing or corrupt fixture: {exc}") from exc
-        keep, drop, self.golden_tests = select(items, self.settings)
+        explicit = bool(config.option.keyword or any("::" in str(a) for a in config.args))  # pytest -k, a node id
+        self.tier_line = tier_left_out(items, self.settings, explicit)
+        keep, drop, self.golden_tests = select(items, self.settings, explicit)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -272,7 +275,7 @@ class HarnessSession:
             payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes, "broken": self.broken,
                        "collection_errors": self.collection_errors, "write_errors": self.write_errors,
                        "golden_tests": self.golden_tests, "suites": sorted(self.suites),
-                       "deselected": sorted(self.deselected),
+                       "deselected": sorted(self.deselected), "tier_line": self.tier_line,
                        "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
@@ -303,6 +306,7 @@ class HarnessSession:
         self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
         self.suites |= set(payload["suites"])
         self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
+        self.tier_line = self.tier_line or payload.get("tier_line", "")
         if payload.get("env"):
             self._worker_envs.append(payload["env"])
 
@@ -335,11 +339,12 @@ class HarnessSession:
             meta["collection_errors"] = sorted(set(self.collection_errors))
         if self.write_errors:
             meta["write_errors"] = sorted(set(self.write_errors))
+        left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/settings/tier.py)
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
-            left = cases.left_out(self.settings)
-            if left:
-                meta["left_out"] = left  # what the budget plan did not run, and why (harness/settings/budget.py)
+            left += cases.left_out(self.settings)  # what the budget plan did not run, and why (harness/settings/budget.py)
+        if left:
+            meta["left_out"] = left
         injected = faults.injected(self.config)
         if injected is not None:
             meta["injected_fault"] = faults.describe(injected)

@@ -62,6 +62,8 @@ def run_rows(meta: Any) -> list[tuple[str, str]]:
     if "golden_tests" in meta:
         rows.append(("checks", f"{meta['golden_tests']} golden tests, family-wise alpha {meta.get('alpha', '?')}"
                      + (", strict" if meta.get("strict") else "")))
+    for line in meta.get("left_out") or []:  # the quick tier's and the budget plans' cases not run
+        rows.append(("left out", str(line)))
     for key in (*RUN_ERRORS, "broken_tests"):
         if meta.get(key):
             rows.append((key.replace("_", " "), str(meta[key])))

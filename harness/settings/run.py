@@ -109,8 +109,9 @@ OPTIONS: tuple[Option, ...] = (
            "tests marked timing, so nothing else runs while they measure); default all", (("choices", PHASES),)),
     Option("budget", "--harness-budget", "--budget",
            "your models' wall-time budget (5m, 300s, 1h): the cases that cover every suite at the smallest cost, the "
-           "rest listed as left out; 'full' runs every case (default: [tool.harness] budget, else the plan for a model "
-           "over 100M parameters)", (("metavar", "TIME"),)),
+           "rest listed as left out; 'full' runs every case - the zoo's too, whose default is its quick tier "
+           "(harness/settings/tier.py) (default: [tool.harness] budget, else the plan for a model over 100M "
+           "parameters)", (("metavar", "TIME"),)),
     Option("no_cache", "--harness-no-cache", "--no-cache",
            "compute every reference-engine answer afresh instead of reading the on-disk cache "
            "(the cache is keyed by weights, torch, dtype and the engine's code; a stale entry is never used)", _FLAG),
@@ -246,6 +247,17 @@ class RunSettings:
         """A deep run is an investigation: it never writes records (unless regenerating on purpose);
         a strict one only reads; a run with a fault injected never writes, whatever the flags."""
         return self.strict or (self.deep and not self.regen) or bool(self.fault)
+
+    @property
+    def full(self) -> bool:
+        """Every case of the zoo runs: `--budget full` (or `[tool.harness] budget = "full"`), a deep
+        run, regen, an injected fault, a case selection or a one-off `--model` run; otherwise
+        the zoo runs its quick tier (harness/settings/tier.py)."""
+        try:
+            full_budget = budget.parse(self.budget) == 0.0
+        except budget.BudgetError:
+            full_budget = False  # (validate() refuses it before any run)
+        return full_budget or self.regen or self.deep or bool(self.fault) or bool(self.cases) or self.one_off
 
     @property
     def one_off(self) -> bool:
