@@ -796,9 +796,34 @@ def test_regen_calls_a_record_that_only_gains_this_machines_latency_class_extend
                              policy=SAME)
     assert change.change == "changed" and [f for f, _ in change.changed] == ["f"]
     slower = rec({"by_hardware": {there: BASE, here: lat(1.0, seed=3)}}, unit="s", ratio_to_calibration=1.2)
-    (change,) = diff_records(slower, rec({"by_hardware": {here: lat(2.0, seed=4)}}, unit="s", ratio_to_calibration=2.4),
-                             policy=SAME)
-    assert change.change == "changed"
+    (change,) = diff_records(slower, rec({"by_hardware": {here: lat(2.0, seed=4, n=30)}}, unit="s",
+                                         ratio_to_calibration=2.4), policy=SAME)
+    assert change.change == "changed"  # a class re-measured another way (30 samples) is replaced
+
+
+def test_regen_of_the_same_env_never_records_the_hosts_state_over_a_judgeable_measurement():
+    """Within one env (transformers, torch, dtype and device fixed by its key) a latency field
+    re-measured the same way can differ only by the host's state: a regen keeps the judgeable
+    record, so `harness regen --dry-run` is 0 changed on an unchanged checkout - even when the
+    host made the subject x2 slower against its calibration. What the timed call did (its untimed
+    extras), the sample count or the calibration changing is a change of method: re-recorded."""
+    from harness.checking.regen import diff_records, latency_field
+    from harness.schema import Record
+
+    here = hardware_class(FP32)
+    rec = lambda value, **extras: {("latency", "a"): Record("latency", "a", FP32, {"f": Field("latency", value, extras)})}  # noqa: E731
+    old = rec({"by_hardware": {here: lat(1.0, seed=3)}}, new_tokens=24, ratio_to_calibration=1.0, speedup=1.5)
+    host = rec({"by_hardware": {here: lat(2.0, seed=4)}}, new_tokens=24, ratio_to_calibration=2.0, speedup=1.1)
+    assert cmp("latency", lat(2.0, seed=4), lat(1.0, seed=3)).status is Status.REGRESSION  # check judges it
+    assert diff_records(old, host, policy=SAME) == []  # regen does not record it
+    for other in (rec({"by_hardware": {here: lat(2.0, seed=4)}}, new_tokens=20, ratio_to_calibration=2.0, speedup=1.1),
+                  rec({"by_hardware": {here: {**lat(2.0, seed=4), "calibration_of": "another workload"}}},
+                      new_tokens=24, ratio_to_calibration=2.0, speedup=1.1)):
+        (change,) = diff_records(old, other, policy=SAME)
+        assert change.change == "changed"
+    busy_old = Field("latency", {"by_hardware": {here: lat(1.0, seed=3, waiting=2.0)}})
+    replaced, unchanged = latency_field("f", busy_old, Field("latency", lat(2.0, seed=4)), SAME)
+    assert not unchanged  # an unjudgeable record is still replaced by a judgeable measurement
 
 
 def test_a_new_latency_record_is_kept_per_hardware_class_and_only_when_judgeable():

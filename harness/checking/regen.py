@@ -163,8 +163,9 @@ def latency_field(name: str, before: Field | None, after: Field, policy: Policy)
       recorded over an existing record; where this class's recorded one cannot be judged either, it
       is dropped - a later run then says the class is not recorded, instead of never judging it;
     - a recorded one that cannot be judged is replaced by one that can;
-    - otherwise this machine's is added, or replaced when its kind's rule says it changed (timing
-      noise is not a change); the other classes' are kept.
+    - otherwise this machine's is added, or replaced when it was taken another way (`same_method`:
+      within one env only the method or the host can differ, and the host is not recorded over a
+      judgeable measurement); the other classes' are kept.
     A field the record lacks (a new field or a new record) is recorded in the same form, only if
     judgeable: (None, False) otherwise - the field is left out."""
     from harness.checking.compare_stats import latency_entries
@@ -184,7 +185,31 @@ def latency_field(name: str, before: Field | None, after: Field, policy: Policy)
         return before, True
     if old_ok and drifted(name, before, after, policy):  # measured in another machine state: not over it
         return before, True
+    if old_ok and same_method(old[hw], entry, before.extras, after.extras):  # the same env, timed the same way:
+        return before, True  # what differs is the host's state, not the library (see `same_method`)
     return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
+
+
+TIMED_EXTRAS = frozenset({"ratio_to_calibration", "speedup", "theoretical_speedup"})  # functions of the timings
+
+
+def same_method(old: dict[str, Any], new: dict[str, Any], old_extras: dict[str, Any] | None,
+                new_extras: dict[str, Any] | None) -> bool:
+    """Two judgeable measurements of one latency field on one hardware class, taken the same way:
+    the same keys, as many samples, the same calibration, and the same untimed extras (tokens,
+    target forwards, acceptance, draft length - what the timed call did).
+
+    A regen records into the env it runs in, whose key already fixes transformers, torch, dtype and
+    device: between two such measurements the library cannot have changed, so a judged difference
+    between them is the host's state (a neighbour, the clock, the cache - stop 47 saw the same env
+    read 0, 2 and 1 latency fields changed over two quiet hours) and is not recorded over the
+    judgeable record: `harness regen --dry-run` stays at 0 changed on an unchanged checkout. A
+    change of method - other sample counts, another calibration, a timed call that now does other
+    work (harness code changed what it times) - is re-recorded; `harness check` judges the library."""
+    a, b = old_extras or {}, new_extras or {}
+    return (set(old) == set(new) and len(old.get("samples", ())) == len(new.get("samples", ()))
+            and old.get("calibration_of") == new.get("calibration_of") and set(a) == set(b)
+            and all(close(a[k], b[k]) for k in a if k not in TIMED_EXTRAS))
 
 
 def only_adds_a_class(before: Field, after: Field) -> bool:
