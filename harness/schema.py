@@ -482,7 +482,7 @@ def count_statuses(outcomes: list[Outcome]) -> dict[str, int]:
     return counts
 
 
-RUN_ERRORS = ("error", "collection_errors", "write_errors")  # meta keys that make a run's verdict 'error'
+RUN_ERRORS = ("error", "interrupted", "collection_errors", "write_errors")  # meta keys that make a run's verdict 'error'
 
 
 @dataclass
@@ -503,6 +503,7 @@ class Results:
         exit code all read it (exit 2, 1, 1, 0, 0):
 
         'error'       the run itself broke: meta["error"] (pytest stopped, a render failed),
+                      meta["interrupted"] (stopped by Ctrl-C: partial results),
                       meta["collection_errors"] (a suite that did not import) or meta["write_errors"]
                       (a record that could not be written) - it checked less than it claims;
         'regression'  an outcome failed;

@@ -83,7 +83,7 @@ DEEP = (
         "verdict/deleted-suite", "fault/first-run-writes-nothing", "boundary/regen", "write/deep-first-run",
         "merge/reindented-16mib", "interrupt/sigint", "surrogate/check", "verdict/failing-plain-test",
         "verdict/collection-error", "strict/no-test-modes-ci", "golden-dir/pytest-typo", "preflight/long-message",
-        "interrupt/sigkill", "verdict/full-reports-dir", "input/hostile-claims", "verdict/untakeable-lock",
+        "interrupt/sigkill", "interrupt/sigint-partial", "verdict/full-reports-dir", "input/hostile-claims", "verdict/untakeable-lock",
         "verdict/unwritable-store", "strict/force-regen-ini-addopts")),
 )
 

@@ -62,7 +62,7 @@ SUITE = textwrap.dedent("""
     @pytest.mark.parametrize("case", ["one", "two"])
     def test_toy(case, golden):
         golden.check("value", DATA["value"])
-        if DATA.get("sleep"):  # the interrupt probes: say who runs, then take long
+        if DATA.get("sleep") and DATA.get("sleep_case", case) == case:  # the interrupt probes: say who runs, then take long
             (ROOT / f"running.{os.getpid()}").write_text(str(os.getpgrp()))
             time.sleep(DATA["sleep"])
 """)
@@ -797,6 +797,32 @@ def probe_sigint_is_130_and_leaves_nothing(tmp_path: Path) -> None:
         _kill_leftovers(project)
 
 
+def probe_sigint_after_a_finished_test_reports_it_as_partial(tmp_path: Path) -> None:
+    """Ctrl-C once a test has finished (issue 42): exit 130, and the report of what finished - that
+    test alone, verdict ERROR ("stopped ... partial"), never a pass, nothing counted missing; the
+    stopped test's record is untouched."""
+    project = make_project(tmp_path / "p")
+    project.record("one")
+    project.record("two")
+    before = project.store.root.joinpath(KEY, "toy", "two.json").read_bytes()
+    project.values(1, sleep=120, sleep_case="two")
+    proc = project.popen("check", start_new_session=True)
+    try:
+        _running(project)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out[-2000:]
+        (results,) = (project.root / "reports").rglob("results.json")
+        data = json.loads(results.read_text())
+        assert "partial" in data["meta"]["interrupted"] and {o["case"] for o in data["outcomes"]} == {"one"}
+        assert not [o for o in data["outcomes"] if o["status"] == "missing"]
+        assert "verdict: ERROR" in out and "stopped by an interrupt after 1 finished test" in out, out[-2000:]
+        assert project.reports() and project.store.root.joinpath(KEY, "toy", "two.json").read_bytes() == before
+    finally:
+        proc.kill()
+        _kill_leftovers(project)
+
+
 HOLDER = """
 import sys, time
 from harness.store.records import GoldenStore
@@ -1420,6 +1446,8 @@ PROBES = [
     Probe("preflight/long-message", "a 20,000-character error", probe_long_message_is_one_readable_line),
     Probe("interrupt/sigkill", "SIGKILL of the harness during regen", probe_sigkill_of_the_harness_kills_its_pytest),
     Probe("interrupt/sigint", "Ctrl-C during check", probe_sigint_is_130_and_leaves_nothing),
+    Probe("interrupt/sigint-partial", "Ctrl-C after a test finished: its partial report",
+          probe_sigint_after_a_finished_test_reports_it_as_partial),
     Probe("lock/wait-says-who", "waiting on a lock held by a live process", probe_lock_wait_says_who_and_how_long),
     Probe("lock/outside-records", "where a writer's lock lives", probe_locks_live_outside_the_records_tree),
     # issue 41

@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; exit codes: harness/cli/common.py. Ctrl-C at any moment is exit 130."""
     try:
         rc = _main(argv)
-        raise_if_interrupted()  # a Ctrl-C that came inside an import, or that a library swallowed
+        if rc != EXIT_INTERRUPTED:  # (already said: "interrupted", once)
+            raise_if_interrupted()  # a Ctrl-C that came inside an import, or that a library swallowed
         return rc
     except KeyboardInterrupt:  # while parsing, or between a command's steps
         error("interrupted")

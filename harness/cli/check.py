@@ -49,9 +49,12 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     run_dir = timestamped_dir(project.reports_dir / key)
     run_dir.mkdir(parents=True)
     run = run.with_(golden_dir=project.store.root, results=run_dir / "results.json")
-    try:  # interrupted or killed: no half-written report folder is left (harness/cli/child.py)
+    try:  # killed: no half-written report folder is left (harness/cli/child.py)
         with guarded([run_dir]) as guard:
             rc, results = run_phases(project, run, args, extra, guard)
+    except KeyboardInterrupt:  # Ctrl-C: the finished tests' partial report (verdict ERROR), then exit 130
+        report_partial(run.results, run_dir)
+        raise
     except BaseException:
         remove_run_dir(run_dir)
         raise
@@ -65,6 +68,27 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
             return EXIT_REGRESSION
         return not_checked(rc)
     return finish(results, run_dir, rc, results_json=False)
+
+
+def report_partial(results_path: Path, run_dir: Path) -> None:
+    """After Ctrl-C: the report of the tests that finished (results.json marked `interrupted`, by the
+    plugin or `run_phases`), its verdict ERROR - never a pass; no report folder when none finished.
+    A second Ctrl-C while it renders leaves no half-written folder."""
+    from harness.report import load_results
+
+    try:
+        results = load_results(results_path) if results_path.exists() else None
+        if results is None or not results.outcomes or not results.meta.get("interrupted"):
+            remove_run_dir(run_dir)
+            return
+        print("\nharness: stopped - reporting the tests that finished", flush=True)
+        finish(results, run_dir, 0, results_json=True)
+    except Exception as exc:  # the partial report is a courtesy: the interrupt still exits 130
+        remove_run_dir(run_dir)
+        error(f"stopped; the partial report could not be written: {exc}")
+    except BaseException:
+        remove_run_dir(run_dir)
+        raise
 
 
 def not_checked(rc: int) -> int:

@@ -113,6 +113,8 @@ def run_error(results: Results) -> str:
     meta = results.meta
     if meta.get("error"):
         return str(meta["error"])
+    if meta.get("interrupted"):
+        return str(meta["interrupted"])
     for key, what in (("collection_errors", "a suite did not import"), ("write_errors", "a record was not written")):
         items = meta.get(key) or []
         if items:

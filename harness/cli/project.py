@@ -263,8 +263,16 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     parts, codes, names = [], [], []
     for phase, n in (("parallel", workers), ("timing", None)):
         results = run.results.with_name(f"results-{phase}.json")
-        rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n), project.root,
-                        guard)
+        try:
+            rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n),
+                            project.root, guard)
+        except KeyboardInterrupt:  # stopped: what finished so far, as one partial results.json (cmd_check reports it)
+            if results.exists():
+                parts.append(load_results(results))
+                names.append(phase)
+                results.unlink()
+            keep_partial(run.results, parts, names, phase)
+            raise
         codes.append(rc)
         if results.exists():
             parts.append(load_results(results))
@@ -277,6 +285,19 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     combined = Results.combine(parts, names)
     atomic_write_json(run.results, combined.to_json())
     return rc, combined
+
+
+def keep_partial(path: Path, parts: list[Results], names: list[str], phase: str) -> None:
+    """A stopped run's finished tests as one results.json at `path`, marked interrupted (its verdict
+    is then 'error', never a pass); nothing when no test had finished."""
+    names = [n for p, n in zip(parts, names, strict=True) if p.outcomes]
+    parts = [p for p in parts if p.outcomes]
+    if not parts:
+        return
+    combined = Results.combine(parts, names) if len(parts) > 1 else parts[0]
+    combined.meta.setdefault("interrupted", f"stopped by an interrupt during the {phase} phase: the results are "
+                                            "partial (what did not run is neither checked nor missing)")
+    atomic_write_json(path, combined.to_json())
 
 
 def run_pytest(command: list[str], cwd: Path, guard: Guard | None = None) -> int:

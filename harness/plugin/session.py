@@ -72,6 +72,9 @@ class HarnessSession:
         self.suites: set[str] = set()  # suites with a collected golden test
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
         self.tier_line = ""  # what the quick tier of the zoo did not run (harness/settings/tier.py)
+        self.streamed: dict[str, dict[str, Any]] = {}  # nodeid -> a finished worker test's outcomes and writes
+        self.interrupted = ""  # the run was stopped (SIGINT): its results are partial
+        self.keyboard_interrupt = False
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
         self.broken: list[str] = []  # tests that failed other than by their golden verdict
@@ -211,10 +214,38 @@ class HarnessSession:
                 pytest.fail(message, pytrace=False)
         return result
 
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        # Ctrl-C / SIGINT: the run reports only what finished (not pytest's own Session.Interrupted, a
+        # KeyboardInterrupt it raises to stop on collection errors or -x)
+        self.keyboard_interrupt = not isinstance(excinfo.value, pytest.Session.Interrupted)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self._since = (len(self.outcomes), len(self.writes))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        """A golden test, once torn down, is finished: what it decided is kept by test (a worker sends
+        it with its last report, an attribute pytest-xdist carries to the controller), so a run
+        stopped before the workers' end-of-session payloads - or in the middle of a serial run's
+        test - reports exactly the finished tests (`pytest_sessionfinish`)."""
+        report = yield
+        if call.when == "teardown" and is_golden(item):
+            first, writes = getattr(self, "_since", (len(self.outcomes), len(self.writes)))
+            got = {"outcomes": [o.to_json() for o in self.outcomes[first:]], "writes": self.writes[writes:]}
+            if self.is_worker:
+                report.harness_stream = json.dumps(got)
+            else:  # a serial run: the same record of what finished (a test stopped mid-way never tears down)
+                self.streamed[item.nodeid] = got
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A test that failed other than by its golden verdict - its body raised, a fixture broke,
         an assert of a plain test - is broken: its observations are incomplete (xfail is not a failure)."""
         if getattr(report, "node", None) is not None:
+            stream = getattr(report, "harness_stream", None)
+            if stream:  # a finished test's outcomes, as its worker streamed them (used if the run is stopped)
+                self.streamed[report.nodeid] = json.loads(stream)
             return  # under pytest-xdist the worker that ran the test knows why it failed (its payload)
         if report.failed and (report.when != "call" or report.nodeid not in self.regressed):
             self.broken.append(report.nodeid)
@@ -279,11 +310,23 @@ class HarnessSession:
                        "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
+        interrupted = self.keyboard_interrupt  # (exit status 2 also means a collection error: not this)
+        if interrupted:  # stopped: only the finished tests' outcomes, as they were kept by test
+            self.outcomes = [o if isinstance(o, Outcome) else Outcome.from_json(o)
+                             for got in self.streamed.values() for o in got["outcomes"]]
+            self.writes = [w for got in self.streamed.values() for w in got["writes"]]
         if not self.outcomes and not self.golden_tests and not self.collection_errors:
             return  # no golden checks in this run: leave any previous results.json alone
         if no_test_run(self.config):
             return  # nothing ran on purpose (--collect-only, --setup-only ...): nothing to report
-        self.outcomes += self.missing()
+        if interrupted:
+            if not self.outcomes:
+                return  # stopped before any test finished: nothing to report
+            done = len(self.streamed)
+            self.interrupted = (f"stopped by an interrupt after {done} finished test{'s' if done != 1 else ''}: "
+                                "the results are partial (what did not run is neither checked nor missing)")
+        else:
+            self.outcomes += self.missing()
         if self.strict and any(o.status is Status.REGRESSION for o in self.outcomes) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # e.g. a missing record under --strict
         try:
@@ -335,6 +378,8 @@ class HarnessSession:
             "write_rule": " - ".join(part for part in self.write_rule() if part),
             "broken_tests": sorted(set(self.broken)),  # failed other than by a golden verdict: incomplete
         }
+        if self.interrupted:
+            meta["interrupted"] = self.interrupted
         if self.collection_errors:
             meta["collection_errors"] = sorted(set(self.collection_errors))
         if self.write_errors:

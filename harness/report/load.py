@@ -79,7 +79,7 @@ REQUIRED = ("suite", "case", "field", "kind", "status")
 
 # meta entries something reads (report, summary, CLI); others are only listed, whatever their type
 META: dict[str, Check] = {
-    "error": STRING, "env_key": STRING, "baseline_key": STRING, "golden_dir": STRING,
+    "error": STRING, "interrupted": STRING, "env_key": STRING, "baseline_key": STRING, "golden_dir": STRING,
     "argv": STRINGS, "broken_tests": STRINGS, "failed_tests": STRINGS, "collection_errors": STRINGS,
     "write_errors": STRINGS, "user_models": STRINGS, "left_out": STRINGS,
     "injected_fault": (_object_of_strings("name", "breaks"), "an object with string 'name' and 'breaks'"),
