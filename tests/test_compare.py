@@ -202,6 +202,25 @@ def test_tensor_cross_numerics_tolerance_scales_with_magnitude():
     assert cmp("tensor", drift.tolist(), old.tolist(), SAME).status is Status.REGRESSION
 
 
+def test_a_linear_attention_tensor_gets_the_recurrent_allowance_and_no_more():
+    """Two fp32 implementations of a gated delta rule (the library chunked, the engine step by step)
+    differ by up to ~88 u (|b| + t) on a random-init Qwen3.5-text (Thresholds.tensor_recurrent_ulps):
+    an fp32 reference with extra ``recurrence`` allows 256 u, one without keeps 32 u; a change of
+    1e-3 on logits of ~6 stays a change either way."""
+    refs = Policy(observed_env=FP32, baseline_env=FP32, implementations_differ=True)
+    old = np.linspace(-6, 6, 64)
+    u, t = 2.0 ** -24, 6.0
+    drift = old.copy()
+    drift[5] += 1e-5 + 1.3e-6 * abs(old[5]) + 100 * u * (abs(old[5]) + t)  # 100 u beyond atol and rtol
+    rec = {"recurrence": "linear-attention"}
+    assert cmp("tensor", drift.tolist(), old.tolist(), refs).status is Status.REGRESSION
+    assert cmp("tensor", drift.tolist(), old.tolist(), refs, old_extras=rec).status is Status.PASS
+    changed = old.copy()
+    changed[5] += 1e-3
+    assert cmp("tensor", changed.tolist(), old.tolist(), refs, old_extras=rec).status is Status.REGRESSION
+    assert cmp("tensor", drift.tolist(), old.tolist(), SAME, old_extras=rec).status is Status.REGRESSION  # same env
+
+
 def test_tensor_shape_and_nan():
     assert cmp("tensor", [1.0, 2.0], [1.0, 2.0, 3.0]).status is Status.REGRESSION
     assert cmp("tensor", [float("nan"), 1.0], [float("nan"), 1.0]).status is Status.PASS

@@ -301,7 +301,9 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     (``atol + c * u * (max(|a_i|,|b_i|) + rms(b))``, c = thresholds.tensor_rounding_ulps) - except
     for a mixture-of-experts model's tensors (extra ``routing``: rounding flips a near-tied expert
     choice, moving a whole row; designs/backends.py `routes_experts`), which keep the coarse
-    ``k * u * max|old|`` allowance. NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
+    ``k * u * max|old|`` allowance. A tensor through a linear-attention layer (extra ``recurrence``)
+    takes k = thresholds.tensor_recurrent_ulps in fp32 / fp64 (its recurrent state's accumulation).
+    NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
     try:
         new = np.asarray(observed.value, dtype=float)
         old = np.asarray(baseline.value, dtype=float)
@@ -322,7 +324,9 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     per_element = bool(differs) and dtype in LOW_PRECISION and not routed
     if differs and not per_element and not routed:  # fp32 / fp64: each element's magnitude + a typical one
         scale = np.abs(np.nan_to_num(old, posinf=0.0, neginf=0.0)) + typical_magnitude(finite)
-    extra = policy.thresholds.tensor_cross_env_ulps * u * scale if differs and not per_element else 0.0
+    recurrent = bool(observed.extras.get("recurrence") or baseline.extras.get("recurrence"))  # a linear-attention state
+    k = policy.thresholds.tensor_recurrent_ulps if recurrent else policy.thresholds.tensor_cross_env_ulps
+    extra = k * u * scale if differs and not per_element else 0.0
     same = (new == old) | (np.isnan(new) & np.isnan(old))  # equal infinities (masked logits) match
     with np.errstate(invalid="ignore"):
         err = np.where(same, 0.0, np.abs(new - old))

@@ -42,7 +42,8 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   the baseline version must load into the installed one with the same logits;
                                   its oracle is the reference engine (`logits_vs_engine`): a change toward it
                                   is fixed, away from it broken (harness/checking/oracles.py)
-    logits_vs_engine       ref    ... and equal the reference engine's (families it implements)
+    logits_vs_engine       ref    ... and equal the reference engine's (families it implements; through
+                                  linear-attention layers at `tensor_recurrent_ulps`)
     resaved_keys           exact  names save_pretrained writes with the installed version (a rename
                                   like GPTNeoX embed_out -> lm_head shows up as a changed field)
     resave_roundtrip       ref    reloading that save gives bit-identical logits and loses no key
@@ -188,6 +189,13 @@ def routes_experts(config: Any) -> bool:
     return False
 
 
+def has_linear_attention(config: Any) -> bool:
+    """A model with linear-attention (gated delta rule) layers: its logits come through a recurrent
+    state that two fp32 implementations accumulate in different orders, further apart than a
+    forward's rounding (compared with `tensor_recurrent_ulps`: harness/settings/config.py)."""
+    return "linear_attention" in (getattr(config, "layer_types", None) or ())
+
+
 def _positions(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (LOGIT_POSITIONS - 1)) for i in range(LOGIT_POSITIONS)})
 
@@ -208,8 +216,9 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     if reference is None:
         obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))
     else:
+        recurrence = {"recurrence": "linear-attention"} if has_linear_attention(lm.model.config) else {}
         obs.reference("logits_vs_engine", *narrowed(full, engine.logits_cached(zoo, case.model, ids[0].tolist())),
-                      kind="tensor", expected_extras=routing)
+                      kind="tensor", expected_extras={**routing, **recurrence})
 
     resaved = tmp / "resaved"
     # save a copy: save_pretrained turns config.dtype into a str in place (5.13 - 5.24), after
