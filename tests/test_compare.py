@@ -820,6 +820,22 @@ def test_regen_calls_a_record_that_only_gains_this_machines_latency_class_extend
     assert change.change == "changed"  # a class re-measured another way (30 samples) is replaced
 
 
+def test_regen_calls_a_latency_field_judgeable_for_the_first_time_extended_not_changed():
+    """A latency field left out of its record because every earlier run was too busy to judge it is
+    added once a quiet run measures it: nothing recorded changes ("extended"), so the dry-run's
+    "0 changed" holds; a busy measurement of it is still not recorded."""
+    from harness.checking.regen import diff_records
+    from harness.schema import Record
+
+    here = hardware_class(FP32)
+    old = {("latency", "a"): Record("latency", "a", FP32, {"f": Field("latency", {"by_hardware": {here: BASE}})})}
+    new = lambda g: {("latency", "a"): Record("latency", "a", FP32, {"f": Field("latency", BASE), "g": Field("latency", g)})}  # noqa: E731
+    (change,) = diff_records(old, new(lat(1.0, seed=3)), policy=SAME)
+    assert (change.change, change.extended, change.new_measurements, change.added) == ("extended", ("g",), ("g",), ())
+    assert here in change.record.fields["g"].value["by_hardware"]
+    assert diff_records(old, new(lat(1.0, seed=3, waiting=2.0)), policy=SAME) == []
+
+
 def test_regen_of_the_same_env_never_records_the_hosts_state_over_a_judgeable_measurement():
     """Within one env (transformers, torch, dtype and device fixed by its key) a latency field
     re-measured the same way can differ only by the host's state: a regen keeps the judgeable

@@ -30,14 +30,15 @@ class RecordChange:
     """One record file of the current env: what regenerating it would do."""
 
     name: str  # suite/case
-    change: str  # "added", "removed", "changed"; "extended": only this machine's latency class added
+    change: str  # "added", "removed", "changed"; "extended": only latency measurements added (a class, a field)
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[tuple[str, str], ...] = ()  # (field, 'key: old -> new' summary)
     record: Record | None = None  # the new record ("removed": None)
     note: str = ""
     machine: str = ""  # "changed": what differs of the machine the old record was made on ("" the same)
-    extended: tuple[str, ...] = ()  # latency fields that gain this machine's hardware class, nothing else
+    extended: tuple[str, ...] = ()  # latency fields that gain a measurement (this machine's class), nothing else
+    new_measurements: tuple[str, ...] = ()  # of those, fields the record lacked (never judgeable before)
 
 
 def field_summary(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -262,7 +263,7 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             if not complete:
                 after = replace(after, fields={**before.fields, **after.fields})
             same = replace(policy, observed_env=after.env, baseline_env=before.env)
-            fields, kept, extended = dict(after.fields), set(), []
+            fields, kept, extended, newly = dict(after.fields), set(), [], set()
             for f, v in after.fields.items():
                 if v.kind == "latency":
                     kept_field, unchanged = latency_field(f, before.fields.get(f), v, same)
@@ -274,6 +275,10 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
                         extended.append(f)
                         kept.add(f)
                         continue
+                    if f not in before.fields:  # judgeable now, where the record held no measurement (its
+                        extended.append(f)  # earlier runs were too busy to keep one): nothing recorded changes
+                        newly.add(f)
+                        continue
                 else:
                     unchanged = f in before.fields and field_unchanged(f, before.fields[f], v, same)
                     fields[f] = before.fields[f] if unchanged else v
@@ -284,7 +289,7 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
             refs = {n: before.references[n] if reference_unchanged(before.references.get(n), r) else r
                     for n, r in after.references.items()}
             after = replace(after, fields=fields, references=refs)
-            added = tuple(f for f in after.fields if f not in before.fields)
+            added = tuple(f for f in after.fields if f not in before.fields and f not in newly)
             added += tuple(f"reference:{n}" for n in refs if n not in before.references)
             removed = tuple(f for f in before.fields if f not in after.fields)
             removed += tuple(f"reference:{n}" for n in before.references if n not in refs)
@@ -294,9 +299,11 @@ def diff_records(old: dict[tuple[str, str], Record | RecordError], new: dict[tup
                              for n, r in refs.items() if n in before.references and r is not before.references[n])
             if added or removed or changed:
                 changes.append(RecordChange(name, "changed", added, removed, changed, after, extended=tuple(extended),
-                                            machine=another_machine(before.env, after.env)))
+                                            machine=another_machine(before.env, after.env),
+                                            new_measurements=tuple(sorted(newly))))
             elif extended:
-                changes.append(RecordChange(name, "extended", record=after, extended=tuple(extended)))
+                changes.append(RecordChange(name, "extended", record=after, extended=tuple(extended),
+                                            new_measurements=tuple(sorted(newly))))
     return changes
 
 

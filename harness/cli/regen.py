@@ -68,7 +68,8 @@ def print_regen_changes(key: str, changes: list[RecordChange], unchanged: int) -
         for f, summary in c.changed:
             print(f"      ~ {f} (changed): {shorten(summary, 160)}")
         for f in c.extended:
-            print(f"      + {f} (this machine's hardware class added)")
+            print(f"      + {f} (this machine's hardware class added)" if f not in c.new_measurements else
+                  f"      + {f} (a judgeable measurement where the record held none: earlier runs were too busy)")
 
 
 def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
