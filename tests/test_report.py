@@ -188,7 +188,7 @@ def test_the_run_panel_says_what_ran_in_plain_words_and_keeps_the_raw_metadata_d
         return ["/x/suites", "--harness-phase", phase, *more, "-k", "mine", "-q"]
 
     meta = {"argv": argv("parallel", "-n", "2"), "duration_s": 47.5, "env_key": "tf5-fp32", "baseline_key": "tf5-fp32",
-            "golden_tests": 44, "alpha": 0.01,
+            "golden_tests": 44, "alpha": 0.01, "left_out": ["quick tier: 60 of the zoo's 408 cases not run - ..."],
             "phases": [{"phase": "parallel", "duration_s": 31.58, "outcomes": 386, "argv": argv("parallel", "-n", "2")},
                        {"phase": "timing", "duration_s": 15.94, "outcomes": 6, "argv": argv("timing")}]}
     root = parse(render_html(Results(env={}, baseline_env=None, outcomes=[], meta=meta))).root
@@ -198,6 +198,7 @@ def test_the_run_panel_says_what_ran_in_plain_words_and_keeps_the_raw_metadata_d
     assert plain["command"] == ["pytest /x/suites -k 'mine'"]
     assert plain["phase"] == ["parallel: 31.6 s, 2 workers, 386 fields", "timing: 15.9 s, 1 process, 6 fields"]
     assert plain["duration"] == ["47.5 s in all"] and plain["records"] == ["this env tf5-fp32 against its own records"]
+    assert plain["left out"] == ["quick tier: 60 of the zoo's 408 cases not run - ..."]  # what the run did not check
     raw = root.one("details", cls="raw-meta")
     assert raw.one("summary").text.startswith("raw run metadata")
     assert "--harness-phase" in raw.one("table", cls="meta").text  # the raw argv, only behind the disclosure
