@@ -75,6 +75,7 @@ class HarnessSession:
         self.streamed: dict[str, dict[str, Any]] = {}  # nodeid -> a finished worker test's outcomes and writes
         self.interrupted = ""  # the run was stopped (SIGINT): its results are partial
         self.keyboard_interrupt = False
+        self._since = (0, 0)  # (outcomes, writes) when the running test started
         self.outcomes: list[Outcome] = []
         self.writes: list[dict[str, Any]] = []
         self.broken: list[str] = []  # tests that failed other than by their golden verdict
@@ -231,7 +232,7 @@ class HarnessSession:
         test - reports exactly the finished tests (`pytest_sessionfinish`)."""
         report = yield
         if call.when == "teardown" and is_golden(item):
-            first, writes = getattr(self, "_since", (len(self.outcomes), len(self.writes)))
+            first, writes = self._since
             got = {"outcomes": [o.to_json() for o in self.outcomes[first:]], "writes": self.writes[writes:]}
             if self.is_worker:
                 report.harness_stream = json.dumps(got)
@@ -312,8 +313,7 @@ class HarnessSession:
             return
         interrupted = self.keyboard_interrupt  # (exit status 2 also means a collection error: not this)
         if interrupted:  # stopped: only the finished tests' outcomes, as they were kept by test
-            self.outcomes = [o if isinstance(o, Outcome) else Outcome.from_json(o)
-                             for got in self.streamed.values() for o in got["outcomes"]]
+            self.outcomes = [Outcome.from_json(o) for got in self.streamed.values() for o in got["outcomes"]]
             self.writes = [w for got in self.streamed.values() for w in got["writes"]]
         if not self.outcomes and not self.golden_tests and not self.collection_errors:
             return  # no golden checks in this run: leave any previous results.json alone
