@@ -2,7 +2,7 @@
 
     python benchmarks/tie_fraction.py [--dtype bf16] [--json FILE]
 
-Runs generate() greedy on every greedy outputs case of the zoo (harness/cases.py `outputs`, each
+Runs generate() greedy on every greedy outputs case of the zoo (harness/cases/ `outputs`, each
 path the installed transformers runs) in the given dtype, and for each new token takes its top-2
 margin m and its rounding scale S (harness/engine/decode.py `top2_scale`). Prints the fraction of
 steps with m below the fixed tie_eps_<dtype> (the old rule) and with m <= c u S (the per-step rule of

@@ -2,7 +2,7 @@
 length_penalty, early_stopping and num_return_sequences, against a reference beam search written in
 the harness and against the library's own transition scores - and what generate() does with the
 decoding modes v5 moved to the hub (group beam, contrastive, constrained beam, DoLa): runs them,
-refuses them, or asks for a `custom_generate` repo (never fetched) (tables: harness/cases.py `beam`,
+refuses them, or asks for a `custom_generate` repo (never fetched) (tables: harness/cases/ `beam`,
 `beam_modes`; fields: harness/designs/beam.py).
 """
 

@@ -1,6 +1,6 @@
 """Distribution bias of one verification step: the installed verifier (transformers'
 `_speculative_sampling`) drawn N times at contexts where drafts are often rejected, against exact
-probabilities from the reference engine (table: harness/cases.py `bias`; design and fields:
+probabilities from the reference engine (table: harness/cases/ `bias`; design and fields:
 harness/designs/one_step.py).
 """
 

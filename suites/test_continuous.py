@@ -1,7 +1,7 @@
 """Continuous batching, per version: several requests of different lengths served at once by
 `generate_batch` (greedy with one request stopping early at an eos, sampled, logits processors it
 keeps or drops, num_beams it does not have), each request against the reference engine's decode of
-it alone and, secondarily, generate() of it alone (table: harness/cases.py `continuous`; fields:
+it alone and, secondarily, generate() of it alone (table: harness/cases/ `continuous`; fields:
 harness/designs/continuous.py).
 """
 

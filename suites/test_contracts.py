@@ -1,6 +1,6 @@
 """API contracts an upgrade can silently break: return types, validation, feature acceptance, the
 API surface (signatures and runtime shapes), per-model generation defaults, MTP checkpoint layouts,
-the paths a stateful model runs (table: harness/cases.py `contracts`; probes and their fields:
+the paths a stateful model runs (table: harness/cases/contracts.py `contracts`; probes and their fields:
 harness/subjects/hf_contracts.py).
 """
 

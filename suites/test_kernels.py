@@ -1,7 +1,7 @@
 """torch's own attention kernels, what a torch bump moves and no transformers change would: per SDPA
 backend and dtype, GQA / zero-stride broadcast k / v / causal / fully masked rows against the float64
 definition, and a NaN query row's treatment; fp32 matmul under each precision flag against the float64
-definition and fp32's rounding bound (tables: harness/cases.py `kernels`, `kernel_matmuls`; fields:
+definition and fp32's rounding bound (tables: harness/cases/kernels.py `kernels`, `kernel_matmuls`; fields:
 harness/designs/kernels.py).
 """
 

@@ -1,5 +1,5 @@
 """How fast the installed transformers prefills, decodes and generates, against the golden record
-of the same hardware class (table: harness/cases.py `latency`; timing and fields:
+of the same hardware class (table: harness/cases/ `latency`; timing and fields:
 harness/designs/latency.py).
 """
 

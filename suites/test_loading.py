@@ -1,7 +1,7 @@
 """The load contract of the installed transformers: what `from_pretrained(path)` resolves with no
 arguments for each checkpoint - parameter dtype, attention implementation, the generation config
 and the file it came from, the cache a plain generate() builds - and which source wins for a
-generation setting and for the length (table: harness/cases.py `loading`; fields:
+generation setting and for the length (table: harness/cases/ `loading`; fields:
 harness/designs/loading.py).
 """
 

@@ -1,7 +1,7 @@
 """Long context, per version: the rope-scaled fixtures (llama3, yarn) generating past
 original_max_position_embeddings against the reference engine's scaled RoPE, each also loaded from a
 transformers 4.x config (`rope_scaling`), and a sliding-window model decoding past its window in
-a left-padded batch against each row alone and the engine (table: harness/cases.py `long_context`;
+a left-padded batch against each row alone and the engine (table: harness/cases/ `long_context`;
 fields: harness/designs/long_context.py).
 """
 

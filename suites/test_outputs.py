@@ -1,7 +1,7 @@
 """What generate() produces, per path, against the golden record and the reference engine.
 
 One case per (model, path, cache, prompt, decoding) of the zoo and of your own models
-(harness/cases.py `outputs`); the fields are listed in harness/designs/outputs.py.
+(harness/cases/ `outputs`); the fields are listed in harness/designs/outputs.py.
 """
 
 import pytest

@@ -1,5 +1,5 @@
 """Sampling at generation level: does `generate(do_sample=True)` on each path, with each sampling
-setting, emit the distribution it should? (table: harness/cases.py `sampling`; what is drawn, how
+setting, emit the distribution it should? (table: harness/cases/ `sampling`; what is drawn, how
 many and the fields: harness/designs/sampling.py)
 """
 

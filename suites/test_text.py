@@ -2,7 +2,7 @@
 that stresses the known failure classes (spaces, newlines, special tokens in text, unicode, numbers,
 code), the round trip, skip_special_tokens, clean_up_tokenization_spaces and the batch calls' return
 types; a chat template rendered (system turn, alternating turns, generation prompt, tools),
-tokenized, its return types, and what generate() makes of it (tables: harness/cases.py
+tokenized, its return types, and what generate() makes of it (tables: harness/cases/text.py
 `tokenizers`, `chats`; fields: harness/designs/text.py); the tokenizer zoo's real families (a
 SentencePiece, a byte-level, an added-token tokenizer) against the `tokenizers` library's own
 encode / decode and the prefix-space contract, and the families' chat templates (tables:

@@ -1,4 +1,4 @@
-"""The load contract's design (harness/designs/loading.py) and case table (harness/cases.py
+"""The load contract's design (harness/designs/loading.py) and case table (harness/cases/
 `loading`): lengths as budgets, what counts as a non-default generation setting, the checkpoint
 variants written to disk, the routes' values that tell the winning source apart, and the rows a
 route's result becomes. Pure: nothing here loads a model (suites/test_loading.py does)."""

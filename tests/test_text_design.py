@@ -1,4 +1,4 @@
-"""The text suite's pure logic (harness/designs/text.py, harness/cases.py `tokenizers` / `chats`):
+"""The text suite's pure logic (harness/designs/text.py, harness/cases/ `tokenizers` / `chats`):
 when a pipeline promises a lossless round trip, messages found in order, the generation prompt as
 what follows the prompt-less text, the zoo's tokenizers grouped by their files' digests; and that
 the suite's references fail on a perturbed tokenizer and a perturbed template."""

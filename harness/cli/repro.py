@@ -148,7 +148,7 @@ def find_case(project: Project, suite: str, case_id: str) -> tuple[Case, dict[st
         for case in getattr(cases, table)(run):
             if case.id == case_id:
                 return case, users
-    raise UsageError(f"{suite} has no case {case_id!r} (see the suite's case table, harness/cases.py)")
+    raise UsageError(f"{suite} has no case {case_id!r} (see the suite's case table, harness/cases/)")
 
 
 def prompts_of(case: Case, recipe: str | None, users: dict[str, Any]) -> dict[str, str]:

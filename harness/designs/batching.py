@@ -1,5 +1,5 @@
 """Batch invariance: each prompt generated alone vs inside a padded batch of prompts of clearly
-different lengths (suites/test_batching.py; table: harness/cases.py `batching`).
+different lengths (suites/test_batching.py; table: harness/cases/ `batching`).
 
 One generate() per case on a batch the harness pads itself (`pad_rows`: the prompts' ids, the pad
 token in front - left padding, what a decoder-only model needs - or behind - right padding, which

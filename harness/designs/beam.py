@@ -1,5 +1,5 @@
 """Beam search, and the decoding modes v5 moved out of the library (suites/test_beam.py; tables:
-harness/cases.py `beam`, `beam_modes`).
+harness/cases/ `beam`, `beam_modes`).
 
 **Beam search.** One generate() per case with num_beams (2-4), length_penalty (1.0, 0.0, 2.0),
 early_stopping (False, True, "never"), num_return_sequences, on one prompt (the batch case: two,

@@ -1,6 +1,6 @@
 """Continuous batching, per version: several requests of clearly different lengths served at once by
 `generate_batch` (paged attention, one packed token stream, each request finishing on its own;
-suites/test_continuous.py; table: harness/cases.py `continuous`; the call: harness/subjects/hf_continuous.py).
+suites/test_continuous.py; table: harness/cases/ `continuous`; the call: harness/subjects/hf_continuous.py).
 
 The oracle is the reference engine (harness/engine/: its model's logits, its processors, its stop
 rule), never the library: each request's expected stream is the engine's greedy decode of that prompt

@@ -1,5 +1,5 @@
 """API contracts an upgrade can silently break, probed on the installed transformers
-(suites/test_contracts.py; the table is harness/cases.py `contracts`). Each case names a probe
+(suites/test_contracts.py; the table is harness/cases/contracts.py `contracts`). Each case names a probe
 (harness/subjects/hf_contracts.py `PROBES`, whose docstring lists the fields) and, where the probe
 needs a generation feature, the feature (`requires`, a key of `harness.subjects.hf.capabilities()`):
 a version without it records ``supports_<feature> = False`` (a capability: the comparison says

@@ -20,7 +20,7 @@ sample is the fastest of `inner` back-to-back calls (a descheduling spike hits o
 Memory: the bytes torch allocated during one call (`timing.peak_memory`: the peak of live
 allocations and the total), kind ``memory``, deterministic for a torch build.
 
-The fields (table: harness/cases.py `latency`):
+The fields (table: harness/cases/ `latency`):
   <model>.prefill   prefill_{short,long}_{dynamic,static}: one forward over the prompt into a fresh cache;
                     memory_prefill_long_{dynamic,static}
   <model>.decode    decode_{dynamic,static}: per-token time of steady-state greedy decode (after 4

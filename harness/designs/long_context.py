@@ -1,4 +1,4 @@
-"""Long context (suites/test_long_context.py; table: harness/cases.py `long_context`): RoPE scaling
+"""Long context (suites/test_long_context.py; table: harness/cases/ `long_context`): RoPE scaling
 past the pretraining length, and a sliding window past its size inside a padded batch - the bugs
 that only show at far positions (the Llama 3.1 RoPE scaling of 4.43.0, PR #32330's unscaled
 inv_freq, #37574 / PR #38046's sliding-window cache update, PR #35681's mask slicing with padding).

@@ -34,7 +34,7 @@ a call): its fit is skipped with that reason, its white-box fields check it.
 Cost: a speculative path is one generate() call per draw (~6-10 ms here), plain sampling draws
 PLAIN_BATCH per call; draws depend on (seed, index) only, so two designs of one case (sampling and
 outputs suites) share them. A deep run (`--harness-deep`) runs every path x setting at TV_DEEP.
-The case table is harness/cases.py `sampling`.
+The case table is harness/cases/ `sampling`.
 """
 
 from __future__ import annotations

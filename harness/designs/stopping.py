@@ -1,5 +1,5 @@
 """When generate() stops, what fills a finished row, and what a streamer hands out
-(suites/test_stopping.py; tables: harness/cases.py `stopping`, `streaming`).
+(suites/test_stopping.py; tables: harness/cases/ `stopping`, `streaming`).
 
 **Stopping.** One greedy generate() per case with one stopping setting (`settings`): an eos list
 (the model's eos plus a token the stream really produces), a stop string that is hit (a word of the

@@ -1,5 +1,5 @@
 """The text around generate(): what a tokenizer makes of a fixed text set, and what a chat template
-renders, tokenizes and makes generate() produce (suites/test_text.py; tables: harness/cases.py
+renders, tokenizes and makes generate() produce (suites/test_text.py; tables: harness/cases/text.py
 `tokenizers`, `chats`).
 
 **Tokenizers.** One case per distinct zoo tokenizer (the manifest's digests of its tokenizer files:

@@ -1,4 +1,4 @@
-"""The tokenizer zoo through the installed transformers (suites/test_text.py; tables: harness/cases.py
+"""The tokenizer zoo through the installed transformers (suites/test_text.py; tables: harness/cases/text.py
 `zoo_tokenizers`, `zoo_chats`; tokenizers: harness/fixtures/tokzoo.py): each real family's pipeline
 on a text set made for it, and the families' chat templates rendered, tokenized and generated from
 with llama-target's weights (the zoo tokenizers keep its 512-id vocabulary).

@@ -3,7 +3,7 @@
 - `case_id(item)` / `suite_name(item)`: a golden test's case and suite, which name its record file
   ``<golden_dir>/<env-key>/<suite>/<case>.json``;
 - ``@pytest.mark.cases(table=...)``: the one way a suite declares its cases - `table` is a function of
-  the run's settings (harness/cases.py), called at collection, so deep mode and your own models
+  the run's settings (harness/cases/), called at collection, so deep mode and your own models
   reach the table through the settings, never through a global;
 - `select`: the models the run covers (``[tool.harness] models``, or only ``--harness-model``'s),
   then the quick tier of the zoo (harness/settings/tier.py; not in a full run), ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs

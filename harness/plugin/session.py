@@ -450,7 +450,7 @@ def session_of(config: pytest.Config) -> HarnessSession:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cases(table): parametrize `case` over table(run settings) "
-                                       "(harness/cases.py; harness/plugin/selection.py)")
+                                       "(harness/cases/; harness/plugin/selection.py)")
     config.addinivalue_line("markers", "timing: the test measures time; `harness check` runs it in a phase of its "
                                        "own, after the parallel one (harness/plugin/selection.py)")
     try:

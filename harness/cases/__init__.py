@@ -1,4 +1,5 @@
-"""Every suite's case table, in one place and one shape.
+"""Every suite's case table, in one namespace and one shape (the shared roles and helpers in
+harness/cases/common.py; the contracts and text tables in modules of their own).
 
 A table is a function of the run's settings, ``table(run) -> list[Case]`` (run: harness/settings/run.py
 `RunSettings`, or None for the zoo's rows of a default run). A suite declares it with
@@ -49,33 +50,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine.cache import has_linear_attention
+# every table in one namespace (`cases.<table>`): the shared helpers, then the tables of their own modules
+from harness.cases.common import (  # noqa: F401
+    ASSISTANT,
+    DRAFT_TOKENS,
+    ENSEMBLE_WEIGHTS,
+    LONG_CONTEXT,
+    MTP,
+    NEW_TOKENS,
+    TARGET,
+    _deep,
+    _p,
+    _planned,
+    _users,
+    draft_tokens_of,
+    models,
+)
+from harness.cases.contracts import API, CONTRACTS, ENTRY_POINTS, ENUM_FIELDS, STATEFUL, contract, contracts  # noqa: F401
+from harness.cases.kernels import CPU_SDPA_BACKENDS, KERNEL_DTYPES, SDPA_BACKENDS, kernel_matmuls, kernels  # noqa: F401
+from harness.cases.text import (  # noqa: F401
+    CHAT_MODELS,
+    TOKENIZER_FILES,
+    ZOO_CHATS,
+    chats,
+    tokenizer_groups,
+    tokenizers,
+    zoo_chats,
+    zoo_tokenizers,
+)
 from harness.engine.processors import Sampling
-from harness.fixtures import load as fixtures_load
-from harness.fixtures import tokzoo
 from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
 from harness.settings import budget
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
-
-NEW_TOKENS = 24
-DRAFT_TOKENS = 4
-ENSEMBLE_WEIGHTS = (0.3, 0.7)
-TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
-# the rope-scaled fixtures are the long_context suite's alone: the model-level suites (caches, backends,
-# loading) check llama-target, whose shape they share
-LONG_CONTEXT = "long-context"
-
-
-def _users(run: RunSettings | None) -> Sequence[UserModel]:
-    return run.user_models if run is not None else ()
-
-
-def _planned(run: RunSettings | None, table: str, make: Callable[[UserModel], list[Case]]) -> list[Case]:
-    """Each user model's cases of `table`, as its plan runs them (harness/settings/budget.py: the
-    full grid, or the budget plan's selection)."""
-    return [c for m in _users(run) for c in budget.select(table, m.plan, make(m))]
 
 
 def left_out(run: RunSettings | None) -> list[str]:
@@ -90,28 +98,11 @@ def left_out(run: RunSettings | None) -> list[str]:
     return lines
 
 
-def _deep(run: RunSettings | None) -> bool:
-    return bool(run is not None and run.deep)
-
-
-def _p(**kwargs: Any) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(kwargs.items()))
-
-
-def draft_tokens_of(path: str) -> int | None:
-    """The constant draft length a path runs with: none for plain decoding, one token for an MTP
-    layer, DRAFT_TOKENS for an assistant or prompt lookup."""
-    return None if path == "plain" else 1 if path == "mtp" else DRAFT_TOKENS
-
 
 # ----------------------------------------------------------------------------------------------
 # models, outputs
 
 
-def models(run: RunSettings | None = None) -> list[Case]:
-    """One case per checkpoint (its id is the model's name): the model-level suites."""
-    return ([Case(s.name, name=s.name) for s in SPECS if s.role != LONG_CONTEXT]
-            + [Case(m.name, name=m.name) for m in _users(run)])
 
 
 def user_outputs(model: UserModel) -> list[Case]:
@@ -359,179 +350,6 @@ def latency(run: RunSettings | None = None) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------------------------
-# contracts
-
-
-def contract(id: str, probe: str, requires: str | None = None, params: tuple[tuple[str, Any], ...] = (),
-             model: str = TARGET) -> Case:
-    """One contract: a case named `id` that runs probe `probe` (harness/subjects/hf_contracts.py
-    `PROBES`) with `params` (on `model`); `requires`: the generation feature the probe needs."""
-    return Case(model, name=id, params=_p(probe=probe, requires=requires, **dict(params)))
-
-
-CONTRACTS: tuple[Case, ...] = (
-    contract("generate-return-default", "generate_return"),
-    contract("generate-return-dict", "generate_return", params=_p(return_dict_in_generate=True)),
-    contract("generate-return-dict-scores", "generate_return",
-             params=_p(return_dict_in_generate=True, output_scores=True, output_logits=True)),
-    contract("tokenizer-encode", "tokenizer", params=_p(call="encode")),
-    contract("tokenizer-call", "tokenizer", params=_p(call="__call__")),
-    contract("tokenizer-call-pt", "tokenizer", params=_p(call="__call__", return_tensors="pt")),
-    contract("trust-remote-code-default", "trust_remote_code", params=_p(model_type="harness_custom")),
-    contract("trust-remote-code-known-type", "trust_remote_code", params=_p(model_type="llama")),
-    contract("generation-config-keys", "generation_config_keys"),
-    contract("genconfig-ensemble-weight-0", "genconfig", "assistant_ensemble_weight",
-             _p(assistant_ensemble_weight=0.0)),
-    contract("genconfig-ensemble-weight-1", "genconfig", "assistant_ensemble_weight",
-             _p(assistant_ensemble_weight=1.0)),
-    contract("genconfig-ensemble-weight-1.5", "genconfig", "assistant_ensemble_weight",
-             _p(assistant_ensemble_weight=1.5)),
-    contract("genconfig-ensemble-weight-neg", "genconfig", "assistant_ensemble_weight",
-             _p(assistant_ensemble_weight=-0.1)),
-    contract("genconfig-ensemble-weight-0.5", "genconfig", "assistant_ensemble_weight",
-             _p(assistant_ensemble_weight=0.5)),
-    contract("genconfig-use-mtp-true", "genconfig", "use_mtp", _p(use_mtp=True)),
-    contract("genconfig-max-new-tokens-neg", "genconfig", params=_p(max_new_tokens=-1)),
-    contract("genconfig-top-p-1.5", "genconfig", params=_p(do_sample=True, top_p=1.5)),
-    contract("genconfig-temperature-neg", "genconfig", params=_p(do_sample=True, temperature=-1.0)),
-    contract("genconfig-unknown-key", "genconfig", params=_p(harness_no_such_key=1)),
-    contract("generate-prompt-lookup-with-ensemble", "generate_error", "assistant_ensemble_weight",
-             _p(prompt_lookup_num_tokens=3, assistant_ensemble_weight=0.5)),
-    contract("generate-ensemble-weight-1.5", "generate_error", "assistant_ensemble_weight",
-             _p(assistant=True, assistant_ensemble_weight=1.5)),
-    contract("generate-use-mtp-without-heads", "generate_error", "use_mtp", _p(use_mtp=True)),
-    contract("accept-use-mtp", "acceptance", params=_p(feature="use_mtp", value=True, model=MTP)),
-    contract("accept-use-mtp-without-heads", "acceptance", params=_p(feature="use_mtp", value=True, model=TARGET)),
-    # w = 0.1: v = 0.1 p + 0.9 q accepts nearly every greedy draft, an effect no numerics can hide
-    # (at w = 0.5 a bf16 run happened to accept exactly what the lossless verifier accepts)
-    contract("accept-ensemble-weight", "acceptance",
-             params=_p(feature="assistant_ensemble_weight", value=0.1, model=TARGET, assistant=True)),
-    contract("capabilities", "capabilities"),
-    contract("cache-api", "cache_api"),
-    contract("cache-crop-positive", "cache_crop_positive"),
-    contract("forward-cache-keyword", "forward_cache_keyword"),
-    contract("load-dtype-keywords", "load_dtype_keywords"),
-    # v4 spellings v5 keeps or renames (the migration guide), each checked for its effect
-    contract("generate-cache-keyword", "generate_cache_keyword"),
-    contract("tokenizer-special-tokens-keywords", "tokenizer_special_keywords"),
-    contract("save-pretrained-side-effects", "save_pretrained_side_effects"),
-)
-
-# The API surface the suites and their users call: (short name, dotted path, workload that calls it
-# or None). A signature is recorded for each; with a workload, also the shapes it returned.
-_G, _C, _M, _CG = ("transformers.GenerationMixin.", "transformers.cache_utils.", "transformers.masking_utils.",
-                   "transformers.generation.candidate_generator.")
-ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
-    ("generate", _G + "generate", "plain"),
-    ("GenerationMixin._sample", _G + "_sample", None),
-    ("GenerationMixin._assisted_decoding", _G + "_assisted_decoding", None),
-    ("GenerationMixin._get_candidate_generator", _G + "_get_candidate_generator", "assisted"),
-    ("GenerationMixin._prepare_generation_config", _G + "_prepare_generation_config", "plain"),
-    ("GenerationConfig", "transformers.GenerationConfig", None),
-    ("GenerationConfig.validate", "transformers.GenerationConfig.validate", "plain"),
-    ("Cache", _C + "Cache", None),
-    ("Cache.update", _C + "Cache.update", "plain"),
-    ("Cache.get_seq_length", _C + "Cache.get_seq_length", "plain"),
-    ("Cache.get_mask_sizes", _C + "Cache.get_mask_sizes", "plain"),
-    ("Cache.crop", _C + "Cache.crop", "assisted"),
-    ("DynamicCache", _C + "DynamicCache", None),
-    ("DynamicCache.crop", _C + "DynamicCache.crop", "assisted"),
-    ("StaticCache", _C + "StaticCache", None),
-    ("DynamicLayer.update", _C + "DynamicLayer.update", "plain"),
-    ("DynamicLayer.get_mask_sizes", _C + "DynamicLayer.get_mask_sizes", "plain"),
-    ("DynamicSlidingWindowLayer", _C + "DynamicSlidingWindowLayer", None),
-    ("DynamicSlidingWindowLayer.update", _C + "DynamicSlidingWindowLayer.update", "sliding"),
-    ("DynamicSlidingWindowLayer.get_mask_sizes", _C + "DynamicSlidingWindowLayer.get_mask_sizes", "sliding"),
-    ("StaticLayer", _C + "StaticLayer", None),
-    ("StaticLayer.update", _C + "StaticLayer.update", "static"),
-    ("StaticSlidingWindowLayer", _C + "StaticSlidingWindowLayer", None),
-    ("LinearAttentionLayer", _C + "LinearAttentionLayer", None),
-    ("get_layer_types_and_kwargs", _C + "get_layer_types_and_kwargs", "plain"),
-    ("create_causal_mask", _M + "create_causal_mask", "plain"),
-    ("create_sliding_window_causal_mask", _M + "create_sliding_window_causal_mask", "sliding"),
-    ("create_chunked_causal_mask", _M + "create_chunked_causal_mask", None),
-    ("AssistedCandidateGenerator", _CG + "AssistedCandidateGenerator", None),
-    ("AssistedCandidateGenerator.get_candidates", _CG + "AssistedCandidateGenerator.get_candidates", "assisted"),
-    ("AssistedCandidateGenerator.update_candidate_strategy",
-     _CG + "AssistedCandidateGenerator.update_candidate_strategy", "assisted"),
-    ("PromptLookupCandidateGenerator", _CG + "PromptLookupCandidateGenerator", None),
-    ("PromptLookupCandidateGenerator.get_candidates", _CG + "PromptLookupCandidateGenerator.get_candidates",
-     "prompt-lookup"),
-    ("MTPCandidateGenerator", _CG + "MTPCandidateGenerator", None),
-    ("MTPCandidateGenerator.get_candidates", _CG + "MTPCandidateGenerator.get_candidates", "mtp"),
-    ("_speculative_sampling", "transformers.generation.utils._speculative_sampling", "assisted-sample"),
-    ("MtpModel", "transformers.modeling_layers.MtpModel", None),
-)
-
-# Enum-like GenerationConfig fields: (field, candidate values - the union of what 5.13 - 5.24
-# declare, plus a value no version should take - the constant that declares them, the generate()
-# settings a value needs to matter).
-BOGUS = "harness-no-such-value"
-ENUM_FIELDS: tuple[tuple[str, tuple[Any, ...], str | None, tuple[tuple[str, Any], ...]], ...] = (
-    ("cache_implementation",
-     ("dynamic", "dynamic_full", "static", "offloaded", "offloaded_static", "sliding_window", "hybrid",
-      "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked", "quantized", BOGUS),
-     "transformers.generation.configuration_utils.ALL_CACHE_IMPLEMENTATIONS", ()),
-    ("num_assistant_tokens_schedule", ("constant", "heuristic", "heuristic_transient", BOGUS), None,
-     (("assistant", True),)),
-    ("early_stopping", (True, False, "never", BOGUS), None, (("num_beams", 2),)),
-)
-
-# Zoo models with recurrent-state (linear-attention) layers: which generate() paths the installed
-# version runs on them (transformers refuses assisted decoding on stateful models) and which cache
-# layer classes it gives their layers.
-STATEFUL: tuple[str, ...] = tuple(s.name for s in SPECS if has_linear_attention(s.config))
-
-API: tuple[Case, ...] = (
-    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
-      for name, target, workload in ENTRY_POINTS),
-    *(contract(f"genconfig-values-{field}", "genconfig_values",
-               params=_p(field=field, values=values, declared=declared, run=run))
-      for field, values, declared, run in ENUM_FIELDS),
-    *(contract(f"generation-defaults-{c.model}", "generation_defaults", params=_p(model=c.model), model=c.model)
-      for c in models()),
-    *(contract(f"mtp-checkpoint-{s.name}", "mtp_checkpoint", params=_p(model=s.name), model=s.name)
-      for s in SPECS if s.role == "mtp"),
-    *(contract(f"stateful-paths-{name}", "stateful_paths", params=_p(model=name), model=name) for name in STATEFUL),
-)
-
-# The v4 API surface (transformers 4.57): the cache, mask and tokenizer entry points a v4 caller
-# used that v5 removed, renamed or kept only for compatibility - a signature each ("<missing>" where a
-# version has none), so the 4.57 -> 5.x report says which calls a caller must change.
-_A = "transformers.modeling_attn_mask_utils."
-V4_ENTRY_POINTS: tuple[tuple[str, str, str | None], ...] = (
-    ("DynamicCache.from_legacy_cache", _C + "DynamicCache.from_legacy_cache", None),
-    ("DynamicCache.to_legacy_cache", _C + "DynamicCache.to_legacy_cache", None),
-    ("SlidingWindowCache", _C + "SlidingWindowCache", None),
-    ("HybridCache", _C + "HybridCache", None),
-    ("HybridChunkedCache", _C + "HybridChunkedCache", None),
-    ("OffloadedCache", _C + "OffloadedCache", None),
-    ("SlidingWindowLayer", _C + "SlidingWindowLayer", None),
-    ("ChunkedSlidingLayer", _C + "ChunkedSlidingLayer", None),
-    ("Cache.get_max_cache_shape", _C + "Cache.get_max_cache_shape", None),
-    ("GenerationMixin._get_cache", _G + "_get_cache", None),
-    ("_prepare_4d_causal_attention_mask", _A + "_prepare_4d_causal_attention_mask", None),
-    ("AttentionMaskConverter", _A + "AttentionMaskConverter", None),
-    ("PreTrainedTokenizerFast", "transformers.PreTrainedTokenizerFast", None),
-    ("TokenizersBackend", "transformers.TokenizersBackend", None),
-    ("GreedySearchDecoderOnlyOutput", "transformers.generation.utils.GreedySearchDecoderOnlyOutput", None),
-)
-API_V4: tuple[Case, ...] = (
-    *(contract(f"api-{name}", "api_entry", params=_p(target=target, workload=workload))
-      for name, target, workload in V4_ENTRY_POINTS),
-    # v5 folds batch_decode into decode and encode_plus into __call__ (the migration guide)
-    contract("tokenizer-decode-batch", "tokenizer_decode", params=_p(call="decode")),
-    contract("tokenizer-batch-decode", "tokenizer_decode", params=_p(call="batch_decode")),
-    contract("tokenizer-encode-plus", "tokenizer", params=_p(call="encode_plus")),
-)
-
-
-def contracts(run: RunSettings | None = None) -> list[Case]:
-    """The contracts suite's table (the same in every run)."""
-    return [*CONTRACTS, *API, *API_V4]
-
-
-# ----------------------------------------------------------------------------------------------
 # loading: the load contract
 
 LOAD_PROMPT = "short-0"
@@ -697,63 +515,6 @@ def continuous(run: RunSettings | None = None) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------------------------
-# text: tokenizers and chat templates
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "added_tokens.json")
-CHAT_MODELS = (TARGET,)
-
-
-def tokenizer_groups(manifest: dict[str, Any] | None, names: Sequence[str]) -> list[tuple[str, ...]]:
-    """The zoo models grouped by their tokenizer files' digests in the manifest (one group per
-    distinct tokenizer, each in `names`' order, groups in the order of their first model); a model the
-    manifest does not list is a group of its own."""
-    groups: dict[Any, list[str]] = {}
-    for name in names:
-        files = ((manifest or {}).get("models", {}).get(name) or {}).get("files")
-        key = tuple(sorted((f, d) for f, d in files.items() if f in TOKENIZER_FILES)) if files else name
-        groups.setdefault(key, []).append(name)
-    return [tuple(g) for g in groups.values()]
-
-
-def _zoo_manifest(run: RunSettings | None) -> dict[str, Any] | None:
-    try:
-        return fixtures_load.manifest(run.config.models_dir) if run is not None else fixtures_load.manifest()
-    except fixtures_load.FixtureError:
-        return None  # every model its own group; loading it reports the missing manifest
-
-
-def tokenizers(run: RunSettings | None = None) -> list[Case]:
-    """`<model>.tokenizer`: the first model of each distinct zoo tokenizer (`shared_by` names the
-    group), then each user model's own tokenizer."""
-    groups = tokenizer_groups(_zoo_manifest(run), [s.name for s in SPECS])
-    return ([Case(g[0], name=f"{g[0]}.tokenizer", params=_p(shared_by=g)) for g in groups]
-            + [Case(m.name, name=f"{m.name}.tokenizer", params=_p(own=True)) for m in _users(run)])
-
-
-def zoo_tokenizers(run: RunSettings | None = None) -> list[Case]:
-    """`<tok>.tokenizer`: each tokenizer of the tokenizer zoo (harness/fixtures/tokzoo.py)."""
-    return [Case(t.name, name=f"{t.name}.tokenizer") for t in tokzoo.TOKENIZERS]
-
-
-# (tokenizer, template): the families' chat templates (harness/fixtures/chat_<template>.jinja)
-ZOO_CHATS = (("tok-spm", "mistral"), ("tok-spm", "gemma"), ("tok-bytelevel", "llama3"), ("tok-added", "chatml"))
-
-
-def zoo_chats(run: RunSettings | None = None) -> list[Case]:
-    """`<tok>.chat.<template>`: a family's chat template with its zoo tokenizer, generated from with
-    llama-target's weights."""
-    return [Case(tok, name=f"{tok}.chat.{template}", params=_p(template=template)) for tok, template in ZOO_CHATS]
-
-
-def chats(run: RunSettings | None = None) -> list[Case]:
-    """`<model>.chat`: the chat-template fixture (harness/fixtures/chat_template.jinja) with the
-    zoo's `CHAT_MODELS`, then each user model's own template."""
-    return ([Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
-            + [Case(m.name, name=f"{m.name}.chat", params=_p(own=True)) for m in _users(run)])
-
-
-# ----------------------------------------------------------------------------------------------
 # beam search, and the decoding modes moved out of the library
 
 BEAM_TOKENS = 6  # new tokens of a beam case: a handful, the suite stays cheap
@@ -809,24 +570,6 @@ def beam_modes(run: RunSettings | None = None) -> list[Case]:
     """llama-target's moved-mode cases, then each user model's (its first prompt)."""
     return beam_mode_cases(TARGET, BEAM_PROMPTS[0]) + [c for m in _users(run)
                                                         for c in beam_mode_cases(m.name, _stop_prompts(m)[0])]
-
-
-KERNEL_DTYPES = ("fp32", "bf16")
-SDPA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # torch.nn.attention.SDPBackend members, by short name
-CPU_SDPA_BACKENDS = ("math", "flash")  # the kernels torch has on a CPU (sdp_utils_cpp: flash, then math)
-
-
-def kernels(run: RunSettings | None = None) -> list[Case]:
-    """`sdpa.<backend>.<dtype>`: torch's SDPA kernels, one case per backend the run's device has
-    (a CPU: math, flash; CUDA: efficient and cudnn too) and dtype (fp32, bf16 - whatever the run's)."""
-    device = (run.device if run else "cpu").split(":", 1)[0]
-    backends = CPU_SDPA_BACKENDS if device == "cpu" else SDPA_BACKENDS
-    return [Case("torch", name=f"sdpa.{b}.{d}", params=_p(backend=b, dtype=d)) for b in backends for d in KERNEL_DTYPES]
-
-
-def kernel_matmuls(run: RunSettings | None = None) -> list[Case]:
-    """`matmul.fp32`: torch's fp32 linear under each matmul precision flag (the kernels suite)."""
-    return [Case("torch", name="matmul.fp32", params=_p(op="linear", dtype="fp32"))]
 
 
 # a user model's cases per table the budget plan narrows (harness/settings/budget.py RULES)
