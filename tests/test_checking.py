@@ -215,6 +215,19 @@ def test_an_offline_comparison_decides_as_a_live_run():
                    ("other", "x"): (Status.NEW, Category.RECORD_ADDED)}
 
 
+def test_a_latency_field_one_record_set_holds_no_measurement_of_is_not_judged_not_missing():
+    """Regen keeps only judgeable latency (checking/regen.py `latency_field`): a field the newer env's
+    record lacks is one every run there was too busy to keep - `harness compare` says not judged
+    (never a pass), not "missing: accept its removal"; another kind's absent field stays missing."""
+    lat = {"samples": [1.0], "calibration": [1.0], "cpu": [1.0], "cpu_calibration": [1.0]}
+    a = {("latency", "case"): record(prefill=Field("latency", {"by_hardware": {"cpu": lat}}), gone=Field("exact", 0))}
+    b = {("latency", "case"): record()}
+    got = {o.field: (o.status, o.category, o.detail) for o in compare_records(a, b, alpha=0.01, thresholds=Thresholds(),
+                                                                             name_a="old", name_b="new")}
+    assert got["prefill"][:2] == (Status.SKIPPED, Category.NOT_JUDGED) and "new holds no judgeable" in got["prefill"][2]
+    assert got["gone"][:2] == (Status.MISSING, Category.MISSING_FIELD)
+
+
 def test_an_information_row_is_never_a_pass_nor_a_check_anywhere():
     """`Observation.info` (an exact bias point, a measured TV beside a fit) is status `info`: not a pass in
     the counts, not a finding, not a JUnit test, not in the report's check total, never the verdict."""

@@ -384,5 +384,16 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
             check.observe(name, f)
         for name, r in b.references.items():
             check.recorded(name, r)
-        outcomes += check.outcomes() + missing_fields(a, set(b.fields), check.rules)
+        outcomes += check.outcomes() + [unkept_latency(o, name_b) for o in missing_fields(a, set(b.fields), check.rules)]
     return outcomes
+
+
+def unkept_latency(outcome: Outcome, where: str) -> Outcome:
+    """A latency field a record of `where` lacks was not removed: `harness regen` keeps only a
+    measurement a later run can judge (harness/checking/regen.py `latency_field`), so every run of
+    that env was too busy to keep one - not judged (never a pass), not `missing`."""
+    if outcome.kind != "latency":
+        return outcome
+    return replace(outcome, status=Status.SKIPPED, category=Category.NOT_JUDGED,
+                   detail=f"not judged: {where} holds no judgeable measurement of it (regen keeps latency only "
+                          "where a later run can judge it; its runs there were too busy)")
