@@ -54,8 +54,11 @@ def test_the_tier_samples_every_path_and_every_plain_setting():
     assert {c.path for c in kept} == {c.path for c in grid}
     assert {c.weight for c in kept if c.path == "ensemble"} == {tier.SAMPLING_WEIGHT}  # w0.7: the bias suite's
     assert any(tier.keeps("bias", c) and c.weight == 0.7 for c in cases.bias(None))
-    assert {c.param("setting") for c in kept if c.path == "plain"} == {c.param("setting") for c in grid
-                                                                       if c.path == "plain"}
+    plain = {c.param("setting") for c in grid if c.path == "plain"}
+    assert {c.param("setting") for c in kept if c.path == "plain"} == plain - set(tier.COMBINED)
+    combined = cases.SAMPLING_SETTINGS["combined"]  # ... whose processors the combined case chains, each set
+    assert all(getattr(combined, name) not in (None, 1.0, 0, 0.0) for name in
+               ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"))
     assert len(kept) < len(grid)
 
 

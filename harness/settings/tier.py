@@ -11,7 +11,7 @@ every other suite runs whole):
 | suite | kept | what the rest repeats |
 |---|---|---|
 | outputs | every model x path x cache greedy on the short prompt; plain also on the long one | the speculative paths' long prompt repeats their short prompt's code path (plain's long prompt crosses the sliding / chunked windows); a `.sample` case's draws are the sampling suite's `.default` case's |
-| sampling | plain at every setting (the processors); the other paths at the default setting, the ensemble at w0.3, MTP on glm4moe-mtp | a path's other settings combine processors plain checks with its verifier the default checks; w0.7's verification step is drawn exactly by the bias suite's w0.7.ctx0; mellum-mtp's draws cost ~4x glm4moe-mtp's on the same candidate generator |
+| sampling | plain at its default, combined (temperature, top-k, top-p, min-p and repetition penalty chained), constraints, filters and top-h settings; the other paths at the default setting, the ensemble at w0.3, MTP on glm4moe-mtp | each single processor runs inside plain's combined case (the white box checks every sampled decision of it exactly); a path's other settings combine processors plain checks with its verifier the default checks; w0.7's verification step is drawn exactly by the bias suite's w0.7.ctx0; mellum-mtp's draws cost ~4x glm4moe-mtp's on the same candidate generator |
 | bias | each verifier (lossless, w0.3, w0.7) at the first context | the other contexts repeat the same verification step at other probabilities |
 | latency | llama-target's prefill and decode (dynamic and static cache) | generate() per path - the speculative speedups - is timed in the full run (~35 s alone) |
 
@@ -30,15 +30,17 @@ from harness.schema import Case
 FULL_FLAG = "--budget full"
 SAMPLING_MTP = "glm4moe-mtp"  # the MTP model the quick tier samples
 SAMPLING_WEIGHT = 0.3  # the ensemble weight it samples (w0.7's verification step: the bias suite's w0.7.ctx0)
+COMBINED = ("temperature", "top_k", "top_p", "min_p", "repetition")  # the processors plain's `combined` case chains
 
 # suite -> (which zoo cases the tier keeps, what the rest repeats)
 RULES: dict[str, tuple[Callable[[Case], bool], str]] = {
     "outputs": (lambda c: c.decoding == "greedy" and (c.prompt == "short-0" or c.path == "plain"),
                 "the speculative paths' long prompt and the .sample cases (the sampling suite's .default draws)"),
-    "sampling": (lambda c: c.path == "plain" or (c.param("setting") == "default"
-                                                  and (c.path != "mtp" or c.model == SAMPLING_MTP)
-                                                  and (c.weight is None or c.weight == SAMPLING_WEIGHT)),
-                 "the speculative paths' other settings, the ensemble at w0.7 and mellum-mtp's draws"),
+    "sampling": (lambda c: (c.path == "plain" and c.param("setting") not in COMBINED)
+                 or (c.param("setting") == "default" and (c.path != "mtp" or c.model == SAMPLING_MTP)
+                     and (c.weight is None or c.weight == SAMPLING_WEIGHT)),
+                 "plain's single-processor settings (its combined case runs them together), the speculative "
+                 "paths' other settings, the ensemble at w0.7 and mellum-mtp's draws"),
     "bias": (lambda c: c.param("ctx") == 0, "the second and third contexts of each verifier"),
     "latency": (lambda c: not c.id.endswith(".generate"), "generate() per path (the speculative speedups)"),
 }
