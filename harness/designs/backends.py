@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from harness.engine.cache import LINEAR
+from harness.engine.cache import LINEAR, has_linear_attention
 from harness.schema import Case, Observation
 from harness.subjects import engine, fold_keys, observe
 from harness.subjects.hf import from_pretrained, linear_attention_kernels, loaded_as
@@ -189,13 +189,6 @@ def routes_experts(config: Any) -> bool:
     return False
 
 
-def has_linear_attention(config: Any) -> bool:
-    """A model with linear-attention (gated delta rule) layers: its logits come through a recurrent
-    state that two fp32 implementations accumulate in different orders, further apart than a
-    forward's rounding (compared with `tensor_recurrent_ulps`: harness/settings/config.py)."""
-    return "linear_attention" in (getattr(config, "layer_types", None) or ())
-
-
 def _positions(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (LOGIT_POSITIONS - 1)) for i in range(LOGIT_POSITIONS)})
 
@@ -216,7 +209,9 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     if reference is None:
         obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))
     else:
-        recurrence = {"recurrence": "linear-attention"} if has_linear_attention(lm.model.config) else {}
+        # logits through a recurrent state, which two fp32 implementations accumulate in different orders:
+        # compared at `tensor_recurrent_ulps` (harness/settings/config.py)
+        recurrence = {"recurrence": "linear-attention"} if has_linear_attention(lm.model.config.to_dict()) else {}
         obs.reference("logits_vs_engine", *narrowed(full, engine.logits_cached(zoo, case.model, ids[0].tolist())),
                       kind="tensor", expected_extras={**routing, **recurrence})
 

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +103,16 @@ def in_phase(item: Any, phase: str) -> bool:
     return phase == "all" or (phase == "timing") == timing
 
 
+def yours(case: Any, run: RunSettings) -> bool:
+    """A case of one of your own models (never tiered: its plan is harness/settings/budget.py's)."""
+    return getattr(case, "model", None) in {m.name for m in run.user_models}
+
+
 def in_tier(item: Any, run: RunSettings, full: bool) -> bool:
     """The quick tier keeps this test (harness/settings/tier.py): always in a full run and for a
     case of your own models."""
     case = case_of(item)
-    if full or not is_golden(item) or getattr(case, "model", None) in {m.name for m in run.user_models}:
-        return True
-    return tier.keeps(suite_name(item), case)
+    return full or not is_golden(item) or yours(case, run) or tier.keeps(suite_name(item), case)
 
 
 def select(items: list[Any], run: RunSettings, explicit: bool = False) -> tuple[list[Any], list[Any], int]:
@@ -133,13 +137,9 @@ def tier_left_out(items: list[Any], run: RunSettings, explicit: bool = False) ->
     collection, before the phase filter, so both phases of `harness check` say the same."""
     if run.full or explicit:
         return ""
-    kept = [i for i in items if wanted_model(i, run) and is_golden(i) and wanted_case(i, run.cases)]
-    users = {m.name for m in run.user_models}
-    zoo = [i for i in kept if case_of(i) is not None and getattr(case_of(i), "model", None) not in users]
-    dropped: dict[str, int] = {}
-    for i in zoo:
-        if not in_tier(i, run, False):
-            dropped[suite_name(i)] = dropped.get(suite_name(i), 0) + 1
+    zoo = [i for i in items if is_golden(i) and wanted_model(i, run) and wanted_case(i, run.cases)
+           and case_of(i) is not None and not yours(case_of(i), run)]
+    dropped = Counter(suite_name(i) for i in zoo if not in_tier(i, run, False))
     return tier.left_out_line(dropped, len(zoo)) if dropped else ""
 
 
