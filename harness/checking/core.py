@@ -23,7 +23,7 @@ judged the same way in a live run and in an offline comparison.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -85,6 +85,7 @@ class _Check:
     expected: Field | None
     follows: tuple[str, ...] = ()  # fields whose tie-flip this one inherits (e.g. text follows tokens)
     seeded_by: str = ""  # the distribution field that judges this seeded sampled stream (rng-stream rule)
+    mechanism_of: tuple[str, ...] = ()  # fields this one's setting computes (the attention backend: the logits)
 
 
 class CaseCheck:
@@ -117,7 +118,12 @@ class CaseCheck:
         A field whose extras name the field it ``follows`` is derived from it - the decoded text,
         the number of forward passes or the acceptance of a token stream follow its tokens: when
         that field is a tie-flip, a difference here is the same tie-flip, not a second finding
-        (stored in the record, so `harness compare` judges it the same way)."""
+        (stored in the record, so `harness compare` judges it the same way). A field whose extras
+        name the fields it is the ``mechanism_of`` describes how they are computed - the attention
+        implementation a model loads with, the SDPA calls its prefill makes, for its logits: when
+        such a field moved to its oracle's value (fixed), the change of mechanism is that fix; any
+        other change of the mechanism keeps its own verdict (a silent fall-back to eager is a
+        regression while the logits stay right)."""
         self._claim(name)
         observed = normalize_field(observed)
         baseline = self.baseline.fields.get(name) if self.baseline else None
@@ -132,7 +138,10 @@ class CaseCheck:
         follows = observed.extras.get("follows") or ()
         follows = (follows,) if isinstance(follows, str) else tuple(follows)
         seeded_by = str(observed.extras.get("seeded_by") or "")
-        self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline, follows, seeded_by)
+        mechanism = observed.extras.get("mechanism_of") or ()
+        mechanism = (mechanism,) if isinstance(mechanism, str) else tuple(mechanism)
+        self._checks[name] = _Check(self._place(outcome, "baseline"), policy, observed, baseline, follows, seeded_by,
+                                    mechanism)
         self.observed[name] = observed
         return self._checks[name].outcome
 
@@ -219,7 +228,7 @@ class CaseCheck:
         """The baseline record was taken under other library versions than this run (an upgrade
         check, `harness compare` of two releases): only then can a failure be the baseline's too.
         Within one env a failing reference stays a regression unless it fails exactly as the record
-        holds it (`oracles.same_failure`: an exact reference, the same detail)."""
+        holds it (`oracles.same_failure`: an exact reference's same detail, a tensor's same error size)."""
         env, base = self.rules.env or {}, self.baseline.env if self.baseline else {}
         return any(env.get(k) != base.get(k) for k in UPGRADE_KEYS)
 
@@ -231,7 +240,8 @@ class CaseCheck:
         out = self._composed(out)
         fixed = {o.field: o for o in out if o.against == "baseline" and o.category is Category.FIXED
                  and (ORACLE in o.diff or o.field in self._checks and self._checks[o.field].observed.extras.get("outcome"))}
-        return [_follow_fix(o, [fixed[f] for f in self._checks[o.field].follows if f in fixed])
+        return [_follow_fix(o, [fixed[f] for f in (*self._checks[o.field].follows, *self._checks[o.field].mechanism_of)
+                                if f in fixed], mechanism=set(self._checks[o.field].mechanism_of))
                 if o.against == "baseline" and o.field in self._checks else o for o in out]
 
     def _composed(self, out: list[Outcome]) -> list[Outcome]:
@@ -325,13 +335,20 @@ def _rng_stream(outcome: Outcome, distribution: Outcome) -> Outcome:
                    diff={**outcome.diff, "seeded_by": distribution.field})
 
 
-def _follow_fix(outcome: Outcome, sources: list[Outcome]) -> Outcome:
+def _follow_fix(outcome: Outcome, sources: list[Outcome], mechanism: Collection[str] = ()) -> Outcome:
     """A regression of a field derived from a field that moved to its oracle's value, or that
-    follows an outcome field fixed (a load that works now): the same fix."""
+    follows an outcome field fixed (a load that works now), or the mechanism that computes a field
+    that moved to its oracle's value (`mechanism`: those fields): the same fix."""
     if outcome.status is not Status.REGRESSION or not sources:
         return outcome
     source = sources[0]
     how = "moved to its oracle's value" if ORACLE in source.diff else "works now"
+    if source.field in mechanism:
+        if ORACLE not in source.diff:
+            return outcome
+        return replace(outcome, status=Status.CHANGED, category=Category.FIXED,
+                       detail=f"the mechanism of the fix of {source.field} ({how}); here: {outcome.detail}",
+                       diff={**outcome.diff, "mechanism_of": source.field})
     return replace(outcome, status=Status.CHANGED, category=Category.FIXED,
                    detail=f"follows the fix of {source.field} ({how}); here: {outcome.detail}",
                    diff={**outcome.diff, "follows": source.field})
