@@ -238,3 +238,15 @@ def test_loading_processors_built_tells_a_missing_processor():
         processors_built(obs, {"plain_generate": ({"processors": {"built": built, "config": config}}, {})}, PROMPT)
         ref = obs.references["processors_built"]
         assert (ref.observed.value == ref.expected.value) is same
+
+
+def test_a_sampled_first_step_oracle_is_the_harness_list_on_the_engine_logits():
+    """outputs' `first_logits_vs_engine` on a plain sampled case: the list the harness builds from the
+    config the version handed its builder (here: top-k 2, temperature 2, the case's do_sample), applied
+    to the engine's logits - whatever the config's own do_sample says."""
+    from harness.designs.outputs import processed_first_step
+    from harness.schema import Case
+
+    z = torch.tensor([[1.0, 3.0, 2.0, 0.5]])
+    out = processed_first_step({"top_k": 2, "temperature": 2.0, "do_sample": False}, Case("m", new_tokens=4), [5, 6], z)
+    assert out.tolist() == [[-math.inf, 1.5, 1.0, -math.inf]]

@@ -11,7 +11,10 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                        _supports_flex_attn / _supports_attention_backend /
                                        _can_compile_fullgraph (a flag that appears or vanishes is
                                        reported as feature added / removed)
-    default_attn_implementation exact  config._attn_implementation after a plain from_pretrained
+    default_attn_implementation exact  config._attn_implementation after a plain from_pretrained; the
+                                  mechanism of `logits` (extra ``mechanism_of``): a change of it while
+                                  the logits moved to the engine's values is that fix (Gemma 2 refusing
+                                  5.14.0's SDPA, which dropped its soft-cap), any other change a regression
     linear_attention_kernels capability  models with linear-attention layers: whether the installed
                                   version finds the fused kernels (flash-linear-attention's gated delta
                                   rule, causal_conv1d) or runs its torch fallback
@@ -19,7 +22,8 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
   torch.nn.functional.scaled_dot_product_attention recorded by wrapping it)
     sdpa_prefill           exact  per cache: number of calls and the distinct call signatures
                                   (attn_mask None or its dtype/shape, is_causal, q/k shapes,
-                                  enable_gqa) with how many layers made each
+                                  enable_gqa) with how many layers made each; the mechanism of `logits`
+                                  too (the same rule)
     sdpa_mask_vs_reference ref    no call's mask (attn_mask, or is_causal's top-left triangle) differs
                                   from the reference visibility rule for its layer's kind
                                   (harness/subjects/engine.py `mask_problems`; calls are the attention
@@ -83,7 +87,7 @@ def flags(zoo: Any, case: Case, device: str) -> Observation:
             **({"not_bool": {k: repr(v) for k, v in values.items() if k not in present}}
                if len(present) < len(values) else {}))
     obs.add("default_attn_implementation", attn_implementation(lm.model),
-            model_class=cls.__name__, loaded_as=loaded_as(lm.model))
+            model_class=cls.__name__, loaded_as=loaded_as(lm.model), mechanism_of="logits")
     if zoo.stateful(case.model):
         obs.add("linear_attention_kernels", linear_attention_kernels(), kind="capability")
     return obs
@@ -133,7 +137,7 @@ def sdpa_prefill(zoo: Any, case: Case) -> Observation:
             # layers make no attention call
             kinds = [(t, w) for t, w in zip(ref["layer_types"], engine.windows(ref), strict=True) if t != LINEAR]
             problems[name] = engine.mask_problems(calls, [t for t, _ in kinds], [w for _, w in kinds], prompt_len)
-    obs.add("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model))
+    obs.add("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model), mechanism_of="logits")
     if ref is None:
         obs.skipped("sdpa_mask_vs_reference", "exact", no_rule)
     elif not problems:

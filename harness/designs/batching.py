@@ -36,7 +36,14 @@ runs of equal values ([[0, 63], [1, 20]]: 63 pads, then 20 tokens).
   mask_runs     exact    per row, per forward call: the attention mask as runs
   solo_divergence exact  right-padded: per row, the first step where the row leaves its solo stream
                          (None: it does not); follows tokens
- references, computed in the run (the solo runs; greedy, sample and an accepting speculative path):
+ references, computed in the run (the engine; the solo runs; greedy, sample and an accepting speculative path):
+  first_logits_vs_engine tensor greedy (not right-padded): each row's first-step scores equal the
+                               engine's logits at its prompt's last position (the prompt alone, no
+                               cache, no pads; the same top-256 columns for a large vocabulary -
+                               `narrowed`), within the cross-implementation tolerance; `first_logits`
+                               names it as its oracle, so a batched first step moving to the engine's
+                               values is fixed (5.14.0's SDPA dropping Gemma 2's soft-cap, undone in
+                               5.24.0), away from them broken; none where the engine has no such model
   tokens_as_solo       tokens  per row: the batched tokens equal the solo run's (tie-aware: a batch
                                changes the reduction shapes, so a near-tie may flip) - greedy only
   first_logits_as_solo tensor  per row: the first step's scores within the dtype's tolerance of the
@@ -60,7 +67,7 @@ import torch
 
 from harness.checking.compare import first_divergence
 from harness.schema import Case, Observation
-from harness.subjects import hf
+from harness.subjects import engine, hf
 from harness.subjects.hf_batching import BatchRun, Forward, batch_run
 from harness.subjects.hf_cache import narrowed, top_values
 
@@ -216,7 +223,15 @@ def observe(zoo: Any, case: Case) -> Observation:
         return obs
     rows = range(len(ids))
     obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
-    obs.add("first_logits", top_values([row[0] for row in got.scores]), kind="tensor")
+    # greedy (no processor touches the scores): the first step's scores are the model's logits at
+    # each prompt's last position, which the engine computes alone from the prompt
+    judged = case.decoding == "greedy" and check != "right-padded" and not zoo.engine_gap(case.model)
+    obs.add("first_logits", top_values([row[0] for row in got.scores]), kind="tensor",
+            **({"oracle": "first_logits_vs_engine"} if judged else {}))
+    if judged:
+        ours = torch.stack([engine.logits_cached(zoo, case.model, p)[len(p) - 1] for p in prompts])
+        obs.reference("first_logits_vs_engine", *narrowed(torch.tensor([row[0] for row in got.scores]), ours),
+                      kind="tensor")
     positions = [real_positions(got.forwards, r) for r in rows]
     obs.add("positions", positions)
     obs.add("mask_runs", [mask_runs(got.forwards, r) for r in rows])

@@ -12,7 +12,17 @@ nothing gets, whatever the run's dtype and device (a bf16 run records the same l
 Fields (all exact):
 
   dtype              {"parameters": the loaded parameters' dtype, "config": config.dtype after load}
-  attn_implementation config._attn_implementation after the plain load
+  attn_implementation config._attn_implementation after the plain load; as shipped, the mechanism of
+                     `logits` (extra ``mechanism_of``: a change of it while the logits moved to the
+                     engine's is that fix, any other change keeps its verdict)
+  logits             (tensor, as shipped) the plainly loaded model's logits at the prompt's last position
+                     (a vocabulary above 4096: its top 256); its oracle is the reference engine
+  logits_vs_engine   (a reference, tensor, as shipped) ... equal the engine's logits of the same prompt
+                     (harness/subjects/engine.py `logits_cached`; the same columns - `narrowed`), within the
+                     cross-implementation tolerance (mixture-of-experts and linear-attention models at their
+                     allowances; a bf16 run holds the fp32 load at bf16's rounding); skipped with the reason
+                     where the engine has no such model, `not-checkable` where the load arrived in a coarser
+                     dtype than the run's (your bf16 checkpoint in an fp32 run)
   generation_config  {"built_from": "generation_config.json" | "config.json" (transformers' own stamp,
                      `_from_model_config`), "file_present": whether the checkpoint has a
                      generation_config.json, "non_default": each value that differs from a default
@@ -237,7 +247,11 @@ def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
         return obs.stop(f"from_pretrained({case.model} {variant.name}) raised {err['type']}: {err['message']}")
     got = hf.resolved(model)
     obs.add("dtype", {"parameters": got["parameters"], "config": got["config"]}, variant=variant.what)
-    obs.add("attn_implementation", got["attn_implementation"], model_class=type(model).__name__)
+    shipped = variant.name == AS_SHIPPED.name
+    obs.add("attn_implementation", got["attn_implementation"], model_class=type(model).__name__,
+            **({"mechanism_of": "logits"} if shipped else {}))
+    if shipped:
+        logits_vs_engine(obs, zoo, case, model, ids, got["parameters"])
     gen = hf.generation_dicts(model)
     obs.add("generation_config", {"built_from": built_from(gen["from_model_config"]),
                                   "file_present": (directory / GENERATION_FILE).is_file(),
@@ -258,6 +272,37 @@ def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
     if calls:
         processors_built(obs, calls, ids[0].tolist())
     return obs
+
+
+def logits_vs_engine(obs: Observation, zoo: Any, case: Case, model: Any, ids: Any, dtype: str) -> None:
+    """As shipped: what the plain load computes - its logits at the prompt's last position (`logits`) -
+    held to the engine's (`logits_vs_engine`) where the engine implements the model and the load
+    is not coarser than the run's dtype (the engine's); `attn_implementation` is their mechanism."""
+    from harness.designs.backends import routes_experts
+    from harness.engine.cache import has_linear_attention
+    from harness.subjects import engine
+    from harness.subjects.hf_cache import logits, narrowed, top_values
+
+    mine = logits(model, ids)[-1:]
+    gap = zoo.engine_gap(case.model)
+    run_dtype = zoo.dtype_of(case.model)
+    # an fp32 load against a bf16 run's engine is held at the run's (coarser) rounding; a bf16 load
+    # against an fp32 engine would be held to fp32's tolerance, which its own rounding exceeds
+    coarser = dtype not in (run_dtype, "fp32")
+    why = gap or (f"the plain load arrived in {dtype} (the checkpoint's own), coarser than the run's {run_dtype}: the "
+                  f"engine's logits hold it to {run_dtype}'s tolerance, which {dtype}'s rounding exceeds" if coarser else "")
+    routing = {"routing": "experts"} if routes_experts(model.config) else {}
+    obs.add("logits", top_values(mine), kind="tensor", prompt=case.prompt, **routing,
+            **({} if why else {"oracle": "logits_vs_engine"}))
+    if gap:
+        obs.skipped("logits_vs_engine", "tensor", gap)
+        return
+    if why:
+        obs.skipped("logits_vs_engine", "tensor", why, "not-checkable")
+        return
+    recurrence = {"recurrence": "linear-attention"} if has_linear_attention(model.config.to_dict()) else {}
+    ours = engine.logits_cached(zoo, case.model, ids[0].tolist())[-1:].cpu()
+    obs.reference("logits_vs_engine", *narrowed(mine, ours), kind="tensor", expected_extras={**routing, **recurrence})
 
 
 def _route(model: Any, ids: Any, route: Route, prompt_len: int) -> tuple[dict[str, Any], dict[str, Any]]:

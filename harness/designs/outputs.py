@@ -15,8 +15,9 @@
   text          exact   decoded text
   first_logits  tensor  scores of the first generated step (a vocabulary above 4096: its top 256,
                         sorted; harness/subjects/hf_cache.py `top_values`); on a lossless greedy path
-                        its oracle is the engine's logits (`first_logits_vs_engine`): a change toward
-                        them is fixed, away from them broken (harness/checking/oracles.py)
+                        and a plain sampled one its oracle is the engine's logits, processed for a
+                        sampled call (`first_logits_vs_engine`): a change toward them is fixed, away
+                        from them broken (harness/checking/oracles.py)
   target_forwards exact number of target forward passes
   drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
                         speculative paths; prompt lookup has no margins)
@@ -33,7 +34,10 @@ Computed in the same run:
   first_logits_vs_engine   lossless greedy paths: the first step's scores equal the engine's logits at the
                            prompt's last position (its uncached forward; both at the same top-256
                            columns for a large vocabulary - `narrowed`), within the cross-implementation
-                           tolerance; skipped with the reason where the engine has no such model
+                           tolerance; plain sampled: the same logits through the processors the harness
+                           builds from the generation config the version handed its builder
+                           (`processed_first_step`: its defaults' top-k and temperature), both sides' values sorted (a near-tie at a
+                           cut is no change; filtered tokens -inf on both); skipped with the reason where the engine has no such model
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -85,15 +89,23 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.add("tokens", [got.tokens], kind="tokens", margins=[got.margins], oracle="equals_reference_engine",
                 show={"ran_with": got.setup})
     obs.add("text", tok.decode(got.tokens), follows="tokens")
-    judged = (case.decoding == "greedy" and (case.lossless or case.path == "plain") and bool(got.first_logits)
-              and not zoo.engine_gap(case.model))
+    sampled = case.decoding == "sample" and case.path == "plain" and got.built_config is not None
+    judged = ((case.decoding == "greedy" and (case.lossless or case.path == "plain") or sampled)
+              and bool(got.first_logits) and not zoo.engine_gap(case.model))
     obs.add("first_logits", top_values(got.first_logits), kind="tensor", show={"ran_with": got.setup},
             **({"oracle": "first_logits_vs_engine"} if judged else {}))
     if judged:
         prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
-        ours = engine.logits_cached(zoo, case.model, prompt)[len(prompt) - 1:]
-        mine, theirs = narrowed(torch.tensor(got.first_logits[:1]), ours)
-        obs.reference("first_logits_vs_engine", mine, theirs, kind="tensor")
+        ours = engine.logits_cached(zoo, case.model, prompt)[len(prompt) - 1:].cpu()
+        if sampled:  # the scores a sampler draws from: the harness's processors on the engine's logits
+            # sorted (1-Lipschitz in the max norm): a near-tie at a top-k cut that keeps another token
+            # of the same value is no change
+            mine = torch.tensor(got.first_logits[:1]).float().sort(dim=-1, descending=True).values
+            theirs = processed_first_step(got.built_config, case, prompt, ours).sort(dim=-1, descending=True).values
+            obs.reference("first_logits_vs_engine", top_values(mine), top_values(theirs), kind="tensor")
+        else:
+            mine, theirs = narrowed(torch.tensor(got.first_logits[:1]), ours)
+            obs.reference("first_logits_vs_engine", mine, theirs, kind="tensor")
     obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
@@ -135,6 +147,19 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.add("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                 show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
     return obs
+
+
+def processed_first_step(config: dict[str, Any], case: Case, prompt: list[int], logits: torch.Tensor) -> torch.Tensor:
+    """The first step's scores of a sampled plain call from the engine's logits: the processor list the
+    harness builds (harness/engine/pipeline.py) from the generation config the version handed its
+    builder (its defaults in it: 5.x's top-k 50), do_sample and the call's max_new_tokens taking the
+    case's values, applied by the engine's processors (harness/engine/processors.py `apply`) - never
+    the list the version built. Filtered tokens are -inf on both sides."""
+    from harness.engine import pipeline, processors
+
+    asked = {"do_sample": True, "max_new_tokens": case.new_tokens}
+    chain = pipeline.build(pipeline.requested(config, asked, len(prompt)), prompt)
+    return processors.apply(logits[0], prompt, chain)[None]
 
 
 def engine_in_its_place(zoo: Any, case: Case) -> Observation:

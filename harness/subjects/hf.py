@@ -400,6 +400,8 @@ class Generated:
     margins: list[float] = field(default_factory=list)  # top-1 minus top-2 of the scores of each new token
     scales: list[float] = field(default_factory=list)  # the same scores' `top2_scale` (the tie rule's magnitude)
     first_logits: list[list[float]] = field(default_factory=list)  # processed scores of the first steps
+    # the generation config generate() handed its logits-processor builder (a sampled call; None: not seen)
+    built_config: dict[str, Any] | None = None
     drafts: list[list[int]] = field(default_factory=list)  # candidate tokens proposed at each step
     draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
     target_forwards: int = 0
@@ -571,10 +573,13 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     if seed is not None:
         torch.manual_seed(seed)
     said: list[str] = []
+    lists: list[dict[str, Any]] = []
+    from harness.subjects.hf_loading import processor_lists
+
     try:
         with (record_drafts(out.drafts, out.draft_margins), count_forwards(model) as counter,
               draft_schedule(assistant, draft_tokens), emitted(said),
-              torch.no_grad()):
+              processor_lists(model, lists) if do_sample else contextlib.nullcontext(), torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)
             result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
@@ -589,6 +594,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.scales = [top2_scale(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
+    out.built_config = lists[0]["config"] if lists else None
     out.target_forwards = counter["n"]
     return out
 

@@ -146,7 +146,7 @@ def _decoding_loop_config(model: Any, sink: list[dict[str, Any]]) -> Iterator[No
 
 
 @contextmanager
-def _processor_lists(model: Any, sink: list[dict[str, Any]]) -> Iterator[None]:
+def processor_lists(model: Any, sink: list[dict[str, Any]]) -> Iterator[None]:
     """Record the first logits-processor list generate() builds on `model` (read as engine entries),
     the generation config and the prompt length it was built from, by wrapping `_get_logits_processor`
     on the model's own class for the block; the class is left as it was."""
@@ -217,7 +217,7 @@ def generate_once(model: Any, ids: torch.Tensor, cap: int, *, generation_config_
 
     handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
     try:
-        with _decoding_loop_config(model, captured), _processor_lists(model, lists), torch.no_grad(), \
+        with _decoding_loop_config(model, captured), processor_lists(model, lists), torch.no_grad(), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out, err = observe(call)
