@@ -111,6 +111,18 @@ FAULTS: tuple[Fault, ...] = (
           (edit("transformers.modeling_utils", "PreTrainedModel.get_correct_attn_implementation",
                 ('applicable_attention = "sdpa" if requested_attention is None',
                  'applicable_attention = "eager" if requested_attention is None')),)),
+    Fault("attention-softcap-dropped", "backends",
+          "Gemma 2's attention skips its logit soft-cap (cap * tanh(w / cap) before the softmax): the attention "
+          "weights of a soft-capped model go in raw, and its logits move by ~0.02 (no error, no warning)",
+          Catch("batching", "gemma2-softcap.batch.greedy", "first_logits_vs_engine"),
+          (edit("transformers.models.gemma2.modeling_gemma2", "eager_attention_forward",
+                ("if softcap is not None:", "if softcap is None:")),),
+          notes="re-creates vllm-project/vllm-metal #665 (\"attn_logit_softcapping is hardcoded to 0.0 in the paged "
+                "SDPA kernel call\": Gemma 2 ran without its attention cap while the output cap was applied) in "
+                "transformers' eager attention; transformers 5.14.0 and 4.57.6 do the same for real on their SDPA "
+                "path (the committed records: logits 0.0406 from the engine's), which 5.24.0 refuses "
+                "(`_supports_sdpa = False  # sdpa does not support softcapping`). The line is the same in 4.57.6, "
+                "5.13.1, 5.14.0 and 5.24.0; the engine's logits catch it on an empty store"),
     Fault("checkpoint-key-renamed", "checkpoints",
           "the checkpoint key model.norm.weight is renamed (model.final_norm.weight) without a load-time "
           "remap: the final norm is re-initialised",
