@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from harness.checking.compare import compare_field
 from harness.checking.findings import group_findings
-from harness.schema import Field, Outcome, Status
+from harness.schema import Category, Field, Outcome, Status
 
 
 def judged(case: str, name: str, kind: str, old, new, suite: str = "contracts") -> Outcome:
@@ -74,3 +74,24 @@ def test_a_backend_that_loads_now_is_the_attention_cause_of_its_model():
                     "outputs")
     merged = [f for f in group_findings([loads, logits]) if f.cause]
     assert len(merged) == 1 and set(merged[0].fields) == {"attn_load_error", "first_logits"}
+
+
+def test_a_backend_change_that_is_a_fix_is_one_finding_with_its_fixes():
+    """5.14.0 -> 5.22.2: Gemma 2 refuses SDPA (which dropped its soft-cap) and loads eager; the
+    attention fields are the fix's mechanism, the logits moved to the engine's: one finding, fixed.
+    The same fixes beside a backend change that is a regression stay told apart."""
+    model = "gemma2-softcap"
+
+    def fixed(case: str, name: str, suite: str) -> Outcome:
+        o = judged(case, name, "tensor", [1.0, 2.0], [1.5, 2.0], suite)
+        return replace(o, status=Status.CHANGED, category=Category.FIXED, detail="moved to its oracle's value")
+
+    mechanism = replace(judged(model, "default_attn_implementation", "exact", "sdpa", "eager", "backends"),
+                        status=Status.CHANGED, category=Category.FIXED, detail="the mechanism of the fix of logits")
+    logits = [fixed(model, "logits", "backends"), fixed(f"{model}.plain.dynamic.short-0.greedy", "first_logits", "outputs")]
+    (f,) = [f for f in group_findings([mechanism, *logits]) if f.cause]
+    assert f.status is Status.CHANGED and f.category == Category.FIXED.value
+    assert set(f.fields) == {"default_attn_implementation", "logits", "first_logits"}
+    silent = judged(model, "default_attn_implementation", "exact", "sdpa", "eager", "backends")  # a regression
+    findings = group_findings([silent, *logits])
+    assert [f.status for f in findings if f.category == Category.FIXED.value] == [Status.CHANGED, Status.CHANGED]

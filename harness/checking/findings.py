@@ -213,8 +213,12 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if not model:
             continue
         group = [f for f in rest if any(attention_model(o) == model for o in f.outcomes)]
-        parts = [_split(f, lambda o, m=model: follows_attention(o, m)) if f.category != Category.FIXED.value
-                 else (None, f) for f in rest if f not in group]  # a field its oracle found fixed stays told apart
+        # a field its oracle found fixed stays told apart from a backend change that is no fix; when the
+        # change is one (every attention field a fix or a change, one of them fixed) its fixes are its own
+        fix = (all(f.status is not Status.REGRESSION for f in group)
+               and any(f.category == Category.FIXED.value for f in group))
+        parts = [_split(f, lambda o, m=model: follows_attention(o, m)) if fix or f.category != Category.FIXED.value
+                 else (None, f) for f in rest if f not in group]
         followers = [inside for inside, _ in parts if inside is not None]
         if group and followers:
             rest = [outside for _, outside in parts if outside is not None]
