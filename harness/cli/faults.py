@@ -420,7 +420,8 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.merge:
         shown, shown_clean = merged(old, runs, clean, args.dtype, args.empty_only)
         env_key = str((old or {}).get("env_key") or key)
-        history = [*(old or {}).get("commands", ["harness faults -j 2"] if old else []), line]
+        history = list((old or {}).get("commands", ["harness faults -j 2"] if old else []))
+        history += [line] if history[-1:] != [line] else []  # a merge run again replaces its own results
         line = " then ".join(f"`{c}`" for c in history).strip("`")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(shown, shown_clean, env_key, line, args.jobs), encoding="utf-8")
