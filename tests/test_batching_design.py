@@ -169,7 +169,8 @@ def test_a_clean_batch_passes_every_reference(zoo):
 def test_the_references_catch_a_perturbed_batch(zoo, monkeypatch):
     """The batched call (not the solo runs) is perturbed after it ran: row 0's positions shifted by
     its pads, its mask's pads unmasked, its first scores moved, a sure token replaced - each
-    reference names its own perturbation."""
+    reference names its own perturbation (the first scores both against the solo run and against
+    the engine's logits)."""
     real = batching.batch_run
 
     def perturbed(model, input_ids, attention_mask, *args, **kwargs):
@@ -189,5 +190,5 @@ def test_the_references_catch_a_perturbed_batch(zoo, monkeypatch):
     monkeypatch.setattr(batching, "batch_run", perturbed)
     assert _verdicts(batching.observe(zoo, GREEDY)) == {
         "tokens_as_solo": Status.REGRESSION, "first_logits_as_solo": Status.REGRESSION,
-        "scores_as_solo": Status.REGRESSION, "positions_as_solo": Status.REGRESSION,
-        "mask_as_solo": Status.REGRESSION}
+        "first_logits_vs_engine": Status.REGRESSION, "scores_as_solo": Status.REGRESSION,
+        "positions_as_solo": Status.REGRESSION, "mask_as_solo": Status.REGRESSION}

@@ -341,3 +341,15 @@ def test_a_backend_change_that_fixes_the_logits_is_that_fix_and_any_other_stays_
     broke = _by_field(_mechanism_run(NEW, WRONG, "eager", _mechanism_record(OLD, RIGHT, "sdpa")))
     assert broke["default_attn_implementation"].status is Status.REGRESSION
     assert broke["logits"].category is Category.BROKEN
+
+
+def test_a_field_broken_by_its_oracle_and_that_oracle_s_failure_are_one_finding():
+    """5.24.0 -> 5.22.2's TextStreamer: `streamed` moved away from `stream_as_decode`, which fails now:
+    one break, told once."""
+    from harness.checking.findings import group_findings
+
+    outcomes = _run(NEW, WRONG, _record(OLD, RIGHT)).outcomes()
+    broken = [o for o in outcomes if o.status is Status.REGRESSION]
+    assert {o.field for o in broken} >= {"logits", "logits_vs_engine"}
+    merged = [f for f in group_findings(outcomes) if {"logits", "logits_vs_engine"} <= set(f.fields)]
+    assert len(merged) == 1 and merged[0].cause == "`logits_vs_engine` fails now"

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from harness.checking.causes import attention_model, follows_attention, names_value, removed_names
+from harness.checking.oracles import ORACLE
 from harness.schema import Category, Outcome, Status
 
 CHECKPOINT = Category.CHECKPOINT_CHANGED
@@ -198,8 +199,8 @@ def _split(f: Finding, inside: Callable[[Outcome], bool]) -> tuple[Finding | Non
 def by_cause(findings: list[Finding]) -> list[Finding]:
     """Findings that one cause explains, merged into one that lists every affected field
     (harness/checking/causes.py): a removed name and the differences that name it; a model's
-    attention backend and its cases' numeric differences; a model's references that fail in the
-    baseline too (known-failure). Only differences are merged (new and
+    attention backend and its cases' numeric differences; a field broken by its oracle and that
+    oracle's failing reference; a model's references that fail in the baseline too (known-failure). Only differences are merged (new and
     skipped fields stay where they are)."""
     rest = [f for f in findings if f.status in DIFFERENCES]
     kept = [f for f in findings if f.status not in DIFFERENCES]
@@ -223,6 +224,16 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if group and followers:
             rest = [outside for _, outside in parts if outside is not None]
             out.append(_merged(group + followers, f"the attention backend of {model} changed"))
+    for f in [f for f in rest if f.category == Category.BROKEN.value]:
+        # a field that moved away from its oracle, and that oracle's reference failing now in the
+        # same case: one break, told once (streamed and stream_as_decode)
+        names = {(o.suite, o.case, o.diff.get(ORACLE)) for o in f.outcomes}
+        refs = [g for g in rest if g is not f and g.status is Status.REGRESSION
+                and all(o.against == "reference" and (o.suite, o.case, o.field) in names for o in g.outcomes)]
+        if refs and f in rest:
+            rest = [g for g in rest if g is not f and g not in refs]
+            oracles = sorted({str(n) for *_, n in names if n})
+            out.append(_merged([f, *refs], f"{', '.join(f'`{n}`' for n in oracles)} fails now"))
     for model in dict.fromkeys(o.case.split(".", 1)[0] for f in rest for o in f.outcomes):
         group = [f for f in rest if f.category == Category.KNOWN_FAILURE.value and f.models == [model]]
         if len(group) > 1:

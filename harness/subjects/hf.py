@@ -573,13 +573,14 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     if seed is not None:
         torch.manual_seed(seed)
     said: list[str] = []
-    lists: list[dict[str, Any]] = []
-    from harness.subjects.hf_loading import processor_lists
+    lists: list[dict[str, Any]] = []  # a plain sampled call: the config its processors were built from
+    plain_sampled = do_sample and assistant is None and prompt_lookup is None and not use_mtp
+    from harness.subjects.hf_processors import processor_lists
 
     try:
         with (record_drafts(out.drafts, out.draft_margins), count_forwards(model) as counter,
               draft_schedule(assistant, draft_tokens), emitted(said),
-              processor_lists(model, lists) if do_sample else contextlib.nullcontext(), torch.no_grad()):
+              processor_lists(model, lists) if plain_sampled else contextlib.nullcontext(), torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)
             result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)

@@ -34,6 +34,7 @@ from harness.fixtures import load as fixtures_load
 from harness.subjects import observe
 from harness.subjects.hf import LOAD_SEED, loaded_as
 from harness.subjects.hf_api import jsonable
+from harness.subjects.hf_processors import processor_lists
 
 # the generation config's bookkeeping, not settings
 METADATA = ("transformers_version", "_from_model_config", "_commit_hash", "_original_object_hash")
@@ -143,37 +144,6 @@ def _decoding_loop_config(model: Any, sink: list[dict[str, Any]]) -> Iterator[No
             cls._sample = original
         else:
             del cls._sample
-
-
-@contextmanager
-def processor_lists(model: Any, sink: list[dict[str, Any]]) -> Iterator[None]:
-    """Record the first logits-processor list generate() builds on `model` (read as engine entries),
-    the generation config and the prompt length it was built from, by wrapping `_get_logits_processor`
-    on the model's own class for the block; the class is left as it was."""
-    from harness.subjects import hf_processors
-
-    cls = type(model)
-    original = cls._get_logits_processor
-    had_own = "_get_logits_processor" in vars(cls)
-    signature = inspect.signature(original)
-
-    def _get_logits_processor(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(self, *args, **kwargs)
-        if not sink:
-            bound = signature.bind_partial(self, *args, **kwargs).arguments
-            sink.append({"built": [p.spec() for p in hf_processors.as_engine(out)],
-                         "config": hf_processors.config_values(bound.get("generation_config")),
-                         "prompt_length": bound.get("input_ids_seq_length")})
-        return out
-
-    cls._get_logits_processor = _get_logits_processor
-    try:
-        yield
-    finally:
-        if had_own:
-            cls._get_logits_processor = original
-        else:
-            del cls._get_logits_processor
 
 
 def _cache_summary(cache: Any) -> dict[str, Any] | None:

@@ -10,8 +10,10 @@ exact side then says so), never silently dropped.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -126,3 +128,32 @@ def config_values(generation_config: Any) -> dict[str, Any]:
     """The settings of a GenerationConfig the pipeline is built from (CONFIG_KEYS; an attribute the
     version does not have reads as unset)."""
     return {k: _plain(getattr(generation_config, k, None)) for k in CONFIG_KEYS}
+
+
+@contextmanager
+def processor_lists(model: Any, sink: list[dict[str, Any]]) -> Iterator[None]:
+    """Record the first logits-processor list generate() builds on `model` (read as engine entries),
+    the generation config and the prompt length it was built from, by wrapping `_get_logits_processor`
+    on the model's own class for the block; the class is left as it was."""
+    cls = type(model)
+    original = cls._get_logits_processor
+    had_own = "_get_logits_processor" in vars(cls)
+    signature = inspect.signature(original)
+
+    def _get_logits_processor(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        if not sink:
+            bound = signature.bind_partial(self, *args, **kwargs).arguments
+            sink.append({"built": [p.spec() for p in as_engine(out)],
+                         "config": config_values(bound.get("generation_config")),
+                         "prompt_length": bound.get("input_ids_seq_length")})
+        return out
+
+    cls._get_logits_processor = _get_logits_processor
+    try:
+        yield
+    finally:
+        if had_own:
+            cls._get_logits_processor = original
+        else:
+            del cls._get_logits_processor
