@@ -250,3 +250,13 @@ def test_a_sampled_first_step_oracle_is_the_harness_list_on_the_engine_logits():
     z = torch.tensor([[1.0, 3.0, 2.0, 0.5]])
     out = processed_first_step({"top_k": 2, "temperature": 2.0, "do_sample": False}, Case("m", new_tokens=4), [5, 6], z)
     assert out.tolist() == [[-math.inf, 1.5, 1.0, -math.inf]]
+
+
+def test_a_sampled_first_step_oracle_refuses_a_processor_the_engine_lacks():
+    """Classifier-free guidance needs a second forward: no engine counterpart, so outputs' reference is
+    `not-checkable` (ValueError here, caught there), never a crash or a pass."""
+    from harness.designs.outputs import processed_first_step
+    from harness.schema import Case
+
+    with pytest.raises(ValueError, match="no engine counterpart"):
+        processed_first_step({"guidance_scale": 1.5}, Case("m", new_tokens=4), [5, 6], torch.zeros(1, 4))

@@ -36,8 +36,10 @@ Computed in the same run:
                            columns for a large vocabulary - `narrowed`), within the cross-implementation
                            tolerance; plain sampled: the same logits through the processors the harness
                            builds from the generation config the version handed its builder
-                           (`processed_first_step`: its defaults' top-k and temperature), both sides' values sorted (a near-tie at a
-                           cut is no change; filtered tokens -inf on both); skipped with the reason where the engine has no such model
+                           (`processed_first_step`: its defaults' top-k and temperature), both sides'
+                           values sorted (a near-tie at a cut is no change; filtered tokens -inf on
+                           both), `not-checkable` where that list holds a processor the engine does
+                           not implement; skipped with the reason where the engine has no such model
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -101,8 +103,12 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
             # sorted (1-Lipschitz in the max norm): a near-tie at a top-k cut that keeps another token
             # of the same value is no change
             mine = torch.tensor(got.first_logits[:1]).float().sort(dim=-1, descending=True).values
-            theirs = processed_first_step(got.built_config, case, prompt, ours).sort(dim=-1, descending=True).values
-            obs.reference("first_logits_vs_engine", top_values(mine), top_values(theirs), kind="tensor")
+            try:
+                theirs = processed_first_step(got.built_config, case, prompt, ours).sort(dim=-1, descending=True).values
+            except ValueError as exc:  # a processor the engine does not implement (guidance, a watermark)
+                obs.skipped("first_logits_vs_engine", "tensor", f"not checkable: {exc}", "not-checkable")
+            else:
+                obs.reference("first_logits_vs_engine", top_values(mine), top_values(theirs), kind="tensor")
         else:
             mine, theirs = narrowed(torch.tensor(got.first_logits[:1]), ours)
             obs.reference("first_logits_vs_engine", mine, theirs, kind="tensor")
