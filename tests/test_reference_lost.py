@@ -72,3 +72,53 @@ def test_a_statistical_skip_is_not_a_lost_reference():
     """not-checkable (one bin, nothing observed) is the sample's limit, not a reference gone."""
     got = _outcome(_cannot("not-checkable"), _record(_ran()))
     assert (got.status, got.category) == (Status.SKIPPED, Category.NOT_CHECKABLE)
+
+
+def _failed() -> Observation:
+    obs = Observation()
+    obs.add("control_ids", IDS, kind="tokens")
+    obs.reference("sanitized_content_is_text", IDS, [[5, 6, 8]], kind="tokens", implementations_differ=False)
+    return obs
+
+
+def test_a_reference_that_failed_in_the_baseline_and_cannot_run_now_is_no_regression():
+    """5.14.0's eager_vs_sdpa failed (SDPA drops Gemma 2's soft-cap); 5.22.2 refuses SDPA, so it cannot
+    run: the known failure is not the upgrade's, and the outcome says nothing checks it now."""
+    got = _outcome(_cannot(), _record(_failed()))
+    assert (got.status, got.category) == (Status.CHANGED, Category.REFERENCE_LOST)
+    assert "nothing checks it now" in got.detail and got.diff["was_status"] == "regression"
+
+
+def _route(calls: int, checked: bool) -> Observation:
+    """A backends case: the SDPA calls are the logits' mechanism and checked by the masks' reference."""
+    obs = Observation()
+    obs.add("logits", [[1.0, 2.0, 3.0 if checked else 30.0]], kind="tensor", oracle="logits_vs_engine")
+    obs.reference("logits_vs_engine", [[1.0, 2.0, 3.0 if checked else 30.0]], [[1.0, 2.0, 3.0]], kind="tensor")
+    obs.add("sdpa_prefill", {"calls": calls}, mechanism_of="logits", checked_by="sdpa_mask_vs_reference")
+    if calls:
+        obs.reference("sdpa_mask_vs_reference", [], [], implementations_differ=False)
+    else:
+        obs.skipped("sdpa_mask_vs_reference", "exact", "no SDPA calls to check")
+    return obs
+
+
+def test_a_reference_of_a_route_a_fix_no_longer_takes_follows_the_fix():
+    """The baseline computes wrong logits through 4 SDPA calls whose masks are right; now no SDPA call
+    and the logits at the engine's: the masks' reference is gone with the fix. Without the fix (the
+    logits right in both) losing it stays a regression."""
+    check = CaseCheck("backends", "m", _rules(), _record_of(_route(4, checked=False)))
+    check.check_all(_route(0, checked=True))
+    got = {o.field: o for o in check.outcomes()}
+    assert (got["sdpa_prefill"].status, got["sdpa_prefill"].category) == (Status.CHANGED, Category.FIXED)
+    assert (got["sdpa_mask_vs_reference"].status, got["sdpa_mask_vs_reference"].category) == (
+        Status.CHANGED, Category.FIXED)
+    again = CaseCheck("backends", "m", _rules(), _record_of(_route(4, checked=True)))
+    again.check_all(_route(0, checked=True))
+    assert {o.field: o for o in again.outcomes()}["sdpa_mask_vs_reference"].status is Status.REGRESSION
+
+
+def _record_of(obs: Observation) -> Record:
+    check = CaseCheck("backends", "m", _rules())
+    check.check_all(obs)
+    check.outcomes()
+    return Record("backends", "m", ENV, dict(check.observed), references=dict(check.references))

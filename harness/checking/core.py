@@ -220,8 +220,11 @@ class CaseCheck:
         out += [Outcome(self.suite, self.case, name, r.kind, Status(r.status), r.detail, Category(r.category),
                         {}, "reference") for name, r in self._recorded.items()]
         out = self._by_oracles(out)
+        # a reference of a route a fix no longer takes (the SDPA calls' masks, once the model loads eager)
+        gone = {str(self._checks[o.field].observed.extras.get("checked_by")): o for o in out
+                if o.category is Category.FIXED and "mechanism_of" in o.diff and o.field in self._checks}
         decided = [self._by_oracle(o) if o.against == "reference" and o.status not in NOT_CHECKS
-                   else self._cannot_run(o) for o in self._decided]
+                   else self._cannot_run(o, gone.get(o.field)) for o in self._decided]
         return [self._apply_rules(o) if o.against == "baseline" else o for o in out] + decided
 
     def _upgrade(self) -> bool:
@@ -265,12 +268,23 @@ class CaseCheck:
         oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
         return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
 
-    def _cannot_run(self, o: Outcome) -> Outcome:
+    def lost(self, name: str, kind: str, where: str) -> None:
+        """A reference the baseline record holds a verdict of and the record being judged does not
+        (`harness compare`: a record keeps no skipped reference): judged as one that cannot run now."""
+        self._decided.append(Outcome(self.suite, self.case, name, kind, Status.SKIPPED,
+                                     f"{where} holds no verdict of it (it did not run there)",
+                                     Category.NOT_APPLICABLE, {}, "reference"))
+
+    def _cannot_run(self, o: Outcome, gone_with: Outcome | None = None) -> Outcome:
         """A reference skipped because it cannot run now (`CANNOT_RUN`: a keyword, class or route the
         version lacks) is never a quiet skip where it matters:
 
         - it ran in the baseline record (a verdict there): a regression, `reference-lost` - the check
-          the baseline had is gone, whatever the reason (a removed keyword is how it usually goes);
+          the baseline had is gone, whatever the reason (a removed keyword is how it usually goes) -
+          except where it failed there (`changed`, reference-lost: a known failure is not the
+          upgrade's, and nothing checks it now) or where it checks a route that a fix no longer
+          takes (`gone_with`: the mechanism field naming it ``checked_by`` followed a fix - the SDPA
+          masks of a model that loads eager now, its logits at the engine's: `changed`, fixed);
         - a first run (no baseline record): `not checked` with the reason - nothing says it ever ran,
           so it is not a regression, but nothing was checked either; under --strict it fails;
         - the baseline could not run it either: skipped, as it was."""
@@ -287,6 +301,16 @@ class CaseCheck:
         before = self.baseline.references.get(o.field) if self.baseline else None
         if before is None or before.status in {s.value for s in NOT_CHECKS}:
             return o
+        was = {**o.diff, "was_status": before.status, "was_category": before.category}
+        if before.failed:
+            return replace(o, status=Status.CHANGED, category=Category.REFERENCE_LOST, diff=was,
+                           detail=f"failed in {where} ({before.detail[:120]}) and cannot run now: {o.detail} - "
+                                  "not the upgrade's failure, and nothing checks it now")
+        if gone_with is not None:
+            return replace(o, status=Status.CHANGED, category=Category.FIXED, diff={**was, "follows": gone_with.field},
+                           detail=f"the route it checked is gone with the fix `{gone_with.field}` is the mechanism of "
+                                  f"({gone_with.detail[:120]}); ran in {where} ({before.status}) and cannot run now: "
+                                  f"{o.detail}")
         return replace(o, status=Status.REGRESSION, category=Category.REFERENCE_LOST,
                        detail=f"ran in {where} ({before.status}: {before.detail[:120]}) and cannot run now: {o.detail}",
                        diff={**o.diff, "was_status": before.status, "was_category": before.category})
@@ -401,6 +425,9 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
             check.observe(name, f)
         for name, r in b.references.items():
             check.recorded(name, r)
+        for name, r in a.references.items():
+            if name not in b.references:
+                check.lost(name, r.kind, name_b)
         outcomes += check.outcomes() + [unkept_latency(o, name_b) for o in missing_fields(a, set(b.fields), check.rules)]
     return outcomes
 

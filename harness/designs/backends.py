@@ -11,19 +11,22 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                        _supports_flex_attn / _supports_attention_backend /
                                        _can_compile_fullgraph (a flag that appears or vanishes is
                                        reported as feature added / removed)
+    linear_attention_kernels capability  models with linear-attention layers: whether the installed
+                                  version finds the fused kernels (flash-linear-attention's gated delta
+                                  rule, causal_conv1d) or runs its torch fallback
+  checkpoint, first the attention backend beside the logits it computes (one test, so a change of the
+  backend is judged with the logits: `mechanism_of`)
     default_attn_implementation exact  config._attn_implementation after a plain from_pretrained; the
                                   mechanism of `logits` (extra ``mechanism_of``): a change of it while
                                   the logits moved to the engine's values is that fix (Gemma 2 refusing
                                   5.14.0's SDPA, which dropped its soft-cap), any other change a regression
-    linear_attention_kernels capability  models with linear-attention layers: whether the installed
-                                  version finds the fused kernels (flash-linear-attention's gated delta
-                                  rule, causal_conv1d) or runs its torch fallback
-  sdpa_prefill (prompt "long-0", prefill through DynamicCache and StaticCache; every call of
+    sdpa_prefill (prompt "long-0", prefill through DynamicCache and StaticCache; every call of
   torch.nn.functional.scaled_dot_product_attention recorded by wrapping it)
     sdpa_prefill           exact  per cache: number of calls and the distinct call signatures
                                   (attn_mask None or its dtype/shape, is_causal, q/k shapes,
                                   enable_gqa) with how many layers made each; the mechanism of `logits`
-                                  too (the same rule)
+                                  too (the same rule), checked by sdpa_mask_vs_reference (extra
+                                  ``checked_by``: no SDPA call left to check because of that fix is fixed)
     sdpa_mask_vs_reference ref    no call's mask (attn_mask, or is_causal's top-left triangle) differs
                                   from the reference visibility rule for its layer's kind
                                   (harness/subjects/engine.py `mask_problems`; calls are the attention
@@ -36,7 +39,7 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   broken, refusing now what failed it in the baseline is fixed
     eager_vs_sdpa          ref    logits of the whole prompt under attn_implementation="eager" and
                                   "sdpa" agree within fp32 tolerance
-  checkpoint
+  checkpoint, then the load itself
     loading_info           exact  missing / unexpected / mismatched keys reported by from_pretrained (an
                                   outcome: none listed is a clean load; problems gone are fixed, appearing broken)
                                   (the committed checkpoint is hash-checked, so what can change is how
@@ -86,8 +89,6 @@ def flags(zoo: Any, case: Case, device: str) -> Observation:
     obs.add("supports", present, kind="capability",
             **({"not_bool": {k: repr(v) for k, v in values.items() if k not in present}}
                if len(present) < len(values) else {}))
-    obs.add("default_attn_implementation", attn_implementation(lm.model),
-            model_class=cls.__name__, loaded_as=loaded_as(lm.model), mechanism_of="logits")
     if zoo.stateful(case.model):
         obs.add("linear_attention_kernels", linear_attention_kernels(), kind="capability")
     return obs
@@ -137,7 +138,8 @@ def sdpa_prefill(zoo: Any, case: Case) -> Observation:
             # layers make no attention call
             kinds = [(t, w) for t, w in zip(ref["layer_types"], engine.windows(ref), strict=True) if t != LINEAR]
             problems[name] = engine.mask_problems(calls, [t for t, _ in kinds], [w for _, w in kinds], prompt_len)
-    obs.add("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model), mechanism_of="logits")
+    obs.add("sdpa_prefill", observed, attn_implementation=attn_implementation(lm.model), mechanism_of="logits",
+            checked_by="sdpa_mask_vs_reference")
     if ref is None:
         obs.skipped("sdpa_mask_vs_reference", "exact", no_rule)
     elif not problems:
@@ -203,6 +205,11 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     ids = zoo.prompt_ids(case.model, PROMPT)
     positions = _positions(ids.shape[1])
     full = logits(lm.model, ids)
+    # the attention backend the logits are computed with, observed beside them: its change while they
+    # moved to the engine's values is that fix (`mechanism_of`, harness/checking/core.py)
+    obs.add("default_attn_implementation", attn_implementation(lm.model),
+            model_class=type(lm.model).__name__, loaded_as=loaded_as(lm.model), mechanism_of="logits")
+    obs.merge(sdpa_prefill(zoo, case))
     obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()},
             outcome="clean")  # a clean load (no key listed) is the outcome: problems gone are fixed
     obs.add("state_dict_keys", fold_keys(lm.model.state_dict().keys()))
