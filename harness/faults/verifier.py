@@ -73,12 +73,22 @@ FAULTS: tuple[Fault, ...] = (
           Catch("outputs", "glm4moe-mtp.mtp.dynamic.short-0.greedy", "drafts"),
           (edit(CAND, "MTPCandidateGenerator.get_candidates",
                 ("mtp_input_ids = input_ids[:, -num_last_main_model_tokens:]",
-                 "mtp_input_ids = input_ids[:, -num_last_main_model_tokens - 1:-1]")),)),
+                 "mtp_input_ids = input_ids[:, -num_last_main_model_tokens - 1:-1]")),),
+          notes=("the class of transformers #30413 (\"Assisted decoding results are not correct\": the speculative "
+                 "loop fed the model inconsistent cache positions, no error raised) - a position misaligned in the "
+                 "draft step; a lossless path emits plain greedy's "
+                 "tokens whatever it drafts, so on an empty store only the engine's own MTP run sees it "
+                 "(acceptance_vs_engine); missed on an empty bf16 store: that reference is fp32-only for a model "
+                 "drafter (the MTP head's own near-ties move its drafts in bf16)")),
     Fault("prompt-lookup-off-by-one", "drafting",
           "prompt lookup copies the continuation one token after the matched n-gram's end",
           Catch("outputs", "llama-target.prompt_lookup.dynamic.short-0.greedy", "drafts"),
           (edit(CAND, "PromptLookupCandidateGenerator.get_candidates",
-                ("start_idx = idx + ngram_size", "start_idx = idx + ngram_size + 1")),)),
+                ("start_idx = idx + ngram_size", "start_idx = idx + ngram_size + 1")),),
+          notes=("the class of transformers PR #47195 (\"Fix prompt lookup decoding length cap\": "
+                 "PromptLookupCandidateGenerator compared slice indices into input_ids with max_length, so the cap "
+                 "never bound) - an index of the candidate slice one off; on an empty store the engine's n-gram "
+                 "drafter sees it (acceptance_vs_engine), in bf16 too (its drafts follow from the tokens alone)")),
     Fault("assistant-falls-back-to-plain", "drafting",
           "generate(assistant_model=...) silently decodes without the assistant: the generation mode stays "
           "greedy / sample, no candidate generator is consulted, no error (the outputs equal plain decoding)",
@@ -92,5 +102,9 @@ FAULTS: tuple[Fault, ...] = (
           "assisted drafting ignores num_assistant_tokens and drafts up to 20 tokens a step",
           Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "drafts"),
           (edit(CAND, "AssistedCandidateGenerator._calculate_new_tokens",
-                ("min(int(self.num_assistant_tokens),", "min(20,")),)),
+                ("min(int(self.num_assistant_tokens),", "min(20,")),),
+          notes=("the class of transformers PR #47195 (a draft-length cap that does not bind: more candidate tokens "
+                 "than asked); on an empty store the engine's assistant run drafts num_assistant_tokens "
+                 "(acceptance_vs_engine, drafted_per_step); missed on an empty bf16 store: that reference is "
+                 "fp32-only for a model drafter")),
 )
