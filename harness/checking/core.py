@@ -268,13 +268,6 @@ class CaseCheck:
         oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
         return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
 
-    def lost(self, name: str, kind: str, where: str) -> None:
-        """A reference the baseline record holds a verdict of and the record being judged does not
-        (`harness compare`: a record keeps no skipped reference): judged as one that cannot run now."""
-        self._decided.append(Outcome(self.suite, self.case, name, kind, Status.SKIPPED,
-                                     f"{where} holds no verdict of it (it did not run there)",
-                                     Category.NOT_APPLICABLE, {}, "reference"))
-
     def _cannot_run(self, o: Outcome, gone_with: Outcome | None = None) -> Outcome:
         """A reference skipped because it cannot run now (`CANNOT_RUN`: a keyword, class or route the
         version lacks) is never a quiet skip where it matters:
@@ -425,9 +418,6 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
             check.observe(name, f)
         for name, r in b.references.items():
             check.recorded(name, r)
-        for name, r in a.references.items():
-            if name not in b.references:
-                check.lost(name, r.kind, name_b)
         outcomes += check.outcomes() + [unkept_latency(o, name_b) for o in missing_fields(a, set(b.fields), check.rules)]
     return outcomes
 
