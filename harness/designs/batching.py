@@ -229,7 +229,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.add("first_logits", top_values([row[0] for row in got.scores]), kind="tensor",
             **({"oracle": "first_logits_vs_engine"} if judged else {}))
     if judged:
-        ours = torch.stack([engine.logits_cached(zoo, case.model, p)[len(p) - 1] for p in prompts])
+        ours = torch.cat([engine.last_logits(zoo, case.model, p) for p in prompts])
         obs.reference("first_logits_vs_engine", *narrowed(torch.tensor([row[0] for row in got.scores]), ours),
                       kind="tensor")
     positions = [real_positions(got.forwards, r) for r in rows]

@@ -301,7 +301,7 @@ def logits_vs_engine(obs: Observation, zoo: Any, case: Case, model: Any, ids: An
         obs.skipped("logits_vs_engine", "tensor", why, "not-checkable")
         return
     recurrence = {"recurrence": "linear-attention"} if has_linear_attention(model.config.to_dict()) else {}
-    ours = engine.logits_cached(zoo, case.model, ids[0].tolist())[-1:].cpu()
+    ours = engine.last_logits(zoo, case.model, ids[0].tolist())
     obs.reference("logits_vs_engine", *narrowed(mine, ours), kind="tensor", expected_extras={**routing, **recurrence})
 
 

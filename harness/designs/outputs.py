@@ -102,7 +102,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
             **({"oracle": "first_logits_vs_engine"} if judged else {}))
     if judged:
         prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
-        ours = engine.logits_cached(zoo, case.model, prompt)[len(prompt) - 1:].cpu()
+        ours = engine.last_logits(zoo, case.model, prompt)
         if sampled:  # the scores a sampler draws from: the harness's processors on the engine's logits
             # sorted (1-Lipschitz in the max norm): a near-tie at a top-k cut that keeps another token
             # of the same value is no change

@@ -72,6 +72,12 @@ def logits_cached(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
     return zoo.engine_answer("logits", (name,), {"tokens": list(tokens)}, compute)
 
 
+def last_logits(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
+    """The engine's logits [1, V] at the last position of `tokens` (no cache), on the CPU: the oracle
+    of a first step's scores (outputs, batching, loading)."""
+    return logits_cached(zoo, name, tokens)[len(tokens) - 1:].cpu()
+
+
 def decode_case(target, assistant, case: Case, prompt: list[int]) -> Decoded:
     """Greedy (or ensemble-greedy) decoding of the case by the reference engine."""
     mode = "ensemble_greedy" if case.weight is not None else "greedy"
