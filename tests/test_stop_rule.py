@@ -148,6 +148,7 @@ FIRST_RUN_CATCHES = {  # fault -> (case glob, the oracle field that must regress
     "min-new-tokens-released-late": ("llama-target.stop.min-new-tokens-release", "stops_as_specified"),
     "streamer-skip-prompt-streams-prompt": ("llama-target.stream.plain", "streamed_equals_decode"),
     "assisted-stream-drops-bonus-token": ("llama-target.stream.assisted", "streamed_equals_decode"),
+    "stop-string-single-char-raises": ("llama-target.stop.stop-string-never", "stops_as_specified"),
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from harness import cases
 from harness.designs import text
+from harness.engine import detokenize
 from harness.fixtures.zoo import MODELS_DIR
 
 
@@ -137,6 +138,38 @@ def test_the_tokenizer_references_hold_and_fail_when_batch_decode_keeps_special_
         assert _failed(text.tokenizer(zoo, case)) == {"batch_decode_equals_single"}
     finally:
         tok.__class__ = KeepsSpecial.__bases__[0]
+
+
+def test_the_clean_up_reference_fails_when_the_bpe_guard_is_lost(monkeypatch):
+    """A decode that runs the WordPiece clean-up on byte-level BPE text although the version declares
+    it skipped (bpe-clean-up-strips-spaces' class: `x != y` -> `x!= y`) fails clean_up_as_specified;
+    a version without the guard (4.57 - 5.13) is held to the clean-up instead."""
+    zoo = _Zoo()
+    case = cases.tokenizers()[0]
+    tok = zoo.loaded.tokenizer
+    original = type(tok).decode
+
+    class CleansAnyway(type(tok)):
+        def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
+            out = original(self, token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
+            return detokenize.clean_up(out) if clean_up_tokenization_spaces else out
+
+    tok.__class__ = CleansAnyway
+    try:
+        monkeypatch.setattr(tok, detokenize.BPE_GUARD, False, raising=False)
+        assert "clean_up_as_specified" in _failed(text.tokenizer(zoo, case))
+        monkeypatch.delattr(tok, detokenize.BPE_GUARD, raising=False)  # no guard declared: the rule applies
+        assert "clean_up_as_specified" not in _failed(text.tokenizer(zoo, case))
+    finally:
+        tok.__class__ = CleansAnyway.__bases__[0]
+
+
+def test_the_clean_up_rule_drops_spaces_before_punctuation_and_contractions_only():
+    assert detokenize.clean_up("Hello , world . It 's x != y") == "Hello, world. It's x!= y"
+    assert detokenize.cleaned_up_as_specified(" a , b", "BPE", False) == " a , b"  # the guard declared, unset
+    assert detokenize.cleaned_up_as_specified(" a , b", "BPE", True) == " a, b"
+    assert detokenize.cleaned_up_as_specified(" a , b", "BPE", None) == " a, b"  # a version without the guard
+    assert detokenize.cleaned_up_as_specified(" a , b", "WordPiece", False) == " a, b"
 
 
 def test_the_chat_references_fail_when_a_template_drops_the_system_message_and_the_generation_prompt(monkeypatch):

@@ -31,7 +31,9 @@ so they exist on any model, a user's too.
   stops_as_specified  exact  per row {tokens: the returned row up to the rule's stop, length: the
                              returned row's} equals {the stream up to that stop, the batch length
                              the rule gives}: a row that stops early, late (one more token, a pad
-                             included) or on the wrong id fails, whatever the library's criteria said
+                             included) or on the wrong id fails, whatever the library's criteria said;
+                             a stopped run that raises where the unstopped one did not fails here too
+                             (the rule's rows against the error: a first run sees #31435's class)
   criteria_as_specified exact the library's own first stop per row {new_tokens, by} equals the rule's
   pad_fill_as_specified exact batch cases: the returned ids after the rule's stop are the rule's fill:
                              the pad_token_id passed (pad-batch), or, none passed, the generation
@@ -228,14 +230,13 @@ def stop(zoo: Any, case: Case) -> Observation:
 
     got = stop_run(model, tok, ids, settings)
     obs.add("error", got.error)
-    if got.error is not None:
-        return obs
-    obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
-    obs.add("text", [tok.decode(r) for r in got.rows], follows="tokens")
-    obs.add("stopped", got.stops, follows="tokens")
-    if check in BATCH_CHECKS:
-        obs.add("pad_fill", [fill_after(row, s["new_tokens"]) for row, s in zip(got.rows, got.stops, strict=True)],
-                follows="tokens")
+    if got.error is None:
+        obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
+        obs.add("text", [tok.decode(r) for r in got.rows], follows="tokens")
+        obs.add("stopped", got.stops, follows="tokens")
+        if check in BATCH_CHECKS:
+            obs.add("pad_fill", [fill_after(row, s["new_tokens"]) for row, s in zip(got.rows, got.stops, strict=True)],
+                    follows="tokens")
     if stop_strings and isinstance(decode, str):
         judged = ("stops_as_specified", "criteria_as_specified", *(("pad_fill_as_specified",) * (check in BATCH_CHECKS)))
         for name in judged:
@@ -250,6 +251,11 @@ def stop(zoo: Any, case: Case) -> Observation:
     texts = [prefix_texts(decode, ids[r].tolist(), row) if stop_strings else [""] * (len(row) + 1)
              for r, row in enumerate(reference_rows)]
     want = stop_rule.rows(rule, reference_rows, texts, filler)
+    if got.error is not None:  # the unstopped run worked, so the rule knows what this one had to return
+        obs.reference("stops_as_specified", {"rows": f"raised {got.error['type']}: {got.error['message']}"},
+                      {"rows": [row[:c] for row, c in zip(want["rows"], want["cut"], strict=True)]},
+                      expected_extras={"stops": want["stops"], "length": want["length"]}, implementations_differ=False)
+        return obs
     obs.reference("stops_as_specified",
                   [{"tokens": row[:c], "length": len(row)} for row, c in zip(got.rows, want["cut"], strict=True)],
                   [{"tokens": row[:c], "length": want["length"]} for row, c in zip(want["rows"], want["cut"], strict=True)],

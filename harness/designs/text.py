@@ -26,6 +26,11 @@ punctuation (what clean_up_tokenization_spaces removes) and the empty text.
                               normalizer); skipped with the reason where it does not
   skip_special_as_specified exact skip_special_tokens=True equals decoding the ids with every
                               all_special_ids entry dropped by hand
+  clean_up_as_specified exact decoded_clean_up equals the `tokenizers` library's decode of the same
+                              ids with the clean-up rule the version declares, applied by the harness
+                              (harness/engine/detokenize.py: skipped on a BPE model where the version
+                              has PR #44915's guard attribute unset, the WordPiece rule elsewhere):
+                              a first run sees the guard lost (`x != y` -> `x!= y`)
   default_clean_up_as_configured exact decode without clean_up_tokenization_spaces equals decode with
                               the checkpoint's tokenizer_config.json value passed explicitly (unset:
                               the tokenizer's attribute) - #42898's class, a default that ignores the file
@@ -80,6 +85,7 @@ from typing import Any
 
 import torch
 
+from harness.engine.detokenize import BPE_GUARD, Oracle, cleaned_up_as_specified
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_text import (
@@ -206,6 +212,7 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
         obs.reference("round_trip_lossless", got.round_trip, {k: TEXTS[k] for k in got.round_trip},
                       implementations_differ=False)
     obs.reference("skip_special_as_specified", got.skip_special, got.special_dropped, implementations_differ=False)
+    clean_up_as_specified(obs, zoo.directory(case.model), tok, got)
     obs.reference("default_clean_up_as_configured", got.decoded, got.clean_up_as_set,
                   expected_extras={"tokenizer_config": configured}, implementations_differ=False)
     obs.reference("batch_encode_equals_single", got.batch_ids, [got.ids_special[k] for k in TEXTS],
@@ -218,6 +225,25 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
         expected["decode"] = singles
     obs.reference("batch_decode_equals_single", observed, expected, implementations_differ=False)
     return obs
+
+
+def clean_up_as_specified(obs: Observation, directory: Any, tok: Any, got: Any) -> None:
+    """decode(ids_special, clean_up_tokenization_spaces=True) against the `tokenizers` library's decode
+    of the same ids with the version's declared clean-up rule applied by the harness
+    (harness/engine/detokenize.py `cleaned_up_as_specified`): the guard that skips it on a BPE model is
+    read from the tokenizer's attribute, the model type from tokenizer.json - the decode wrapper judged
+    runs on neither side."""
+    if not (Path(directory) / "tokenizer.json").is_file():
+        obs.skipped("clean_up_as_specified", "exact", f"{directory} has no tokenizer.json for the `tokenizers` "
+                    "library to decode with", category="not-checkable")
+        return
+    oracle = Oracle.of(directory)
+    model_type = type(oracle.backend.model).__name__
+    guard = getattr(tok, BPE_GUARD, None)
+    want = {k: cleaned_up_as_specified(oracle.decode(ids), model_type, guard)
+            for k, ids in got.ids_special.items() if isinstance(ids, list)}
+    obs.reference("clean_up_as_specified", got.clean_up, want, expected_extras={"model": model_type, "guard": guard},
+                  implementations_differ=False)
 
 
 # ----------------------------------------------------------------------------------------------

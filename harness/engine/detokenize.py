@@ -77,3 +77,26 @@ class Oracle:
 
         stream = DecodeStream(skip_special_tokens=skip_special_tokens)
         return [stream.step(self.backend, int(i)) or "" for i in ids]
+
+
+# what `clean_up_tokenization_spaces=True` rewrites after the pipeline's decode: the WordPiece-era rule
+# (a space before punctuation and English contractions dropped), written here from its definition
+CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+# the attribute by which a version declares that it skips that rule on a BPE model (transformers PR #44915:
+# the rule deletes real spaces in byte-level BPE text, `x != y` -> `x!= y`); absent where no version skips it
+BPE_GUARD = "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"
+
+
+def clean_up(text: str) -> str:
+    for before, after in CLEAN_UP:
+        text = text.replace(before, after)
+    return text
+
+
+def cleaned_up_as_specified(decoded: str, model_type: str, guard: bool | None) -> str:
+    """The text a decode with clean_up_tokenization_spaces=True must give, from the pipeline's own
+    decode: the version's declared rule - a BPE model whose version declares the guard (`guard` is the
+    tokenizer's BPE_GUARD attribute: None where the version has none) keeps the pipeline's text unless
+    the guard is set; every other model, and every version without the guard, gets `clean_up`."""
+    return decoded if model_type == "BPE" and guard is False else clean_up(decoded)
