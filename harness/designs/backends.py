@@ -20,6 +20,11 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   mechanism of `logits` (extra ``mechanism_of``): a change of it while
                                   the logits moved to the engine's values is that fix (Gemma 2 refusing
                                   5.14.0's SDPA, which dropped its soft-cap), any other change a regression
+    default_attn_as_declared ref  default_attn_implementation equals what the checkpoint and the class
+                                  declare (`declared_default_attn`: config.json's attn_implementation, else
+                                  "sdpa" where the class has _supports_sdpa, else "eager"): a first run sees
+                                  a default chosen against the declaration (eager-instead-of-sdpa); a
+                                  flipped declaration moves both sides - `supports` against the baseline
     sdpa_prefill (prompt "long-0", prefill through DynamicCache and StaticCache; every call of
   torch.nn.functional.scaled_dot_product_attention recorded by wrapping it)
     sdpa_prefill           exact  per cache: number of calls and the distinct call signatures
@@ -199,6 +204,19 @@ def _positions(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (LOGIT_POSITIONS - 1)) for i in range(LOGIT_POSITIONS)})
 
 
+def declared_default_attn(config: dict[str, Any], model: Any) -> dict[str, str]:
+    """The attention implementation a plain from_pretrained must choose, from what the checkpoint and
+    the model class declare (data, not the selection code judged): the config.json's own
+    attn_implementation where it names one, else "sdpa" where the class declares `_supports_sdpa`
+    (the documented default since 4.36, v5's too), else "eager"."""
+    named = config.get("attn_implementation") or config.get("_attn_implementation")
+    if named:
+        return {"expected": str(named), "because": "config.json names it"}
+    if getattr(model, "_supports_sdpa", False) is True:
+        return {"expected": "sdpa", "because": f"{type(model).__name__}._supports_sdpa is True"}
+    return {"expected": "eager", "because": f"{type(model).__name__} does not declare _supports_sdpa"}
+
+
 def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
@@ -209,6 +227,9 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     # moved to the engine's values is that fix (`mechanism_of`, harness/checking/core.py)
     obs.add("default_attn_implementation", attn_implementation(lm.model),
             model_class=type(lm.model).__name__, loaded_as=loaded_as(lm.model), mechanism_of="logits")
+    declared = declared_default_attn(zoo.config_json(case.model), lm.model)
+    obs.reference("default_attn_as_declared", attn_implementation(lm.model), declared["expected"],
+                  expected_extras={"because": declared["because"]}, implementations_differ=False)
     obs.merge(sdpa_prefill(zoo, case))
     obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()},
             outcome="clean")  # a clean load (no key listed) is the outcome: problems gone are fixed

@@ -104,13 +104,18 @@ FAULTS: tuple[Fault, ...] = (
           "MistralPreTrainedModel._supports_sdpa flipped to False: the model silently falls back to eager",
           Catch("backends", "mistral-sliding", "default_attn_implementation"),
           (SetItems("transformers.models.mistral.modeling_mistral", "MistralPreTrainedModel",
-                    (("_supports_sdpa", False),)),)),
+                    (("_supports_sdpa", False),)),),
+          notes="only a baseline sees it: the declaration itself flips, and default_attn_as_declared reads the "
+                "class's declaration (eager is then the declared default) - the `supports` capability and "
+                "default_attn_implementation against the record see the class lose SDPA"),
     Fault("eager-instead-of-sdpa", "backends",
           "from_pretrained without attn_implementation chooses eager attention instead of SDPA",
           Catch("backends", "llama-target", "default_attn_implementation"),
           (edit("transformers.modeling_utils", "PreTrainedModel.get_correct_attn_implementation",
                 ('applicable_attention = "sdpa" if requested_attention is None',
-                 'applicable_attention = "eager" if requested_attention is None')),)),
+                 'applicable_attention = "eager" if requested_attention is None')),),
+          notes="on an empty store default_attn_as_declared sees it: the class declares _supports_sdpa, the plain "
+                "load chose eager"),
     Fault("attention-softcap-dropped", "backends",
           "Gemma 2's attention skips its logit soft-cap (cap * tanh(w / cap) before the softmax): the attention "
           "weights of a soft-capped model go in raw, and its logits move by ~0.02 (no error, no warning)",
