@@ -217,7 +217,8 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
     sure (a 1.5x MLP fault on the zoo's Llama models diverged at baseline margins up to ~4 while
     its own margin there was small). One side's margin is used when only one was recorded.
     After a divergence the rest of the row is conditioned on a different prefix and is not
-    compared.
+    compared. A teacher-forced reference (harness/engine/teacher_forced.py) gives one single-token
+    row per step, named by the extra ``row_labels`` ("step 9", "request 1 step 3").
     """
     obs_rows, base_rows = _rows(observed.value), _rows(baseline.value)
     if len(obs_rows) != len(base_rows):
@@ -252,7 +253,9 @@ def compare_tokens(name: str, observed: Field, baseline: Field, policy: Policy) 
     diff = {"divergences": divergences, "numerics_differ": differs}
     real = [d for d in divergences if not d["tie_flip"]]
     first = (real or divergences)[0]
-    where = f"row {first['row']} step {first['step']}" if len(obs_rows) > 1 else f"step {first['step']}"
+    labels = observed.extras.get("row_labels") or baseline.extras.get("row_labels")  # rows that are steps
+    where = (str(labels[first["row"]]) if labels and first["row"] < len(labels) else
+             f"row {first['row']} step {first['step']}" if len(obs_rows) > 1 else f"step {first['step']}")
     change = f"old {first['old']} vs new {first['new']}"
     if real:
         if not differs:

@@ -42,6 +42,11 @@ finding - and the references are `not checked` with it.
   tokens_as_engine   tokens  greedy, processors: per request, the engine's stream (its processors, its
                              stop rule: the eos list, or max_new_tokens); tie-aware (a near-tie flips
                              across implementations: paged attention vs the engine's)
+  steps_as_engine    tokens  greedy, processors: each served token against the engine's choice after that
+                             request's own served prefix (teacher-forced: harness/engine/teacher_forced.py),
+                             each step judged alone by the tie rule, so a near-tie early in a row does not
+                             end the check - in bf16, where tokens_as_engine's first divergence is often a
+                             near-tie, a token from another request or a processor dropped is still seen
   tokens_as_generate tokens  greedy: per request, generate() of the prompt alone, cut at the same eos
                              list (secondary; tie-aware with both sides' margins)
   in_support         exact   sample: per request, the steps whose drawn token lies outside the engine's
@@ -69,6 +74,7 @@ import torch
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
+from harness.engine.teacher_forced import teacher_forced
 from harness.schema import Case, Observation
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Served, run_batch
@@ -256,6 +262,7 @@ def observe(zoo: Any, case: Case) -> Observation:
         return obs
     if check == "sample":
         return _sampled(zoo, case, obs, served, prompts)
+    chain: list[Processor] = []
     if check == "processors":
         chain = kept_chain(pipeline.build({"do_sample": False, **PROCESSORS, "eos_token_id": eos}, prompts[0]),
                            dropped_processors(served.warnings))
@@ -266,10 +273,25 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales, oracle="tokens_as_engine")
     obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
                                                                                          "scales": scales})
+    steps_as_engine(obs, zoo, case, prompts, served.rows, chain if check == "processors" else [])
     if check == "greedy":
         _as_generate(obs, served, [_solo(zoo, case, n, eos) for n in names],
                      {"margins": margins, "scales": scales})
     return obs
+
+
+def steps_as_engine(obs: Observation, zoo: Any, case: Case, prompts: Sequence[Sequence[int]],
+                    rows: Sequence[Sequence[int]], chain: Sequence[Processor]) -> None:
+    """steps_as_engine: every served token against the engine's argmax after that row's own prefix
+    (harness/engine/teacher_forced.py), one single-token row per (request, step) so that each step is
+    judged by the tie rule on its own: `tokens_as_engine` ends at a row's first near-tie, this does not."""
+    forced = [teacher_forced(engine.logits_cached(zoo, case.model, [*p, *row]), len(p), row, chain, [*p, *row])
+              for p, row in zip(prompts, rows, strict=True)]
+    labels = [f"request {r} step {i}" for r, row in enumerate(rows) for i in range(len(row))]
+    obs.reference("steps_as_engine", [[int(t)] for row in rows for t in row],
+                  [[b] for f in forced for b in f.best], kind="tokens", observed_extras={"row_labels": labels},
+                  expected_extras={"margins": [[g] for f in forced for g in f.gaps],
+                                   "scales": [[s] for f in forced for s in f.scales], "row_labels": labels})
 
 
 def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], list[float], list[float]]],
@@ -282,8 +304,8 @@ def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], 
 
 
 def _references(check: str) -> tuple[tuple[str, str], ...]:
-    return {"greedy": (("tokens_as_engine", "tokens"), ("tokens_as_generate", "tokens")),
-            "processors": (("tokens_as_engine", "tokens"),),
+    return {"greedy": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("tokens_as_generate", "tokens")),
+            "processors": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens")),
             "sample": (("in_support", "exact"), ("logprobs_as_engine", "tensor")),
             "beam": ()}[check]
 

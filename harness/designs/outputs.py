@@ -44,6 +44,10 @@ Computed in the same run:
                            accepted equal the engine's run of the case (its own drafter), over the steps
                            that start with more than k new tokens left, before the streams part and before
                            a near-tied draft; in bf16 / fp16 prompt lookup only (`not-checkable` else)
+  steps_as_engine          greedy plain and lossless paths: each token equals the engine's argmax after the
+                           library's own prefix (teacher-forced, harness/engine/teacher_forced.py), each
+                           step judged alone by the tie rule - a near-tie early in the stream does not end
+                           the check, as it ends equals_reference_engine's
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -67,6 +71,7 @@ import torch
 
 from harness.checking.compare import first_divergence
 from harness.designs import sampling
+from harness.engine.teacher_forced import teacher_forced
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
@@ -153,12 +158,28 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.reference("equals_reference_engine", [got.tokens], [ours.tokens], kind="tokens",
                       observed_extras={"margins": [got.margins], "scales": [got.scales]},
                       expected_extras={"margins": [ours.margins], "scales": [ours.scales]})
+        if case.lossless or case.path == "plain":
+            steps_as_engine(obs, zoo, case, got.tokens)
         if case.path != "plain" and case.lossless and _engine_twin(zoo, case) == case:
             acceptance_vs_engine(obs, got, ours, case, zoo.dtype_of(case.model), run.config.thresholds.tie_eps("fp32"))
     if case.path == "ensemble" and plain is not None:
         obs.add("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                 show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
     return obs
+
+
+def steps_as_engine(obs: Observation, zoo: Any, case: Case, tokens: list[int]) -> None:
+    """steps_as_engine: each generated token against the engine's argmax after the library's own prefix
+    (harness/engine/teacher_forced.py), one single-token row per step so that the tie rule judges each
+    step alone - equals_reference_engine ends at the first near-tie, this does not (a bf16 state that
+    drifts away from the engine's after an early near-tie)."""
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    forced = teacher_forced(engine.logits_cached(zoo, case.model, [*prompt, *tokens]), len(prompt), tokens)
+    labels = [f"step {i}" for i in range(len(tokens))]
+    obs.reference("steps_as_engine", [[int(t)] for t in tokens], [[b] for b in forced.best], kind="tokens",
+                  observed_extras={"row_labels": labels},
+                  expected_extras={"margins": [[g] for g in forced.gaps], "scales": [[x] for x in forced.scales],
+                                   "row_labels": labels})
 
 
 def acceptance_vs_engine(obs: Observation, got: Any, ours: Any, case: Case, dtype: str, near_tie: float) -> None:

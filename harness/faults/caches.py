@@ -82,12 +82,11 @@ FAULTS: tuple[Fault, ...] = (
           Catch("outputs", "qwen3_5-linear.plain.*.greedy", "equals_reference_engine"),
           (edit(QWEN3_5, "torch_recurrent_gated_delta_rule",
                 ("last_recurrent_state = last_recurrent_state * decay_t", "last_recurrent_state = last_recurrent_state")),),
-          notes=("missed on an empty bf16 store, measured: the faulty tokens leave the engine's at step 6 / 8 with "
-                 "margins 0.05-0.06, inside the bf16 per-step tie allowance there (0.32-0.39), so "
-                 "equals_reference_engine calls it a tie-flip; fp32 catches it at margin 0.015. An oracle that "
-                 "does not go through greedy ties - each decode step's logits along the library's own tokens "
-                 "against the engine's teacher-forced ones, at the per-element bf16 tolerance - is not built for "
-                 "the outputs cases")),
+          notes=("in bf16 the faulty tokens leave the engine's at step 6 / 8 with margins 0.05-0.06, inside the "
+                 "bf16 per-step tie allowance there (0.32-0.39), so equals_reference_engine calls it a tie-flip "
+                 "(fp32 catches it at margin 0.015); on an empty bf16 store steps_as_engine sees it - each token "
+                 "against the engine's argmax after the library's own prefix (teacher-forced), so the steps after "
+                 "that near-tie are still judged, and the undecayed state picks tokens the engine never would")),
     Fault("chunk-boundary-off-by-one", "attention",
           "the chunked-attention mask puts every chunk boundary one token early",
           Catch("backends", "llama4-chunked", "sdpa_mask_vs_reference"),

@@ -1,0 +1,49 @@
+"""The teacher-forced oracle (harness/engine/teacher_forced.py): a greedy stream judged at every step
+along its own prefix, each step alone by the tie rule (harness/checking/compare.py `compare_tokens`
+with one single-token row per step), so a near-tie early in the stream does not end the check."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.checking.compare import compare_tokens
+from harness.checking.policy import Policy
+from harness.engine.processors import Processor
+from harness.engine.teacher_forced import teacher_forced
+from harness.schema import Field, Status
+
+# a prompt of 2 tokens, then a row of 3: positions 1, 2, 3 predict the row's tokens
+LOGITS = torch.tensor([[0.0, 0.0, 0.0, 0.0],
+                       [5.0, 1.0, 0.0, 0.0],    # step 0: 0 is best by 4
+                       [1.0, 3.0, 2.9995, 0.0],  # step 1: 1 is best, 2 a near-tie (5e-4, inside fp32's 1e-3)
+                       [0.0, 0.0, 1.0, 9.0]])   # step 2: 3 is best by 8
+
+
+def test_the_row_s_token_is_judged_against_the_reference_s_best_after_the_row_s_own_prefix():
+    forced = teacher_forced(LOGITS, 2, [0, 2, 3])
+    assert forced.best == [0, 1, 3]
+    assert abs(forced.gaps[1] - 5e-4) < 1e-5  # the row took the near-tie
+    assert abs(forced.gaps[0] - 4.0) < 1e-6 and abs(forced.gaps[2] - 8.0) < 1e-6  # agreeing steps: their margin
+    far = teacher_forced(LOGITS, 2, [0, 1, 0])
+    assert far.best[2] == 3 and abs(far.gaps[2] - 9.0) < 1e-6
+
+
+def test_a_processor_of_the_chain_changes_the_reference_s_best():
+    suppressed = teacher_forced(LOGITS, 2, [1, 1, 3], [Processor.of("suppress_tokens", tokens=[0])])
+    assert suppressed.best[0] == 1  # token 0 suppressed: 1 is best at step 0
+
+
+def _judge(row: list[int]) -> object:
+    forced = teacher_forced(LOGITS, 2, row)
+    labels = [f"step {i}" for i in range(len(row))]
+    observed = Field("tokens", [[t] for t in row], {"row_labels": labels})
+    expected = Field("tokens", [[b] for b in forced.best],
+                     {"margins": [[g] for g in forced.gaps], "scales": [[s] for s in forced.scales],
+                      "row_labels": labels})
+    return compare_tokens("steps_as_engine", observed, expected, Policy(implementations_differ=True))
+
+
+def test_a_near_tie_taken_is_a_tie_flip_and_the_steps_after_it_are_still_judged():
+    assert _judge([0, 2, 3]).category == "tie-flip"  # step 1 took the near-tie; step 2 still the best
+    out = _judge([0, 2, 0])  # ... then a token the reference would never choose: seen, though after a tie
+    assert out.status is Status.REGRESSION and "step 2" in out.detail
