@@ -48,6 +48,13 @@ Computed in the same run:
                            library's own prefix (teacher-forced, harness/engine/teacher_forced.py), each
                            step judged alone by the tie rule - a near-tie early in the stream does not end
                            the check, as it ends equals_reference_engine's
+  drafted_within_k         greedy speculative paths: no step drafts more than k tokens (the library's own
+                           drafts; every dtype)
+  drafts_as_drafter        assisted, ensemble and MTP greedy: each draft token equals the engine drafter's
+                           choice after the same context (the prompt, the tokens emitted before the step,
+                           the step's own earlier drafts; the MTP head fed the trunk's hidden states),
+                           teacher-forced, one row per draft for the tie rule - every dtype, where
+                           acceptance_vs_engine is fp32's
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -138,6 +145,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         obs.add("acceptance", {"k": sum(accepted), "n": sum(drafted)}, follows=["tokens", "drafts"])
         per_step = {"accepted_per_step": accepted, "drafted_per_step": drafted}
         obs.add("acceptance_per_step", per_step, show=per_step, follows=["tokens", "drafts"])
+        drafted_within_k(obs, case, got)
     if case.decoding != "greedy":
         return obs
     plain = zoo.generate(case.plain()) if case.path != "plain" else None
@@ -160,6 +168,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
                       expected_extras={"margins": [ours.margins], "scales": [ours.scales]})
         if case.lossless or case.path == "plain":
             steps_as_engine(obs, zoo, case, got.tokens)
+        if case.path in ("assisted", "ensemble", "mtp") and got.drafts:
+            drafts_as_drafter(obs, zoo, case, got)
         if case.path != "plain" and case.lossless and _engine_twin(zoo, case) == case:
             acceptance_vs_engine(obs, got, ours, case, zoo.dtype_of(case.model), run.config.thresholds.tie_eps("fp32"))
     if case.path == "ensemble" and plain is not None:
@@ -180,6 +190,47 @@ def steps_as_engine(obs: Observation, zoo: Any, case: Case, tokens: list[int]) -
                   observed_extras={"row_labels": labels},
                   expected_extras={"margins": [[g] for g in forced.gaps], "scales": [[x] for x in forced.scales],
                                    "row_labels": labels})
+
+
+def drafted_within_k(obs: Observation, case: Case, got: Any) -> None:
+    """drafted_within_k: no step drafts more than the k tokens asked (num_assistant_tokens, pinned
+    constant; prompt_lookup_num_tokens; one MTP head), from the library's own drafts - no numerics
+    involved, so in every dtype (a cap that does not bind: transformers PR #47195's class)."""
+    k = case.draft_tokens or 1
+    _, drafted = got.acceptance_trace()
+    obs.reference("drafted_within_k", drafted, [min(d, k) for d in drafted], expected_extras={"k": k},
+                  implementations_differ=False)
+
+
+def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+    """drafts_as_drafter: each token a model drafter proposed against the engine's drafter after the same
+    context (teacher-forced, harness/engine/teacher_forced.py): the step's context is the prompt and
+    the tokens emitted before it; an assistant's j-th draft is judged after its own first j drafts (the
+    engine's assistant logits), an MTP head's draft by the engine's head fed the trunk's hidden states
+    of that context. One single-token row per draft for the tie rule, so in bf16 a near-tied draft is a
+    tie-flip and a head fed the wrong token (mtp-draft-shifted) is seen at the drafts it gets wrong."""
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    accepted, _ = got.acceptance_trace()
+    rows, best, gaps, scales, labels, pos = [], [], [], [], [], 0
+    for s, (draft, ok) in enumerate(zip(got.drafts, accepted, strict=True)):
+        context = [*prompt, *got.tokens[:pos]]
+        pos += ok + 1
+        if not draft:
+            continue
+        if case.path == "mtp":  # one head, one draft; log-probabilities have no rounding scale of their own
+            forced = teacher_forced(engine.mtp_draft_logprobs(zoo, case.model, context), 1, draft[:1])
+            forced.scales = [None] * len(forced.best)
+        else:
+            forced = teacher_forced(engine.logits_cached(zoo, case.assistant, [*context, *draft]), len(context), draft)
+        for j, (t, b, g, x) in enumerate(zip(draft, forced.best, forced.gaps, forced.scales, strict=False)):
+            rows.append([int(t)])
+            best.append([b])
+            gaps.append([g])
+            scales.append([x])
+            labels.append(f"step {s} draft {j}")
+    if rows:
+        obs.reference("drafts_as_drafter", rows, best, kind="tokens", observed_extras={"row_labels": labels},
+                      expected_extras={"margins": gaps, "scales": scales, "row_labels": labels})
 
 
 def acceptance_vs_engine(obs: Observation, got: Any, ours: Any, case: Case, dtype: str, near_tie: float) -> None:

@@ -72,6 +72,19 @@ def logits_cached(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
     return zoo.engine_answer("logits", (name,), {"tokens": list(tokens)}, compute)
 
 
+def mtp_draft_logprobs(zoo: Any, name: str, context: list[int]) -> torch.Tensor:
+    """The engine's MTP head's log-probabilities [1, V] for the token after `context`: a fresh head fed
+    the trunk's hidden states of `context` (no cache), through the answer cache - the draft an MTP
+    drafter must propose from that context (log-probabilities: their differences are the logits')."""
+    def compute() -> torch.Tensor:
+        target = zoo.reference(name)
+        hidden = target.forward(torch.tensor(context), torch.arange(len(context)), None).hidden
+        draft = MtpDrafter(target).propose(list(context), 1, hidden=hidden, sample=False, generator=None)
+        return torch.log(draft.q.float()).detach().clone()
+
+    return zoo.engine_answer("mtp-draft", (name,), {"tokens": list(context)}, compute)
+
+
 def last_logits(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
     """The engine's logits [1, V] at the last position of `tokens` (no cache), on the CPU: the oracle
     of a first step's scores (outputs, batching, loading)."""
