@@ -10,7 +10,7 @@ from harness.checking.compare import compare_tokens
 from harness.checking.policy import Policy
 from harness.engine.processors import Processor
 from harness.engine.teacher_forced import teacher_forced
-from harness.schema import Field, Status
+from harness.schema import Case, Field, Observation, Status
 
 # a prompt of 2 tokens, then a row of 3: positions 1, 2, 3 predict the row's tokens
 LOGITS = torch.tensor([[0.0, 0.0, 0.0, 0.0],
@@ -47,3 +47,30 @@ def test_a_near_tie_taken_is_a_tie_flip_and_the_steps_after_it_are_still_judged(
     assert _judge([0, 2, 3]).category == "tie-flip"  # step 1 took the near-tie; step 2 still the best
     out = _judge([0, 2, 0])  # ... then a token the reference would never choose: seen, though after a tie
     assert out.status is Status.REGRESSION and "step 2" in out.detail
+
+
+class _Drafted:
+    """A speculative run as hf.Generated records it: the emitted tokens and each step's drafts."""
+
+    def __init__(self, tokens, drafts):
+        self.tokens, self.drafts = tokens, drafts
+
+    def acceptance_trace(self):
+        from harness.subjects.hf import Generated
+
+        return Generated.acceptance_trace(self)
+
+
+def _drafted_reference(drafts):
+    from harness.designs.outputs import drafted_within_k
+
+    obs = Observation()
+    drafted_within_k(obs, Case("m", "assisted", draft_tokens=4), _Drafted([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], drafts))
+    return obs.references["drafted_within_k"]
+
+
+def test_a_step_that_drafts_more_than_k_fails_drafted_within_k_in_any_dtype():
+    ok = _drafted_reference([[1, 2, 3, 4], [9, 9]])
+    assert ok.observed.value == ok.expected.value == [4, 2]
+    over = _drafted_reference([[1, 2, 3, 4, 5, 6, 0]])  # a cap that does not bind (PR #47195's class)
+    assert over.observed.value == [7] and over.expected.value == [4]
