@@ -55,6 +55,10 @@ Computed in the same run:
                            the step's own earlier drafts; the MTP head fed the trunk's hidden states),
                            teacher-forced, one row per draft for the tie rule - every dtype, where
                            acceptance_vs_engine is fp32's
+  steps_as_ensemble        ensemble greedy: each emitted token equals the ensemble rule's choice (argmax of
+                           w p + (1 - w) q at a drafted position, of p at the bonus one) on the engine's target
+                           and assistant after the library's own context and drafts, one row per token for
+                           the tie rule (log-probabilities: the dtype's fixed tie epsilon)
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -78,7 +82,7 @@ import torch
 
 from harness.checking.compare import first_divergence
 from harness.designs import sampling
-from harness.engine.teacher_forced import teacher_forced
+from harness.engine.teacher_forced import ensemble_step, teacher_forced
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
@@ -170,6 +174,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
             steps_as_engine(obs, zoo, case, got.tokens)
         if case.path in ("assisted", "ensemble", "mtp") and got.drafts:
             drafts_as_drafter(obs, zoo, case, got)
+        if case.path == "ensemble" and got.drafts:
+            steps_as_ensemble(obs, zoo, case, got)
         if case.path != "plain" and case.lossless and _engine_twin(zoo, case) == case:
             acceptance_vs_engine(obs, got, ours, case, zoo.dtype_of(case.model), run.config.thresholds.tie_eps("fp32"))
     if case.path == "ensemble" and plain is not None:
@@ -231,6 +237,32 @@ def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
     if rows:
         obs.reference("drafts_as_drafter", rows, best, kind="tokens", observed_extras={"row_labels": labels},
                       expected_extras={"margins": gaps, "scales": scales, "row_labels": labels})
+
+
+def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+    """steps_as_ensemble: each token an ensemble-greedy step emitted against the ensemble rule on the
+    engine's target and assistant after the library's own context and drafts (harness/engine/
+    teacher_forced.py `ensemble_step`: argmax of w p + (1 - w) q at a drafted position, of p at the
+    bonus one), one single-token row per emitted token for the tie rule - so the rule is judged at every
+    step, where equals_reference_engine ends at the first near-tie (greedy-ensemble-argmax-p in bf16)."""
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    accepted, _ = got.acceptance_trace()
+    rows, best, gaps, labels, pos = [], [], [], [], 0
+    for s, (draft, ok) in enumerate(zip(got.drafts, accepted, strict=True)):
+        context, emitted = [*prompt, *got.tokens[:pos]], got.tokens[pos:pos + ok + 1]
+        pos += ok + 1
+        sequence = [*context, *draft]
+        forced = ensemble_step(engine.logits_cached(zoo, case.model, sequence),
+                               engine.logits_cached(zoo, case.assistant, sequence), len(context), draft, emitted,
+                               float(case.weight))
+        for i, (t, b, g) in enumerate(zip(emitted, forced.best, forced.gaps, strict=False)):
+            rows.append([int(t)])
+            best.append([b])
+            gaps.append([g])
+            labels.append(f"step {s} token {i}")
+    if rows:
+        obs.reference("steps_as_ensemble", rows, best, kind="tokens", observed_extras={"row_labels": labels},
+                      expected_extras={"margins": gaps, "row_labels": labels, "w": case.weight})
 
 
 def acceptance_vs_engine(obs: Observation, got: Any, ours: Any, case: Case, dtype: str, near_tie: float) -> None:

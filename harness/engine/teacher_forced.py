@@ -32,7 +32,7 @@ from .processors import Processor, apply
 class Forced:
     best: list[int]  # per step: the reference's argmax after the row's prefix
     gaps: list[float]  # per step: how far below that best the row's own token is (0: it is the best)
-    scales: list[float]  # per step: the rounding scale of the two logits compared
+    scales: list[float | None]  # per step: the rounding scale of the two logits compared (None: the dtype's fixed)
 
 
 def teacher_forced(logits: torch.Tensor, prompt_length: int, row: Sequence[int],
@@ -51,4 +51,34 @@ def teacher_forced(logits: torch.Tensor, prompt_length: int, row: Sequence[int],
         else:
             out.gaps.append(float(z[best] - z[int(token)]))
             out.scales.append(float(z[best].abs() + z[int(token)].abs() + 2 * z.pow(2).mean().sqrt()))
+    return out
+
+
+def ensemble_step(p_logits: torch.Tensor, q_logits: torch.Tensor, context_length: int, draft: Sequence[int],
+                  emitted: Sequence[int], w: float) -> Forced:
+    """One ensemble-greedy verification step judged on the tokens it emitted (harness/engine/verify.py
+    `ensemble_greedy`, teacher-forced on the library's own drafts):
+
+        p_i = softmax(target logits after context + draft[:i])      i = 0 .. k
+        q_i = softmax(drafter logits after context + draft[:i])     i = 0 .. k-1
+        y_i = argmax (w p_i + (1 - w) q_i)   for i < k;   y_k = argmax p_k
+
+    and each emitted token e_i (the accepted drafts, then the correction or bonus token) must be y_i.
+    `p_logits` / `q_logits`: [T, V] over context + draft. Gaps are in log-probability of the mixture
+    (of p alone at the bonus position): a logit's rounding moves its log-probability by as much, so
+    the tie rule's fixed epsilon of the dtype applies (no scale is given)."""
+    from .verify import ensemble_target
+
+    k = len(draft)
+    rows = [context_length - 1 + i for i in range(k + 1)]
+    p = torch.softmax(p_logits[rows].float(), dim=-1)
+    q = torch.softmax(q_logits[rows[:k]].float(), dim=-1)
+    v = torch.cat([ensemble_target(p[:k], q, w), p[k:]]).clamp_min(1e-30).log()
+    out = Forced([], [], [])
+    for i, token in enumerate(emitted[:k + 1]):
+        best = int(torch.argmax(v[i]))
+        out.best.append(best)
+        top = torch.topk(v[i], 2).values
+        out.gaps.append(float(top[0] - top[1]) if best == int(token) else float(v[i][best] - v[i][int(token)]))
+        out.scales.append(None)
     return out

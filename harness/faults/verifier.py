@@ -60,13 +60,14 @@ FAULTS: tuple[Fault, ...] = (
           (edit(GEN, "GenerationMixin._assisted_decoding",
                 ("selected_tokens = torch.cat([nu_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)",
                  "selected_tokens = torch.cat([p_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)")),),
-          notes=("missed on an empty bf16 store, measured: the faulty bf16 stream differs from the clean one at "
-                 "step 2 (473 for 499, same numerics, so against a bf16 record it is a regression), but there the "
-                 "clean bf16 library and the reference engine already differ at a near-tie of v (margin within the "
-                 "bf16 tie allowance), and argmax p happens to pick the engine's token: equals_reference_engine "
-                 "passes identical under the fault. An oracle on the library's own numbers - argmax((1 - w) p + w q) "
-                 "from the p and q it verified with, as beam's rule_on_own_scores does for beam search - would see "
-                 "it; not built (q comes from the candidate generator, not the processor list)")),
+          notes=("missed on an empty bf16 store, measured: argmax p and argmax v part only where v is a near-tie "
+                 "on this model - steps_as_ensemble (the rule teacher-forced on the engine's p and q after the "
+                 "library's own context and drafts) finds the faulty token 0.010-0.029 below the mixture's best in "
+                 "log-probability, under bf16's tie epsilon (0.34-0.75), so it is a tie-flip; fp32 sees it (tie "
+                 "epsilon 1e-3), and against a bf16 record it is a regression (same numerics: 473 for 499 at step "
+                 "2). An oracle on the library's own p and q - the numbers it verified with, no rounding between "
+                 "the sides, as beam's rule_on_own_scores does - would see it in bf16; not built (q comes from the "
+                 "candidate generator inside _assisted_decoding)")),
     # drafting ------------------------------------------------------------------------------------
     Fault("mtp-draft-shifted", "drafting",
           "the MTP head is fed the token one position before the one each hidden state predicts",
