@@ -145,5 +145,6 @@ FAULTS: tuple[Fault, ...] = (
                 "the one line `if dtype is None: dtype = \"auto\"` of PreTrainedModel.from_pretrained lost in a "
                 "refactor. A Wrap of `_get_dtype`, which receives that default, because from_pretrained uses "
                 "super() and cannot be recompiled by a SourceEdit; the harness's own loads pass a dtype and "
-                "never see it"),
+                "never see it. Only a baseline sees it: the default is a release's choice (v4 loads fp32, v5 the "
+                "config's dtype) and nothing the run computes says which one a version must make"),
 )
