@@ -122,7 +122,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         if not complete:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
                    if broken else f"the run broke: {run_errors[0]}" if run_errors else
-                   "no results were written" if rc else
+                   "no results were written" if not results_path.exists() else
                    "--model runs one checkpoint's cases" if run.one_off else
                    f"--suites {args.suites} is part of the suites" if narrowed_suites(project, args) else
                    "pytest arguments select part of the suites")
