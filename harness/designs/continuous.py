@@ -273,7 +273,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales, oracle="tokens_as_engine")
     obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
                                                                                          "scales": scales})
-    steps_as_engine(obs, zoo, case, prompts, served.rows, chain if check == "processors" else [])
+    steps_as_engine(obs, zoo, case, prompts, served.rows, chain)
     if check == "greedy":
         _as_generate(obs, served, [_solo(zoo, case, n, eos) for n in names],
                      {"margins": margins, "scales": scales})
