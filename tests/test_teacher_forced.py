@@ -74,3 +74,31 @@ def test_a_step_that_drafts_more_than_k_fails_drafted_within_k_in_any_dtype():
     assert ok.observed.value == ok.expected.value == [4, 2]
     over = _drafted_reference([[1, 2, 3, 4, 5, 6, 0]])  # a cap that does not bind (PR #47195's class)
     assert over.observed.value == [7] and over.expected.value == [4]
+
+
+def test_each_draft_is_judged_after_the_context_the_library_drafted_it_from(monkeypatch):
+    """drafts_as_drafter asks the engine's assistant about prompt + the tokens emitted before each step
+    + that step's drafts: step 0 after the prompt, step 1 after the accepted draft and the correction."""
+    from types import SimpleNamespace
+
+    from harness.designs import outputs
+    from harness.subjects.hf import Generated
+
+    asked: list[list[int]] = []
+    vocab = 8
+
+    def logits_cached(zoo, name, tokens):  # an assistant that always prefers token 5
+        asked.append(list(tokens))
+        z = torch.zeros(len(tokens), vocab)
+        z[:, 5] = 1.0
+        return z
+
+    monkeypatch.setattr(outputs.engine, "logits_cached", logits_cached)
+    zoo = SimpleNamespace(prompt_ids=lambda model, prompt: torch.tensor([[1, 2]]))
+    got = Generated(tokens=[5, 6, 5, 5], drafts=[[5, 5], [5, 5]])  # step 0: 1 accepted + 6; step 1: 2 accepted
+    obs = Observation()
+    outputs.drafts_as_drafter(obs, zoo, Case("m", "assisted", assistant="a", draft_tokens=2), got)
+    assert asked == [[1, 2, 5, 5], [1, 2, 5, 6, 5, 5]]
+    ref = obs.references["drafts_as_drafter"]
+    assert ref.observed.value == ref.expected.value == [[5], [5], [5], [5]]
+    assert ref.expected.extras["row_labels"] == ["step 0 draft 0", "step 0 draft 1", "step 1 draft 0", "step 1 draft 1"]
