@@ -74,7 +74,7 @@ import torch
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
-from harness.engine.teacher_forced import teacher_forced
+from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Served, run_batch
@@ -287,11 +287,8 @@ def steps_as_engine(obs: Observation, zoo: Any, case: Case, prompts: Sequence[Se
     judged by the tie rule on its own: `tokens_as_engine` ends at a row's first near-tie, this does not."""
     forced = [teacher_forced(engine.logits_cached(zoo, case.model, [*p, *row]), len(p), row, chain, [*p, *row])
               for p, row in zip(prompts, rows, strict=True)]
-    labels = [f"request {r} step {i}" for r, row in enumerate(rows) for i in range(len(row))]
-    obs.reference("steps_as_engine", [[int(t)] for row in rows for t in row],
-                  [[b] for f in forced for b in f.best], kind="tokens", observed_extras={"row_labels": labels},
-                  expected_extras={"margins": [[g] for f in forced for g in f.gaps],
-                                   "scales": [[s] for f in forced for s in f.scales], "row_labels": labels})
+    engine.forced_reference(obs, "steps_as_engine", [t for row in rows for t in row], Forced.join(forced),
+                            [f"request {r} step {i}" for r, row in enumerate(rows) for i in range(len(row))])
 
 
 def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], list[float], list[float]]],

@@ -75,6 +75,7 @@ linear-attention model (`engine_in_its_place`) is run by the reference engine in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -82,7 +83,7 @@ import torch
 
 from harness.checking.compare import first_divergence
 from harness.designs import sampling
-from harness.engine.teacher_forced import ensemble_step, teacher_forced
+from harness.engine.teacher_forced import Forced, ensemble_step, teacher_forced
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
@@ -191,11 +192,7 @@ def steps_as_engine(obs: Observation, zoo: Any, case: Case, tokens: list[int]) -
     drifts away from the engine's after an early near-tie)."""
     prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
     forced = teacher_forced(engine.logits_cached(zoo, case.model, [*prompt, *tokens]), len(prompt), tokens)
-    labels = [f"step {i}" for i in range(len(tokens))]
-    obs.reference("steps_as_engine", [[int(t)] for t in tokens], [[b] for b in forced.best], kind="tokens",
-                  observed_extras={"row_labels": labels},
-                  expected_extras={"margins": [[g] for g in forced.gaps], "scales": [[x] for x in forced.scales],
-                                   "row_labels": labels})
+    engine.forced_reference(obs, "steps_as_engine", tokens, forced, [f"step {i}" for i in range(len(tokens))])
 
 
 def drafted_within_k(obs: Observation, case: Case, got: Any) -> None:
@@ -208,6 +205,18 @@ def drafted_within_k(obs: Observation, case: Case, got: Any) -> None:
                   implementations_differ=False)
 
 
+def speculative_steps(zoo: Any, case: Case, got: Any) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
+    """(step, its drafts, the context they were drafted from, the tokens the step emitted) per verification
+    step of a speculative run: the context is the prompt and every token emitted before the step, the
+    step emits its accepted drafts and one target token (`acceptance_trace`'s counting)."""
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    accepted, _ = got.acceptance_trace()
+    pos = 0
+    for s, (draft, ok) in enumerate(zip(got.drafts, accepted, strict=True)):
+        yield s, list(draft), [*prompt, *got.tokens[:pos]], list(got.tokens[pos:pos + ok + 1])
+        pos += ok + 1
+
+
 def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
     """drafts_as_drafter: each token a model drafter proposed against the engine's drafter after the same
     context (teacher-forced, harness/engine/teacher_forced.py): the step's context is the prompt and
@@ -215,12 +224,8 @@ def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
     engine's assistant logits), an MTP head's draft by the engine's head fed the trunk's hidden states
     of that context. One single-token row per draft for the tie rule, so in bf16 a near-tied draft is a
     tie-flip and a head fed the wrong token (mtp-draft-shifted) is seen at the drafts it gets wrong."""
-    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
-    accepted, _ = got.acceptance_trace()
-    rows, best, gaps, scales, labels, pos = [], [], [], [], [], 0
-    for s, (draft, ok) in enumerate(zip(got.drafts, accepted, strict=True)):
-        context = [*prompt, *got.tokens[:pos]]
-        pos += ok + 1
+    tokens, parts, labels = [], [], []
+    for s, draft, context, _ in speculative_steps(zoo, case, got):
         if not draft:
             continue
         if case.path == "mtp":  # one head, one draft; log-probabilities have no rounding scale of their own
@@ -228,15 +233,12 @@ def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
             forced.scales = [None] * len(forced.best)
         else:
             forced = teacher_forced(engine.logits_cached(zoo, case.assistant, [*context, *draft]), len(context), draft)
-        for j, (t, b, g, x) in enumerate(zip(draft, forced.best, forced.gaps, forced.scales, strict=False)):
-            rows.append([int(t)])
-            best.append([b])
-            gaps.append([g])
-            scales.append([x])
-            labels.append(f"step {s} draft {j}")
-    if rows:
-        obs.reference("drafts_as_drafter", rows, best, kind="tokens", observed_extras={"row_labels": labels},
-                      expected_extras={"margins": gaps, "scales": scales, "row_labels": labels})
+        judged = draft[:len(forced.best)]
+        tokens += judged
+        parts.append(forced)
+        labels += [f"step {s} draft {j}" for j in range(len(judged))]
+    if tokens:
+        engine.forced_reference(obs, "drafts_as_drafter", tokens, Forced.join(parts), labels)
 
 
 def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
@@ -245,24 +247,18 @@ def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
     teacher_forced.py `ensemble_step`: argmax of w p + (1 - w) q at a drafted position, of p at the
     bonus one), one single-token row per emitted token for the tie rule - so the rule is judged at every
     step, where equals_reference_engine ends at the first near-tie (greedy-ensemble-argmax-p in bf16)."""
-    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
-    accepted, _ = got.acceptance_trace()
-    rows, best, gaps, labels, pos = [], [], [], [], 0
-    for s, (draft, ok) in enumerate(zip(got.drafts, accepted, strict=True)):
-        context, emitted = [*prompt, *got.tokens[:pos]], got.tokens[pos:pos + ok + 1]
-        pos += ok + 1
+    tokens, parts, labels = [], [], []
+    for s, draft, context, emitted in speculative_steps(zoo, case, got):
         sequence = [*context, *draft]
         forced = ensemble_step(engine.logits_cached(zoo, case.model, sequence),
                                engine.logits_cached(zoo, case.assistant, sequence), len(context), draft, emitted,
                                float(case.weight))
-        for i, (t, b, g) in enumerate(zip(emitted, forced.best, forced.gaps, strict=False)):
-            rows.append([int(t)])
-            best.append([b])
-            gaps.append([g])
-            labels.append(f"step {s} token {i}")
-    if rows:
-        obs.reference("steps_as_ensemble", rows, best, kind="tokens", observed_extras={"row_labels": labels},
-                      expected_extras={"margins": gaps, "row_labels": labels, "w": case.weight})
+        judged = emitted[:len(forced.best)]
+        tokens += judged
+        parts.append(forced)
+        labels += [f"step {s} token {i}" for i in range(len(judged))]
+    if tokens:
+        engine.forced_reference(obs, "steps_as_ensemble", tokens, Forced.join(parts), labels, w=case.weight)
 
 
 def acceptance_vs_engine(obs: Observation, got: Any, ours: Any, case: Case, dtype: str, near_tie: float) -> None:

@@ -26,6 +26,7 @@ import torch
 
 from .decode import top2_margin, top2_scale
 from .processors import Processor, apply
+from .verify import ensemble_target
 
 
 @dataclass
@@ -33,6 +34,12 @@ class Forced:
     best: list[int]  # per step: the reference's argmax after the row's prefix
     gaps: list[float]  # per step: how far below that best the row's own token is (0: it is the best)
     scales: list[float | None]  # per step: the rounding scale of the two logits compared (None: the dtype's fixed)
+
+    @staticmethod
+    def join(parts: Sequence[Forced]) -> Forced:
+        """Several rows' (or steps') verdicts as one, in order."""
+        return Forced([b for f in parts for b in f.best], [g for f in parts for g in f.gaps],
+                      [x for f in parts for x in f.scales])
 
 
 def teacher_forced(logits: torch.Tensor, prompt_length: int, row: Sequence[int],
@@ -67,8 +74,6 @@ def ensemble_step(p_logits: torch.Tensor, q_logits: torch.Tensor, context_length
     `p_logits` / `q_logits`: [T, V] over context + draft. Gaps are in log-probability of the mixture
     (of p alone at the bonus position): a logit's rounding moves its log-probability by as much, so
     the tie rule's fixed epsilon of the dtype applies (no scale is given)."""
-    from .verify import ensemble_target
-
     k = len(draft)
     rows = [context_length - 1 + i for i in range(k + 1)]
     p = torch.softmax(p_logits[rows].float(), dim=-1)

@@ -16,7 +16,8 @@ import torch
 from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of, visible
 from harness.engine.decode import Decoded, Step, decode
 from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
-from harness.schema import Case
+from harness.engine.teacher_forced import Forced
+from harness.schema import Case, Observation
 
 EOS = 2
 STATIC_MAX_LEN = 256
@@ -83,6 +84,17 @@ def mtp_draft_logprobs(zoo: Any, name: str, context: list[int]) -> torch.Tensor:
         return torch.log(draft.q.float()).detach().clone()
 
     return zoo.engine_answer("mtp-draft", (name,), {"tokens": list(context)}, compute)
+
+
+def forced_reference(obs: Observation, name: str, tokens: list[int], forced: Forced, labels: list[str],
+                     **expected_extras: Any) -> None:
+    """Reference `name`: the library's `tokens` against the engine's teacher-forced choices (harness/
+    engine/teacher_forced.py), one single-token row per step so that the tie rule (harness/checking/
+    compare.py `compare_tokens`) judges each step alone; `labels` name the rows in its detail."""
+    obs.reference(name, [[int(t)] for t in tokens], [[b] for b in forced.best], kind="tokens",
+                  observed_extras={"row_labels": labels},
+                  expected_extras={"margins": [[g] for g in forced.gaps], "scales": [[x] for x in forced.scales],
+                                   "row_labels": labels, **expected_extras})
 
 
 def last_logits(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
