@@ -102,3 +102,82 @@ def test_each_draft_is_judged_after_the_context_the_library_drafted_it_from(monk
     ref = obs.references["drafts_as_drafter"]
     assert ref.observed.value == ref.expected.value == [[5], [5], [5], [5]]
     assert ref.expected.extras["row_labels"] == ["step 0 draft 0", "step 0 draft 1", "step 1 draft 0", "step 1 draft 1"]
+
+
+# the ensemble rule on the verifier's own numbers (outputs `ensemble_on_own_scores`)
+
+W = 0.3
+# one drafted position over a vocabulary of 4: p prefers token 0, q prefers token 1 strongly, so
+# v = 0.3 p + 0.7 q prefers token 1 - the rule's choice is not the target's
+P_ROW = torch.log(torch.tensor([0.50, 0.30, 0.15, 0.05]))
+Q_ROW = torch.log(torch.tensor([0.10, 0.80, 0.05, 0.05]))
+BONUS = torch.tensor([0.0, 0.0, 4.0, 1.0])  # the bonus position: the target's argmax, 2
+
+
+def test_the_rule_on_own_scores_takes_argmax_v_at_a_draft_and_argmax_p_at_the_bonus():
+    from harness.engine.verify import ensemble_greedy_on_scores
+
+    q = Q_ROW[None]
+    # draft 1 accepted (argmax v is 1), then the bonus token
+    assert ensemble_greedy_on_scores(torch.stack([P_ROW, BONUS]), q, [1, 2], W) == [1, 2]
+    # a verifier that compares with argmax p (greedy-ensemble-argmax-p): it emits 0 where the rule says 1
+    assert ensemble_greedy_on_scores(P_ROW[None], q, [0], W) == [1]
+    # a bonus token that is not the target's argmax
+    assert ensemble_greedy_on_scores(torch.stack([P_ROW, BONUS]), q, [1, 3], W) == [1, 2]
+
+
+def test_a_tie_to_the_bit_follows_the_library_and_anything_wider_does_not():
+    from harness.engine.verify import ensemble_greedy_on_scores
+
+    tied = torch.tensor([2.0, 2.0, 0.0, 0.0])
+    assert ensemble_greedy_on_scores(tied[None], tied[None], [1], W) == [1]  # either is the rule's
+    apart = torch.tensor([2.0, 2.0 - 1e-3, 0.0, 0.0])  # 1e-3 apart: far beyond one softmax kernel's rounding
+    assert ensemble_greedy_on_scores(apart[None], apart[None], [1], W) == [0]
+
+
+def test_the_choices_agree_with_the_engine_s_ensemble_verifier():
+    from harness.engine.verify import ensemble_greedy, ensemble_greedy_choices
+
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        p = torch.softmax(torch.randn(4, 16, generator=gen) * 3, -1)
+        q = torch.softmax(torch.randn(3, 16, generator=gen) * 3, -1)
+        y = ensemble_greedy_choices(q, p, W)
+        draft = y[:3].clone()
+        draft[1] = (draft[1] + 1) % 16  # rejected at position 1
+        verdict = ensemble_greedy(draft, q, p, W)
+        assert verdict.accepted == 1 and verdict.tokens == [int(y[0]), int(y[1])]
+        assert ensemble_greedy_choices(q, p[:2], W).tolist() == y[:2].tolist()  # fewer rows: a prefix
+
+
+def _ensemble_reference(tokens, drafts, token_scores, draft_scores):
+    from types import SimpleNamespace
+
+    from harness.designs.outputs import ensemble_on_own_scores
+    from harness.subjects.hf import Generated
+
+    got = Generated(tokens=tokens, drafts=drafts, token_scores=token_scores, draft_scores=draft_scores)
+    zoo = SimpleNamespace(prompt_ids=lambda model, prompt: torch.tensor([[1, 2]]))
+    obs = Observation()
+    ensemble_on_own_scores(obs, zoo, Case("m", "ensemble", assistant="a", draft_tokens=1, weight=W), got)
+    return obs
+
+
+def test_ensemble_on_own_scores_sees_a_verifier_that_compares_with_argmax_p():
+    from harness.checking.compare import compare_field
+
+    q = Q_ROW[None]
+    # step 0: draft 1 accepted, bonus 2; step 1: draft 3 rejected - the rule corrects to 1, not p's 0
+    good = _ensemble_reference([1, 2, 1], [[1], [3]], torch.stack([P_ROW, BONUS, P_ROW]), [q, q])
+    ref = good.references["ensemble_on_own_scores"]
+    assert ref.observed.value == ref.expected.value == {"step 0": [1, 2], "step 1": [1]}
+    bad = _ensemble_reference([1, 2, 0], [[1], [3]], torch.stack([P_ROW, BONUS, P_ROW]), [q, q])
+    ref = bad.references["ensemble_on_own_scores"]
+    assert ref.observed.value["step 1"] == [0] and ref.expected.value["step 1"] == [1]
+    assert compare_field("ensemble_on_own_scores", ref.observed, ref.expected, Policy()).status is Status.REGRESSION
+
+
+def test_ensemble_on_own_scores_is_not_checkable_without_the_verifier_s_numbers():
+    obs = _ensemble_reference([1, 2], [[1]], None, [Q_ROW[None]])
+    assert "ensemble_on_own_scores" not in obs.references
+    assert obs.notes["ensemble_on_own_scores"].category == "not-checkable"

@@ -59,6 +59,13 @@ Computed in the same run:
                            w p + (1 - w) q at a drafted position, of p at the bonus one) on the engine's target
                            and assistant after the library's own context and drafts, one row per token for
                            the tie rule (log-probabilities: the dtype's fixed tie epsilon)
+  ensemble_on_own_scores   ensemble greedy, any model (no engine needed): per step, each emitted token equals
+                           the ensemble rule (harness/engine/verify.py `ensemble_greedy_on_scores`) applied to
+                           the numbers the library's verifier had - the target's processed scores of the
+                           emitted positions (generate()'s output scores) and the drafter's candidate logits
+                           (get_candidates' return) - so no rounding lies between the two sides and no tie
+                           allowance beyond 4 float32 units applies: a verifier that compares the drafts with
+                           the wrong distribution is seen at any margin, in bf16 too
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
                            with the reason for a model the engine does not implement (`Zoo.engine_gap`);
@@ -83,6 +90,7 @@ import torch
 
 from harness.checking.compare import first_divergence
 from harness.designs import sampling
+from harness.engine import verify
 from harness.engine.teacher_forced import Forced, ensemble_step, teacher_forced
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
@@ -163,6 +171,8 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
                       observed_extras={"margins": [got.margins], "scales": [got.scales]},
                       expected_extras={"margins": [plain.margins], "scales": [plain.scales]},
                       implementations_differ=False)
+    if case.path == "ensemble" and got.drafts:
+        ensemble_on_own_scores(obs, zoo, case, got)
     gap = _engine_gap(zoo, case)
     if gap:
         obs.skipped("equals_reference_engine", "tokens", gap)
@@ -259,6 +269,34 @@ def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
         labels += [f"step {s} token {i}" for i in range(len(judged))]
     if tokens:
         engine.forced_reference(obs, "steps_as_ensemble", tokens, Forced.join(parts), labels, w=case.weight)
+
+
+def ensemble_on_own_scores(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+    """ensemble_on_own_scores: each token an ensemble-greedy step emitted against the ensemble rule on
+    the library's own numbers - its processed target scores at the emitted positions and the drafter's
+    candidate logits of the step (harness/engine/verify.py `ensemble_greedy_on_scores`, float32 as the
+    verifier computes). The oracle is the documented rule; the inputs are what the verifier saw, so it
+    judges the verification alone, at any margin and in every dtype (steps_as_ensemble, on the
+    engine's numbers, must allow bf16's rounding and reads a small wrong choice as a tie-flip)."""
+    name = "ensemble_on_own_scores"
+    scores, drafted = got.token_scores, got.draft_scores
+    if scores is None or drafted is None or len(scores) != len(got.tokens) or len(drafted) != len(got.drafts):
+        obs.skipped(name, "exact", "not checkable: the verifier's own scores were not seen (generate() returned "
+                    f"{0 if scores is None else len(scores)} score rows for {len(got.tokens)} tokens, "
+                    f"{0 if drafted is None else len(drafted)} candidate-logit sets for {len(got.drafts)} steps)",
+                    "not-checkable")
+        return
+    observed, expected, pos = {}, {}, 0
+    for s, draft, _, emitted in speculative_steps(zoo, case, got):
+        if draft and drafted[s] is not None:
+            observed[f"step {s}"] = emitted
+            expected[f"step {s}"] = verify.ensemble_greedy_on_scores(scores[pos:pos + len(emitted)], drafted[s],
+                                                                     emitted, float(case.weight))
+        pos += len(emitted)
+    if not observed:
+        obs.skipped(name, "exact", "not checkable: no step drafted with candidate logits", "not-checkable")
+        return
+    obs.reference(name, observed, expected, implementations_differ=False)
 
 
 def acceptance_vs_engine(obs: Observation, got: Any, ours: Any, case: Case, dtype: str, near_tie: float) -> None:

@@ -43,6 +43,8 @@ __all__ = [
     "speculative_sample",
     "ensemble_sample",
     "ensemble_greedy",
+    "ensemble_greedy_choices",
+    "ensemble_greedy_on_scores",
     "ensemble_target",
     "step_distribution",
     "acceptance_probability",
@@ -156,10 +158,46 @@ def ensemble_greedy(draft: torch.Tensor, q: torch.Tensor, p: torch.Tensor, w: fl
     only the bonus token is the target's own argmax. Tie rule: first index (torch.argmax).
     """
     k = _check(draft, q, p)
-    v = ensemble_target(p[:k], q, w)
-    y = torch.cat([v.argmax(dim=-1), p[k:].argmax(dim=-1)])
+    y = ensemble_greedy_choices(q, p, w)
     n = _leading_true(draft == y[:k])
     return _verdict(draft, n, int(y[n]), k)
+
+
+def ensemble_greedy_choices(q: torch.Tensor, p: torch.Tensor, w: float) -> torch.Tensor:
+    """y_i of `ensemble_greedy` at the first m = len(p) positions (m <= k + 1): argmax v_i where a draft
+    was proposed (i < k), argmax p_k at the bonus position."""
+    k, m = q.shape[0], p.shape[0]
+    y = [ensemble_target(p[:min(m, k)], q[:min(m, k)], w).argmax(dim=-1)]
+    return torch.cat(y + [p[k:m].argmax(dim=-1)]) if m > k else y[0]
+
+
+def ensemble_greedy_on_scores(p_scores: torch.Tensor, q_scores: torch.Tensor, emitted: Sequence[int], w: float,
+                              ulps: float = 4.0) -> list[int]:
+    """The ensemble-greedy rule's token at each position a step emitted, from the numbers the verifier
+    itself had: ``p_scores`` [m, V] the target's processed scores at the m emitted positions (m <= k + 1),
+    ``q_scores`` [k, V] the drafter's scores it verified against (the candidate logits). In float32, in
+    the verifier's own order, so the rule and the library see the same values:
+
+        p_i = softmax(p_scores[i]),  q_i = softmax(q_scores[i]),  v_i = w p_i + (1 - w) q_i
+        y_i = argmax v_i  (i < k),    y_k = argmax p_scores[k]
+
+    Where the emitted token is within `ulps` float32 units of the best (|v| at a drafted position, |z| of
+    the scores at the bonus one) the two tie to the rounding of one softmax kernel and the emitted token
+    is taken (the rule allows either). No other allowance: any wider gap is a decision the rule would
+    not make at any dtype - the library's own p and q are compared, not a second model's."""
+    k, m = q_scores.shape[0], len(emitted)
+    p32, q32 = p_scores[:m].float(), q_scores.float()
+    scored = [ensemble_target(torch.softmax(p32[:min(m, k)], -1), torch.softmax(q32[:min(m, k)], -1), w)]
+    if m > k:
+        scored.append(p32[k:m])
+    rows = torch.cat(scored)
+    tiny = torch.finfo(torch.float32).eps * ulps
+    out = []
+    for row, token in zip(rows, emitted, strict=True):
+        best = int(row.argmax())
+        tied = float(row[best] - row[int(token)]) <= tiny * float(row.abs().max())
+        out.append(int(token) if tied else best)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -56,18 +56,16 @@ FAULTS: tuple[Fault, ...] = (
                  "p_i = p[:, torch.arange(candidate_length), candidate_input_ids[:, -candidate_length - 1:-1]]")),)),
     Fault("greedy-ensemble-argmax-p", "verifier",
           "greedy static-ensemble verification compares the drafts with argmax p instead of argmax v",
-          Catch("outputs", "llama-target.ensemble.w0.3.dynamic.short-0.greedy", "equals_reference_engine"),
+          Catch("outputs", "llama-target.ensemble.w0.3.dynamic.short-0.greedy", "ensemble_on_own_scores"),
           (edit(GEN, "GenerationMixin._assisted_decoding",
                 ("selected_tokens = torch.cat([nu_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)",
                  "selected_tokens = torch.cat([p_probs.argmax(dim=-1), bonus_logits.argmax(dim=-1)], dim=-1)")),),
-          notes=("missed on an empty bf16 store, measured: argmax p and argmax v part only where v is a near-tie "
-                 "on this model - steps_as_ensemble (the rule teacher-forced on the engine's p and q after the "
-                 "library's own context and drafts) finds the faulty token 0.010-0.029 below the mixture's best in "
-                 "log-probability, under bf16's tie epsilon (0.34-0.75), so it is a tie-flip; fp32 sees it (tie "
-                 "epsilon 1e-3), and against a bf16 record it is a regression (same numerics: 473 for 499 at step "
-                 "2). An oracle on the library's own p and q - the numbers it verified with, no rounding between "
-                 "the sides, as beam's rule_on_own_scores does - would see it in bf16; not built (q comes from the "
-                 "candidate generator inside _assisted_decoding)")),
+          notes=("argmax p and argmax v part only where v is a near-tie on this model: the faulty token is "
+                 "0.010-0.029 below the mixture's best in log-probability. steps_as_ensemble (the rule on the "
+                 "engine's p and q) sees that in fp32 (tie epsilon 1e-3) but reads it as a tie-flip in bf16 "
+                 "(0.34-0.75); ensemble_on_own_scores applies the rule to the numbers the verifier itself had "
+                 "(generate()'s output scores and the candidate logits) with no allowance beyond 4 float32 "
+                 "units, so it sees it on an empty store in every dtype, as beam's rule_on_own_scores does")),
     # drafting ------------------------------------------------------------------------------------
     Fault("mtp-draft-shifted", "drafting",
           "the MTP head is fed the token one position before the one each hidden state predicts",

@@ -404,6 +404,11 @@ class Generated:
     built_config: dict[str, Any] | None = None
     drafts: list[list[int]] = field(default_factory=list)  # candidate tokens proposed at each step
     draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
+    # a greedy ensemble call: the numbers its verifier had - the drafter's scores per step ([k, V], the
+    # candidate logits get_candidates returned; None: it returned none) and the target's processed
+    # scores of every emitted token ([T, V], generate()'s output scores), float32 on the CPU
+    draft_scores: list[torch.Tensor | None] | None = None
+    token_scores: torch.Tensor | None = None
     target_forwards: int = 0
     error: dict[str, str] | None = None  # {"type": ..., "message": ...} when generate() raised
     # what the call really ran with: the cache class it returned, the attention implementation, and
@@ -425,10 +430,12 @@ class Generated:
 
 
 @contextlib.contextmanager
-def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | None = None) -> Iterator[list[list[int]]]:
+def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | None = None,
+                  scores_sink: list[torch.Tensor | None] | None = None) -> Iterator[list[list[int]]]:
     """Record the new candidate tokens of every candidate generator's get_candidates call, and
     (into `margins`) the drafter's top-2 margin for each, where it returns its scores (an
-    assistant or MTP head does; prompt lookup has none: None)."""
+    assistant or MTP head does; prompt lookup has none: None); into `scores_sink` those scores
+    themselves ([k, V] float32 on the CPU, or None)."""
     from transformers.generation import candidate_generator as cg
 
     classes = [c for c in vars(cg).values() if inspect.isclass(c) and "get_candidates" in vars(c)]
@@ -445,6 +452,10 @@ def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | Non
                 rows = scores[0, -len(new):] if scores is not None and len(new) and scores.dim() == 3 else None
                 margins.append([top2_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
                                else [None] * len(new))
+            if scores_sink is not None:
+                scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+                kept = scores is not None and scores.dim() == 3 and len(new) and scores.shape[1] >= len(new)
+                scores_sink.append(scores[0, -len(new):].detach().float().cpu().clone() if kept else None)
             return out
         return get_candidates
 
@@ -575,10 +586,12 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     said: list[str] = []
     lists: list[dict[str, Any]] = []  # a plain sampled call: the config its processors were built from
     plain_sampled = do_sample and assistant is None and prompt_lookup is None and not use_mtp
+    if ensemble_weight is not None and not do_sample:
+        out.draft_scores = []
     from harness.subjects.hf_processors import processor_lists
 
     try:
-        with (record_drafts(out.drafts, out.draft_margins), count_forwards(model) as counter,
+        with (record_drafts(out.drafts, out.draft_margins, out.draft_scores), count_forwards(model) as counter,
               draft_schedule(assistant, draft_tokens), emitted(said),
               processor_lists(model, lists) if plain_sampled else contextlib.nullcontext(), torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
@@ -595,6 +608,8 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.scales = [top2_scale(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
+    if out.draft_scores is not None and result.scores:
+        out.token_scores = torch.stack([s[0].detach().float().cpu() for s in result.scores])
     out.built_config = lists[0]["config"] if lists else None
     out.target_forwards = counter["n"]
     return out
