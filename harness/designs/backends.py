@@ -36,6 +36,12 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
                                   from the reference visibility rule for its layer's kind
                                   (harness/subjects/engine.py `mask_problems`; calls are the attention
                                   layers', in order; linear-attention layers make none)
+    attention_as_defined   ref    the attention function each layer called (eager_attention_forward, or the
+                                  interface its implementation maps to), replayed in fp32 with the layer's
+                                  own keywords on its last query and the keys it may see, equals the float64
+                                  definition with config.json's scale and soft-cap (elements beyond 64 u_fp32
+                                  max|definition| per layer: 0); a soft-capped model's query scaled so its top
+                                  score is the cap - a cap dropped is seen in every dtype
   eager_vs_sdpa
     attn_load_error        exact  per implementation (eager, sdpa): None (loaded) or the error loading
                                   raised - recorded every time, so a load error gone is fixed, one appearing
@@ -64,15 +70,18 @@ and compares on 256 shared columns (`eager_vs_sdpa`, `logits_vs_engine`; harness
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from harness.engine.cache import LINEAR, has_linear_attention
+from harness.engine.attention import attention, attention_scores
+from harness.engine.cache import LINEAR, has_linear_attention, visible
 from harness.schema import Case, Observation
 from harness.subjects import engine, fold_keys, observe
 from harness.subjects.hf import from_pretrained, linear_attention_kernels, loaded_as
+from harness.subjects.hf_attention import attention_calls, replay
 from harness.subjects.hf_cache import attn_implementation, logits, narrowed, prefill_sdpa_calls, top_values
 
 PROMPT = "long-0"
@@ -156,6 +165,56 @@ def sdpa_prefill(zoo: Any, case: Case) -> Observation:
     return obs
 
 
+def attention_as_defined(obs: Observation, zoo: Any, case: Case, model: Any, ids: torch.Tensor) -> None:
+    """attention_as_defined: the attention function each layer of the default model called in an
+    uncached forward of the prompt (its modeling module's eager_attention_forward or the interface
+    its attn_implementation maps to; harness/subjects/hf_attention.py) replayed in float32 with the
+    layer's own keywords on that layer's last query and the keys the reference visibility rule gives it
+    (no mask needed), against the float64 definition (harness/engine/attention.py) with the scale and
+    soft-cap of config.json as the reference engine reads them. Where the model soft-caps its scores
+    the query is scaled so that the largest score is the cap - the cap then halves the gaps between the
+    top scores, far beyond any rounding - so a cap dropped by the function or by the layer's call
+    (Gemma 2 on SDPA, which has no cap) is seen in every run dtype: the replay is fp32 whatever the
+    model's dtype. Counted: elements beyond 64 u_fp32 max|definition| per layer, 0 expected."""
+    name = "attention_as_defined"
+    reference = zoo.reference(case.model)
+    if reference is None:
+        obs.skipped(name, "exact", zoo.engine_gap(case.model))
+        return
+    spec = engine.cache_spec(zoo.config_json(case.model))
+    layers = [(t, w) for t, w in zip(spec["layer_types"], engine.windows(spec), strict=True) if t != LINEAR]
+    rec = attention_calls(model, ids)
+    if len(rec.calls) != len(layers):
+        obs.skipped(name, "exact", f"not checkable: {len(rec.calls)} attention-function calls seen for "
+                    f"{len(layers)} attention layers (hooked: {', '.join(rec.hooked) or 'none'}; "
+                    f"{'; '.join(rec.missing) or 'nothing missing'})", "not-checkable")
+        return
+    cfg = reference.cfg
+    scale, cap = 1.0 / math.sqrt(cfg.attn_scale_dim or cfg.head_dim), cfg.attn_softcap
+    beyond, worst, boosts = [], 0.0, []
+    for call, (kind, size) in zip(rec.calls, layers, strict=True):
+        keys = call.k.shape[2]
+        seen = visible(kind, [keys - 1], list(range(keys)), size)[0]
+        q = call.q[:, :, -1:].double()
+        k, v = call.k[:, :, seen].double(), call.v[:, :, seen].double()
+        boost = 1.0
+        if cap is not None:  # the largest score scaled to the cap
+            top = float(attention_scores(q, k, scale).abs().max())
+            boost = cap / top if top > 0 else 1.0
+        q32, k32, v32 = (q * boost).float(), k.float(), v.float()
+        want = attention(q32, k32, v32, scale=scale, softcap=cap).transpose(1, 2)
+        got = replay(call, q32, k32, v32).double()
+        bound = 64 * 2.0 ** -24 * float(want.abs().max())
+        err = (got - want).abs() if got.shape == want.shape else torch.full_like(want, float("inf"))
+        beyond.append(int((err > bound).sum()))
+        worst = max(worst, float(err.max()) / max(float(want.abs().max()), 1e-30))
+        boosts.append(round(boost, 4))
+    obs.reference(name, {"beyond_bound": beyond}, {"beyond_bound": [0] * len(beyond)},
+                  observed_extras={"max_rel_err": worst, "query_scaled_by": boosts, "functions":
+                                   sorted({c.fn.__name__ for c in rec.calls})},
+                  expected_extras={"scale": scale, "softcap": cap}, implementations_differ=False)
+
+
 def _with_attn(zoo: Any, name: str, impl: str):
     default = zoo.load(name)
     if attn_implementation(default.model) == impl:
@@ -231,6 +290,7 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     obs.reference("default_attn_as_declared", attn_implementation(lm.model), declared["expected"],
                   expected_extras={"because": declared["because"]}, implementations_differ=False)
     obs.merge(sdpa_prefill(zoo, case))
+    attention_as_defined(obs, zoo, case, lm.model, ids)
     obs.add("loading_info", {k: fold_keys(v) if k.endswith("keys") else v for k, v in lm.info.items()},
             outcome="clean")  # a clean load (no key listed) is the outcome: problems gone are fixed
     obs.add("state_dict_keys", fold_keys(lm.model.state_dict().keys()))

@@ -3,7 +3,8 @@
 
     out[b, h, i] = sum_j p_ij v[b, g(h), j]      p_i = softmax_j(s_ij)
     s_ij = q[b, h, i] . k[b, g(h), j] * scale   (scale = 1 / sqrt(D) unless given), -inf where j is
-                                                  not visible to i
+                                                  not visible to i; with a soft-cap c (Gemma 2)
+                                                  c * tanh(s_ij / c) before the mask
     g(h) = h // (H / Hkv)                         grouped-query attention: query head h reads key /
                                                   value head g(h) - consecutive query heads share one
                                                   (torch's enable_gqa, repeat_interleave, transformers'
@@ -27,10 +28,17 @@ import math
 import torch
 
 
+def attention_scores(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """s = q k^T * scale in float64, each query head against its key head g(h) (before any cap or mask)."""
+    q, k = q.to(torch.float64), k.to(torch.float64)
+    return q @ k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3).transpose(-1, -2) * scale
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-              causal: bool = False, scale: float | None = None) -> torch.Tensor:
+              causal: bool = False, scale: float | None = None, softcap: float | None = None) -> torch.Tensor:
     """q (..., H, L, D), k / v (..., Hkv, S, D) with H a multiple of Hkv (broadcast / expanded k / v
-    are read as their values); returns (..., H, L, D) in float64."""
+    are read as their values); returns (..., H, L, D) in float64. `softcap` (Gemma 2's
+    attn_logit_softcapping): s_ij <- softcap * tanh(s_ij / softcap) before the mask."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     heads, kv_heads = q.shape[-3], k.shape[-3]
     if heads % kv_heads:
@@ -38,6 +46,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     group = heads // kv_heads
     k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     scores = q @ k.transpose(-1, -2) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     visible = torch.ones(scores.shape[-2:], dtype=torch.bool)
     if causal:
         visible = torch.tril(visible)

@@ -118,7 +118,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("attention-softcap-dropped", "backends",
           "Gemma 2's attention skips its logit soft-cap (cap * tanh(w / cap) before the softmax): the attention "
           "weights of a soft-capped model go in raw, and its logits move by ~0.02 (no error, no warning)",
-          Catch("batching", "gemma2-softcap.batch.greedy", "first_logits_vs_engine"),
+          Catch("backends", "gemma2-softcap", "attention_as_defined"),
           (edit("transformers.models.gemma2.modeling_gemma2", "eager_attention_forward",
                 ("if softcap is not None:", "if softcap is None:")),),
           notes="re-creates vllm-project/vllm-metal #665 (\"attn_logit_softcapping is hardcoded to 0.0 in the paged "
@@ -126,10 +126,22 @@ FAULTS: tuple[Fault, ...] = (
                 "transformers' eager attention; transformers 5.14.0 and 4.57.6 do the same for real on their SDPA "
                 "path (the committed records: logits 0.0406 from the engine's), which 5.24.0 refuses "
                 "(`_supports_sdpa = False  # sdpa does not support softcapping`). The line is the same in 4.57.6, "
-                "5.13.1, 5.14.0 and 5.24.0; the engine's logits catch it on an empty store. Missed on an empty bf16 store, "
-                "measured: the batched first step is 0.0371 from the bf16 engine's under the fault and 0.0356 clean "
-                "(bf16's own rounding of these logits), so the 0.016 the cap moves them is inside the per-element "
-                "allowance; the fp32 run catches it"),
+                "5.13.1, 5.14.0 and 5.24.0. In the logits the cap moves them by 0.016, inside bf16's own rounding "
+                "(the batched first step is 0.0371 from the bf16 engine's under the fault, 0.0356 clean), so the "
+                "engine's logits see it in fp32 only; attention_as_defined replays the attention function the "
+                "layer called in fp32, its query scaled so the top score is the cap, and sees it in every dtype "
+                "(and 4.57.6 / 5.14.0's SDPA default dropping the cap, on an empty store)"),
+    Fault("attention-softcap-not-passed", "backends",
+          "Gemma 2's attention layer calls its attention function with softcap=None: whatever function the "
+          "implementation maps to runs uncapped, though each one applies a cap it is given",
+          Catch("backends", "gemma2-softcap", "attention_as_defined"),
+          (edit("transformers.models.gemma2.modeling_gemma2", "Gemma2Attention.forward",
+                ("softcap=self.attn_logit_softcapping,", "softcap=None,")),),
+          notes="re-creates vllm-project/vllm-metal #665 at its own place: the call site (\"attn_logit_softcapping is "
+                "hardcoded to 0.0 in the paged SDPA kernel call\"), where attention-softcap-dropped breaks the function "
+                "itself; a function judged alone with a cap handed to it would pass. attention_as_defined replays the "
+                "call with the keywords the layer passed and holds it to config.json's cap (the line is the same in "
+                "4.57.6, 5.0.0, 5.13.1, 5.14.0 and 5.24.0)"),
     Fault("checkpoint-key-renamed", "checkpoints",
           "the checkpoint key model.norm.weight is renamed (model.final_norm.weight) without a load-time "
           "remap: the final norm is re-initialised",
