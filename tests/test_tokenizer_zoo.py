@@ -84,3 +84,53 @@ def test_the_case_tables_cover_every_tokenizer_and_template():
         template = case.param("template")
         assert case.model in tokzoo.BY_NAME and tokenizer_zoo.template_file(template).is_file()
         assert template in tokenizer_zoo.HEADERS
+
+
+def test_the_padding_rule_puts_the_pads_on_the_side_asked_and_masks_them():
+    from harness.engine.padding import pad_rows
+
+    assert pad_rows([[5], [6, 7, 8]], 0, "left") == ([[0, 0, 5], [6, 7, 8]], [[0, 0, 1], [1, 1, 1]])
+    assert pad_rows([[5], [6, 7, 8]], 0, "right") == ([[5, 0, 0], [6, 7, 8]], [[1, 0, 0], [1, 1, 1]])
+    with pytest.raises(ValueError, match="padding side"):
+        pad_rows([[5]], 0, "middle")
+
+
+def _padding_reference(name: str, fault: str | None = None):
+    from transformers import AutoTokenizer
+
+    from harness.designs.text import padding
+    from harness.faults.catalogue import inject
+    from harness.schema import Observation
+
+    directory = load.MODELS_DIR / name
+    tok = AutoTokenizer.from_pretrained(str(directory))
+    undo = inject(fault) if fault else None
+    try:
+        obs = Observation()
+        padding(obs, tok, directory, Oracle.of(directory))
+    finally:
+        if undo:
+            undo()
+    return obs
+
+
+@pytest.mark.parametrize("name", [t.name for t in tokzoo.TOKENIZERS])
+def test_a_batch_padded_by_the_tokenizer_equals_the_rule_on_the_library_s_encode(name):
+    obs = _padding_reference(name)
+    ref = obs.references["padding_as_specified"]
+    assert ref.observed.value == ref.expected.value
+    left, right = ref.expected.value["left"], ref.expected.value["right"]
+    assert left["attention_mask"][0][0] == 0 and right["attention_mask"][0][-1] == 0  # the short prompt is padded
+
+
+def test_a_tokenizer_without_a_pad_token_is_recorded_refusing_then_padded_with_eos():
+    padded = _padding_reference("tok-spm").fields["padded"].value
+    assert padded["pad_token"] is None and "error" in padded["no_pad_token"] and padded["pad_token_set"] == "</s>"
+
+
+@pytest.mark.parametrize("name", ["tok-spm", "tok-added"])
+def test_padding_side_ignored_at_call_time_is_seen(name):
+    """padding-side-kwarg-ignored (PR #33385's class): the side asked that differs from the tokenizer's own."""
+    pytest.importorskip("transformers.tokenization_utils_tokenizers", reason="the fault edits v5's tokenizers backend")
+    ref = _padding_reference(name, "padding-side-kwarg-ignored").references["padding_as_specified"]
+    assert ref.observed.value != ref.expected.value

@@ -66,33 +66,17 @@ from typing import Any
 import torch
 
 from harness.checking.compare import first_divergence
+from harness.engine.padding import LEFT, RIGHT, pad_rows
 from harness.schema import Case, Observation
 from harness.subjects import engine, hf
 from harness.subjects.hf_batching import BatchRun, Forward, batch_run
 from harness.subjects.hf_cache import narrowed, top_values
 
-LEFT, RIGHT = "left", "right"
 REFERENCE_CHECKS = ("greedy", "sample", "assisted", "prompt_lookup")  # left-padded: checked against solo runs
 
 
 # ----------------------------------------------------------------------------------------------
 # pure logic
-
-
-def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, side: str) -> tuple[list[list[int]], list[list[int]]]:
-    """(ids, attention mask) of the rows padded with `pad_id` to the longest, in front (`left`)
-    or behind (`right`)."""
-    width = max(len(r) for r in rows)
-    ids, mask = [], []
-    for row in rows:
-        pad = width - len(row)
-        if side == LEFT:
-            ids.append([pad_id] * pad + list(row))
-            mask.append([0] * pad + [1] * len(row))
-        else:
-            ids.append(list(row) + [pad_id] * pad)
-            mask.append([1] * len(row) + [0] * pad)
-    return ids, mask
 
 
 def runs(values: Sequence[int]) -> list[list[int]]:

@@ -64,8 +64,8 @@ from typing import Any
 import torch
 
 from harness.checking.compare import first_divergence
-from harness.designs.batching import LEFT, pad_rows
 from harness.engine.model import Model, attention_factor, scaled_inv_freq
+from harness.engine.padding import LEFT, pad_rows
 from harness.schema import Case, Observation
 from harness.subjects import engine
 from harness.subjects.hf import from_pretrained, top2_margin, top2_scale

@@ -38,6 +38,13 @@ punctuation (what clean_up_tokenization_spaces removes) and the empty text.
   batch_decode_equals_single exact batch_decode(rows, skip_special_tokens=True) and decode(rows, ...)
                               == [decode(row, skip_special_tokens=True) for row]; decode(rows) only where
                               the version decodes a batch (4.57 raises TypeError: `return_types` records it)
+ padding (`padding`; the tokenizer zoo's cases too): a batch as users build it
+  padded         exact   tok(PAD_PROMPTS, padding=True) with the tokenizer's own side and padding_side="left" /
+                         "right" at call time: ids and mask (no pad token: what that raised, then pad = eos)
+  padding_as_specified exact each side's batch equals harness/engine/padding.py's padding of the `tokenizers`
+                         library's encode of each prompt alone: tokenizer_config.json's pad token (else its
+                         eos), the side asked, else its padding_side, else "right" (transformers' documented
+                         default) - padding_side ignored at call time (PR #33385's class) is seen on a first run
 
 **Chat templates.** `<model>.chat`: the zoo tokenizer loaded (`AutoTokenizer.from_pretrained`) from
 its files beside harness/fixtures/chat_template.jinja - a Llama-3-shaped template: a system turn that
@@ -79,6 +86,7 @@ where apply_chat_template takes `tools`.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -86,6 +94,7 @@ from typing import Any
 import torch
 
 from harness.engine.detokenize import BPE_GUARD, Oracle, cleaned_up_as_specified
+from harness.engine.padding import pad_rows
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_text import (
@@ -93,6 +102,7 @@ from harness.subjects.hf_text import (
     chat_tokenizer,
     configured_clean_up,
     is_error,
+    padded_batches,
     pipeline,
     render_chat,
     supports_sanitize,
@@ -117,6 +127,8 @@ TEXTS: dict[str, str] = {
 TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "chat_template.jinja"
 HEADER = "<|start_header_id|>assistant<|end_header_id|>\n\n"  # the fixture's generation prompt
 CHAT_TOKENS = 8
+# a batch of three lengths (the zoo corpus' words; no added or special token inside)
+PAD_PROMPTS = ("Hello", "The little fox ran to the river.", "Once upon a time a girl had a red ball and she played.")
 MESSAGES: tuple[dict[str, str], ...] = (
     {"role": "system", "content": "You are a storyteller for children."},
     {"role": "user", "content": "Tell me about Anna."},
@@ -224,6 +236,8 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
     else:
         expected["decode"] = singles
     obs.reference("batch_decode_equals_single", observed, expected, implementations_differ=False)
+    directory = zoo.directory(case.model)
+    padding(obs, tok, directory, Oracle.of(directory) if (Path(directory) / "tokenizer.json").is_file() else None)
     return obs
 
 
@@ -244,6 +258,38 @@ def clean_up_as_specified(obs: Observation, directory: Any, tok: Any, got: Any) 
             for k, ids in got.ids_special.items() if isinstance(ids, list)}
     obs.reference("clean_up_as_specified", got.clean_up, want, expected_extras={"model": model_type, "guard": guard},
                   implementations_differ=False)
+
+
+def padding(obs: Observation, tok: Any, directory: Any, oracle: Oracle | None) -> None:
+    """`padded`: a batch of `PAD_PROMPTS` as users build it (harness/subjects/hf_text.py `padded_batches`);
+    `padding_as_specified`: each side's batch against the harness's own padding of the `tokenizers`
+    library's encode of each prompt alone - the pad id of tokenizer_config.json's pad_token (else its
+    eos_token: the users' `pad_token = eos_token`), on the side asked, else the config's padding_side,
+    else "right" (PreTrainedTokenizerBase's documented default), mask 1 on the prompt's ids, 0 on the pads."""
+    got = padded_batches(tok, PAD_PROMPTS)
+    obs.add("padded", got)
+    if oracle is None:
+        obs.skipped("padding_as_specified", "exact", f"{directory} has no tokenizer.json for the `tokenizers` "
+                    "library to encode with", category="not-checkable")
+        return
+    config = json.loads((Path(directory) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    pad = _content(config.get("pad_token")) or _content(config.get("eos_token"))
+    pad_id = oracle.backend.token_to_id(pad) if pad else None
+    if pad_id is None:
+        obs.skipped("padding_as_specified", "exact", f"{Path(directory).name}'s tokenizer_config.json names no pad or "
+                    "eos token the vocabulary holds: nothing to pad with")
+        return
+    rows = [oracle.encode(p, True)["ids"] for p in PAD_PROMPTS]
+    sides = {"default": config.get("padding_side") or "right", "left": "left", "right": "right"}
+    obs.reference("padding_as_specified", {k: got[k] for k in sides},
+                  {k: dict(zip(("input_ids", "attention_mask"), pad_rows(rows, pad_id, side), strict=True))
+                   for k, side in sides.items()},
+                  expected_extras={"pad_id": pad_id, "default_side": sides["default"]}, implementations_differ=False)
+
+
+def _content(token: Any) -> str | None:
+    """A special token as tokenizer_config.json writes it: the text, or {"content": text, ...}."""
+    return token.get("content") if isinstance(token, dict) else token
 
 
 # ----------------------------------------------------------------------------------------------

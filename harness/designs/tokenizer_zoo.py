@@ -15,6 +15,9 @@ variants for tok-added):
   decoded        exact   per text: decode(ids_special) as called by default (clean-up as configured)
   decoded_skip_special exact per text: decode(ids_special, skip_special_tokens=True)
   round_trip_text exact  per text: decode(ids) (no special tokens added)
+  padded         exact   `tok(PAD_PROMPTS, padding=True)` with the tokenizer's own side and with
+                         padding_side="left" / "right" at call time: ids and attention mask (a tokenizer
+                         without a pad token: what that call raised, then the batch with pad = eos, as users do)
   streamed       exact   per text: the text TextStreamer hands out for ids_special, one id at a time
                          (the pieces shown beside it, not compared: where they break is a version's choice);
                          its oracle is `stream_as_decode`, and `encoded` / `encoded_special`'s is
@@ -32,6 +35,9 @@ variants for tok-added):
                          skipped, and the library's own DecodeStream joined equals it too
   round_trip_lossless  exact decode(encode(x)) == x where the pipeline promises it (byte-level, no
                          normalizer: harness/designs/text.py `round_trip_promise`); skipped elsewhere
+  padding_as_specified exact each side's batch equals the harness's padding (harness/engine/padding.py) of
+                         the library's encode of each prompt alone: tokenizer_config.json's pad token (else
+                         its eos), the side asked, else its padding_side, else "right"; mask 1 on real ids
   prefix_space_contract exact (SentencePiece family) the pieces transformers encodes equal the harness's
                          own reading of Metaspace(prepend_scheme="first") (harness/engine/spm_contract.py):
                          one prefix space, none after a special token
@@ -67,7 +73,7 @@ from typing import Any
 
 import torch
 
-from harness.designs.text import MESSAGES, TEXTS, TOOLS, contents_in_order, round_trip_promise
+from harness.designs.text import MESSAGES, TEXTS, TOOLS, contents_in_order, padding, round_trip_promise
 from harness.engine import spm_contract
 from harness.engine.detokenize import Oracle
 from harness.fixtures import tokzoo
@@ -175,6 +181,7 @@ def zoo_tokenizer(zoo: Any, case: Case) -> Observation:
     else:
         obs.reference("round_trip_lossless", round_trip, {k: cases_[k] for k in round_trip},
                       implementations_differ=False)
+    padding(obs, tok, directory, oracle)
     if family == "sentencepiece":
         _spm_contract(obs, tok, cases_, plain, raw["True"], specials)
     else:

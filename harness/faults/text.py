@@ -137,4 +137,16 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on transformers #31890 (\"[Severe Bug] Performance Degradation Starting from v4.42.*\": extra "
                 "spaces from add_prefix_space / legacy) and #25073's legacy=True behaviour (a prefix space after every "
                 "special token)"),
+    Fault("padding-side-kwarg-ignored", "tokenizers",
+          "tok(prompts, padding=True, padding_side=...) pads on the tokenizer's own side whatever the call asks: a "
+          "left-padded batch for generate() comes back right-padded, silently",
+          Catch("text", "tok-added.tokenizer", "padding_as_specified"),
+          (edit(TOK_BACKEND, "TokenizersBackend.set_truncation_and_padding",
+                ('"direction": padding_side if padding_side is not None else self.padding_side,',
+                 '"direction": self.padding_side,')),),
+          notes="modelled on transformers PR #33385 (\"Enable padding_side as call time kwargs\": processors took "
+                "padding_side and did not use it when tokenizing) and #33847 (\"Llava processor changing padding side "
+                "of tokenizer has no effect\": the init value won over the one asked); a right-padded batch makes "
+                "generate() continue after pad ids. The oracle pads the `tokenizers` library's encode of each prompt "
+                "by the rule (harness/engine/padding.py)"),
 )

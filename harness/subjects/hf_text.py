@@ -329,6 +329,30 @@ def streamed(tok: Any, ids: Sequence[int], **decode_kwargs: Any) -> Any:
     return _call(run)
 
 
+def padded_batches(tok: Any, prompts: Sequence[str]) -> dict[str, Any]:
+    """A batch as users build it: `tok(prompts, padding=True)` with the tokenizer's own side
+    ("default") and with padding_side="left" / "right" at call time - {input_ids, attention_mask} or
+    the error. A tokenizer with no pad token is first called as it is (`no_pad_token`: what it raised,
+    or the batch), then on a copy given `pad_token = eos_token`, as users do (`pad_token_set`)."""
+    import copy
+
+    def batch(t: Any, side: str | None) -> Any:
+        def call() -> dict[str, Any]:
+            enc = t(list(prompts), padding=True, **({"padding_side": side} if side else {}))
+            return {"input_ids": [list(r) for r in enc["input_ids"]],
+                    "attention_mask": [list(r) for r in enc["attention_mask"]]}
+        return _call(call)
+
+    out: dict[str, Any] = {"pad_token": _plain(tok.pad_token)}
+    if tok.pad_token is None:
+        out["no_pad_token"] = batch(tok, None)
+        tok = copy.deepcopy(tok)
+        tok.pad_token = tok.eos_token
+        out["pad_token_set"] = _plain(tok.pad_token)
+    out.update({side or "default": batch(tok, side) for side in (None, "left", "right")})
+    return out
+
+
 def tokenizer_setup(tok: Any) -> dict[str, Any]:
     """The class transformers chose and the attributes that steer a family's pipeline."""
     return {"class": type(tok).__name__, "vocab_size": len(tok),
