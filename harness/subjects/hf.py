@@ -386,7 +386,7 @@ class Zoo:
             self._generated[case] = generate(
                 self.load(case.model).model, self.prompt_ids(case.model, case.prompt), case.new_tokens,
                 **self.path_args(case), do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache,
-                first_logit_steps=1)
+                first_logit_steps=1, own_scores=case.path == "ensemble")
         return self._generated[case]
 
 
@@ -574,7 +574,10 @@ def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
              use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
              do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
-             first_logit_steps: int = 0) -> Generated:
+             first_logit_steps: int = 0, own_scores: bool = False) -> Generated:
+    """One generate() call on a path. `own_scores`: a greedy ensemble call keeps the numbers its
+    verifier had (`Generated.draft_scores` / `token_scores`: outputs' ensemble_on_own_scores) - off
+    where the call is timed or its memory measured (the copies are the harness's, not the library's)."""
     kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, return_dict_in_generate=True,
                                   output_scores=True, pad_token_id=model.config.pad_token_id)
     if cache == "static":
@@ -586,7 +589,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     said: list[str] = []
     lists: list[dict[str, Any]] = []  # a plain sampled call: the config its processors were built from
     plain_sampled = do_sample and assistant is None and prompt_lookup is None and not use_mtp
-    if ensemble_weight is not None and not do_sample:
+    if own_scores and ensemble_weight is not None and not do_sample:
         out.draft_scores = []
     from harness.subjects.hf_processors import processor_lists
 
