@@ -140,7 +140,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("padding-side-kwarg-ignored", "tokenizers",
           "tok(prompts, padding=True, padding_side=...) pads on the tokenizer's own side whatever the call asks: a "
           "left-padded batch for generate() comes back right-padded, silently",
-          Catch("text", "tok-added.tokenizer", "padding_as_specified"),
+          Catch("text", "tok-spm.tokenizer", "padding_as_specified"),
           (edit(TOK_BACKEND, "TokenizersBackend.set_truncation_and_padding",
                 ('"direction": padding_side if padding_side is not None else self.padding_side,',
                  '"direction": self.padding_side,')),),
