@@ -254,7 +254,7 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
     engine = {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine", "engine_rollback_vs_fresh",
-              "tokens_as_engine", "steps_as_engine"}
+              "tokens_as_engine", "steps_as_engine", "attention_as_defined"}
     fits = {"joint", "distribution"}  # black-box fits whose N cannot rule out the smallest TV that matters
     assert set(skipped) == engine | fits
     assert all("does not implement model_type 'qwen3'" in skipped[f] for f in engine)
