@@ -189,6 +189,11 @@ def test_the_tables_name_each_case_once_and_reach_a_user_model():
     assert {c.param("early_stopping") for c in cases.beam()} == {False, True, "never"}
     assert {c.param("length_penalty") for c in cases.beam()} >= {0.0, 1.0, 2.0}
     assert any(c.param("rows") == 2 for c in cases.beam())
+    # the zoo's two batches: which row finishes first depends on the numbers (BEAM_SECOND_BATCH)
+    batches = {c.id: c.param("prompts") for c in cases.beam() if c.param("rows") == 2}
+    name, order = cases.BEAM_SECOND_BATCH
+    assert batches == {"llama-target.beam.n3.batch": tuple(reversed(cases.BEAM_PROMPTS)),
+                       f"llama-target.beam.{name}": order}
 
     class Run:
         user_models = (UserModel("mine", Path("/nowhere"), "--model", paths=("plain",),
@@ -263,6 +268,40 @@ def test_an_exact_tie_follows_the_choice_the_library_made():
         recorded(model_of(tied), table)([[*PROMPT, chosen]])
         got = beam.replay(table, model_of(tied), PROMPT, **rule)
         assert got.result.rows[0][0] == chosen
+
+
+def test_a_tie_at_the_pools_edge_follows_what_the_library_returned():
+    # after the prompt eos and token 1 tie to the bit; with one beam only the first-ranked candidate
+    # may enter the pool. eos first: the pool is full and the running beam (token 1, the same score)
+    # cannot beat it, so the row stops at [eos]; token 1 first: the pool stays empty and the row runs
+    # on. Both loops follow the rule; the replay must follow each, read from the rows it returned.
+    tied = {None: [0.4, 0.4, 0.1, 0.1], 1: [0.1, 0.1, 0.1, 0.7], 2: [0.7, 0.1, 0.1, 0.1], 3: [0.9, 0.05, 0.03, 0.02]}
+    rule = dict(num_beams=1, max_new=3, eos=[EOS], num_return=1)
+    rows = []
+    for first in (EOS, 1):
+        table: dict = {}
+        loop = beam.search(recorded(model_of(tied), table), PROMPT, add=beam.add_float32,
+                           divide=beam.normalised_float32, prefer=lambda t, f=first: 0 if t[-1] == f else 1, **rule)
+        got = beam.replay(table, never, PROMPT, loop.rows, **rule)
+        assert (got.result.rows, got.result.steps) == (loop.rows, loop.steps)
+        rows.append(loop.rows)
+    assert rows[0] == [[EOS]] and rows[1] != rows[0]
+
+
+def test_normalised_float32_divides_as_the_loops_float32_tensor():
+    score = -2.4222111701965332
+    for length, lp in ((3, 1.0), (4, 2.0), (5, 0.5)):
+        want = float(torch.tensor([score], dtype=torch.float32) / (length ** lp))
+        assert beam.normalised_float32(score, length, lp) == want
+    # float32 sums one ulp apart whose float32 quotients over 3 are one value, where float64 keeps
+    # them apart (sums in [3, 4): quotients in [1, 4/3), where the float32 step is larger than a
+    # third of the sums'): the rule's comparison must be made on the loop's numbers
+    xs = [torch.tensor(-3.5, dtype=torch.float32)]
+    for _ in range(64):
+        xs.append(torch.nextafter(xs[-1], torch.tensor(0.0)))
+    pairs = [(float(x), float(y)) for x, y in itertools.pairwise(xs)]
+    collide = [(x, y) for x, y in pairs if beam.normalised_float32(x, 3, 1.0) == beam.normalised_float32(y, 3, 1.0)]
+    assert collide and all(x / 3 != y / 3 for x, y in collide)
 
 
 def test_add_float32_rounds_as_a_float32_sum():

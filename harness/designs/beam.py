@@ -131,12 +131,14 @@ def best_length(length: int, max_new: int, early_stopping: bool | str, length_pe
 
 
 def can_improve(pool: Sequence[Hypothesis], num_beams: int, best_running: float, length: int, max_new: int,
-                early_stopping: bool | str, length_penalty: float) -> bool:
-    """The pool is not full, or the best running beam may still beat its worst hypothesis."""
+                early_stopping: bool | str, length_penalty: float,
+                divide: Callable[[float, int, float], float] = normalised) -> bool:
+    """The pool is not full, or the best running beam (its score `divide`d as the pool's were) may
+    still beat its worst hypothesis."""
     if len(pool) < num_beams:
         return True
     judged = best_length(length, max_new, early_stopping, length_penalty)
-    return normalised(best_running, judged, length_penalty) > min(h.score for h in pool)
+    return divide(best_running, judged, length_penalty) > min(h.score for h in pool)
 
 
 def step_margin(scores: Sequence[float], finished: Sequence[bool], num_beams: int, keep: int) -> float:
@@ -164,12 +166,14 @@ def slot_margins(margins: Sequence[float], rank_gaps: Sequence[float]) -> list[f
 def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Sequence[int], *, num_beams: int,
            max_new: int, eos: Sequence[int], length_penalty: float = 1.0, early_stopping: bool | str = False,
            num_return: int = 1, add: Callable[[float, float], float] = lambda a, b: a + b,
-           prefer: Callable[[Sequence[int]], bool] | None = None) -> Searched:
+           divide: Callable[[float, int, float], float] = normalised,
+           prefer: Callable[[Sequence[int]], int] | None = None) -> Searched:
     """Beam search over `next_logprobs(prefixes) -> [len(prefixes), V]` log-probabilities, as the
-    module docstring states it; `add` accumulates a beam's log p (the replay: in float32, as the
-    library's loop does, so that its candidates' scores are the library's to the bit); `prefer`
-    breaks an exact tie between two candidates (the one whose tokens it prefers ranks first; the
-    replay: the one the library went on to score)."""
+    module docstring states it; `add` accumulates a beam's log p and `divide` applies the length
+    penalty (the replay: both in float32, as the library's loop does, so that its candidates' and
+    hypotheses' scores, and the early-stopping comparison, are the library's to the bit); `prefer`
+    breaks an exact tie between two candidates (a rank of their tokens, the lower first; the replay:
+    the library's choice, read from what it returned and what it went on to score)."""
     keep = candidates_kept(num_beams, len(eos))
     running = [Hypothesis(0.0, (), ())]
     pool: list[Hypothesis] = []
@@ -184,8 +188,8 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
         for slot, h in enumerate(running):
             values, ids = torch.topk(logprobs[slot], min(keep, logprobs.shape[-1]))
             cands += [(add(h.score, float(v)), slot, int(t)) for v, t in zip(values, ids, strict=True)]
-        first = prefer or (lambda tokens: False)
-        cands.sort(key=lambda c: (-c[0], not first(list(prompt) + list(running[c[1]].tokens) + [c[2]]), c[1], c[2]))
+        rank = prefer or (lambda tokens: 0)
+        cands.sort(key=lambda c: (-c[0], rank(list(prompt) + list(running[c[1]].tokens) + [c[2]]), c[1], c[2]))
         cands = cands[:keep + 1]
         length, last = step + 1, step + 1 == max_new
         margins.append(step_margin([c[0] for c in cands], [last or c[2] in eos for c in cands], num_beams, keep))
@@ -196,7 +200,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             h = Hypothesis(score, running[slot].tokens + (token,), running[slot].slots + (slot,))
             if token in eos or last:
                 if rank < num_beams and improvable and not full:
-                    pool.append(Hypothesis(normalised(score, length, length_penalty), h.tokens, h.slots))
+                    pool.append(Hypothesis(divide(score, length, length_penalty), h.tokens, h.slots))
             elif len(next_running) < num_beams:
                 next_running.append(h)
         pool = sorted(pool, key=lambda h: -h.score)[:num_beams]
@@ -205,7 +209,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
             break
         running = next_running
         improvable = improvable and can_improve(pool, num_beams, running[0].score, length, max_new, early_stopping,
-                                                length_penalty)
+                                                length_penalty, divide)
         if not improvable or (early_stopping is True and len(pool) == num_beams):
             break
     best = pool[:num_return]
@@ -218,6 +222,15 @@ def add_float32(a: float, b: float) -> float:
     return float(np.float32(a) + np.float32(b))
 
 
+def normalised_float32(score: float, length: int, length_penalty: float) -> float:
+    """`normalised` in float32, as the library's loop divides a float32 score by the Python number
+    length ** length_penalty (a scalar cast to the tensor's dtype): a finished hypothesis' score and
+    the best running beam's, compared for early stopping. In float64 two sums one float32 ulp apart
+    can stay apart where the loop's quotients round to one value (or the reverse), and the rule
+    would stop where the loop, right by its own numbers, goes on."""
+    return float(np.float32(score) / np.float32(length ** length_penalty))
+
+
 @dataclass
 class Replayed:
     result: Searched
@@ -225,15 +238,21 @@ class Replayed:
 
 
 def replay(scored: dict[tuple[int, ...], torch.Tensor], fallback: Callable[[list[list[int]]], torch.Tensor],
-           prompt: Sequence[int], **rule: Any) -> Replayed:
+           prompt: Sequence[int], returned: Sequence[Sequence[int]] = (), **rule: Any) -> Replayed:
     """`search` (the documented rule) run on the log-probabilities the library's own loop scored
     (`scored`: prefix -> row), accumulated in float32 as the loop does: every candidate score is the
     library's to the bit, so no rounding can move a decision and no tie allowance is needed. A
     prefix the library never scored - the rule extends a beam the library dropped or stopped - is
     scored by `fallback` (the model's uncached forward) and marks the replay `unscored` from that
     step: a correct loop scores every prefix the rule extends. Two candidates that tie to the bit
-    (bf16 logits repeat) are both right under the rule: the one the library went on to score ranks
-    first, so the replay follows the library's choice between equals and nothing else."""
+    (bf16 logits repeat) are both right under the rule, so the replay follows the library's choice
+    between equals and nothing else: first a finished hypothesis the library returned (`returned`:
+    this row's rows, new tokens up to their end - it entered the pool, so the loop ranked it among
+    the num_beams best), then a prefix the library went on to score. Which of the two a tie puts
+    first decides whether the pool is full - and with it whether early stopping may end the row:
+    measured on llama-target in bf16 with the rows (short-2, short-0) as n3.batch's, where two
+    finished hypotheses and the best running beam all score -2.42221 after three tokens (a clean run
+    failed the rule there before this tie-break)."""
     seen: list[int] = []
 
     def table(prefixes: list[list[int]]) -> torch.Tensor:
@@ -243,7 +262,12 @@ def replay(scored: dict[tuple[int, ...], torch.Tensor], fallback: Callable[[list
             return fallback(prefixes)
         return torch.stack(rows)  # type: ignore[arg-type]
 
-    result = search(table, prompt, add=add_float32, prefer=lambda tokens: tuple(tokens) in scored, **rule)
+    kept = {tuple(row) for row in returned}
+
+    def rank(tokens: Sequence[int]) -> int:
+        return 0 if tuple(tokens[len(prompt):]) in kept else 1 if tuple(tokens) in scored else 2
+
+    result = search(table, prompt, add=add_float32, divide=normalised_float32, prefer=rank, **rule)
     return Replayed(result, seen[0] if seen else None)
 
 
@@ -345,8 +369,9 @@ def beam(zoo: Any, case: Case) -> Observation:
     want = padded([s for b, e in enumerate(expected) for s in with_offset(e.slots, b, num_beams)], -1)
     obs.reference("beam_indices_vs_reference", got.beam_indices, want, kind="tokens",
                   observed_extras={"follows": "tokens_vs_reference"}, expected_extras={"margins": slot_gaps})
-    replayed = [replay(got.scored, step, row.tolist(), num_beams=num_beams, max_new=n, eos=eos_list,
-                       length_penalty=lp, early_stopping=es, num_return=num_return) for row in ids]
+    replayed = [replay(got.scored, step, row.tolist(), trimmed[b * num_return:(b + 1) * num_return],
+                       num_beams=num_beams, max_new=n, eos=eos_list, length_penalty=lp, early_stopping=es,
+                       num_return=num_return) for b, row in enumerate(ids)]
     obs.reference("rule_on_own_scores", {"steps": got.steps, "rows": pools(trimmed, num_return)},
                   {"steps": max(r.result.steps for r in replayed), "rows": [sorted(r.result.rows) for r in replayed]},
                   implementations_differ=False)
