@@ -21,6 +21,7 @@ OTHER_CPU = {**FP32, "device": {**FP32["device"], "name": "Some Other CPU"}}
 SAME = Policy(alpha=0.01, observed_env=FP32, baseline_env=FP32)
 BF16_VS_FP32 = Policy(alpha=0.01, observed_env=BF16, baseline_env=FP32)
 THREADS = Policy(alpha=0.01, observed_env=FP32_1T, baseline_env=FP32)
+SAME_BF16 = Policy(alpha=0.01, observed_env=BF16, baseline_env=BF16)
 
 
 def cmp(kind, new, old, policy=SAME, new_extras=None, old_extras=None, name="f") -> Outcome:
@@ -105,6 +106,11 @@ def test_tokens_identical_pass():
         (THREADS, 2e-3, Status.REGRESSION, "real-change"),
         # same numerics: a deterministic run must reproduce, whatever the margin
         (SAME, 1e-9, Status.REGRESSION, "real-change"),
+        # the same bf16 env: only what a kernel's last bit can close (tie_eps_same_bf16, one ulp at logits
+        # up to 32; measured: a flip at margin 0.0625 between two runs of one env)
+        (SAME_BF16, 0.0625, Status.PASS, "tie-flip"),
+        (SAME_BF16, Thresholds().tie_eps_same_bf16, Status.PASS, "tie-flip"),
+        (SAME_BF16, 0.25, Status.REGRESSION, "real-change"),
     ],
 )
 def test_tokens_tie_flip_threshold(policy, margin, status, category):
@@ -113,6 +119,15 @@ def test_tokens_tie_flip_threshold(policy, margin, status, category):
     assert (result.status, result.category) == (status, category)
     assert result.diff["divergences"][0]["step"] == 2
     assert "old [3, 4] vs new [9, 4]" in result.detail
+
+
+def test_a_same_env_bf16_flip_says_why_it_is_a_tie_and_why_not():
+    margins = [2.0, 0.0625, 1.0]
+    tie = cmp("tokens", [1, 9, 4], [1, 3, 4], SAME_BF16, {"margins": margins}, {"margins": margins})
+    assert "the same env: bf16 kernels do not reproduce every last bit" in tie.detail
+    wide = [2.0, 0.5, 1.0]
+    real = cmp("tokens", [1, 9, 4], [1, 3, 4], SAME_BF16, {"margins": wide}, {"margins": wide})
+    assert real.status is Status.REGRESSION and "more than the last bit of a bf16 kernel can close" in real.detail
 
 
 def test_tokens_a_tie_flip_needs_a_near_tie_on_both_sides():
