@@ -436,3 +436,39 @@ def test_a_bf16_column_merges_into_the_committed_results_and_the_table():
     assert again[0].seconds == 2.0 and again[0].empty_by_dtype["bf16"]["empty_store"] == fault_runs.CAUGHT
     with pytest.raises(fault_runs.UsageError, match="no committed fp32 results"):
         fault_runs.merged(None, bf16, clean, "bf16", empty_only=True)
+
+
+ALARM = {"suite": "text", "case": "tok-added.tokenizer", "field": "padding_as_specified", "detail": "d"}
+
+
+def test_a_partial_runs_false_alarm_joins_the_committed_clean_control_and_never_vanishes():
+    """A run over a narrower selection never replaces the whole selection's clean verdict, and its
+    false alarm is kept beside it (fp32: the baseline run's and the empty store's)."""
+    one = [fault_runs.FaultRun(FAULTS[0].name, fault_runs.CAUGHT, 1.0, [ALARM], [ALARM])]
+    quiet = fault_runs.FaultRun(None, fault_runs.CLEAN_OK, 1.0, cases=1, empty_store=fault_runs.CLEAN_OK)
+    _, kept = fault_runs.merged(_committed(), one, quiet)
+    assert (kept.status, kept.cases, kept.empty_store) == (fault_runs.CLEAN_OK, 4, fault_runs.CLEAN_OK)
+    alarmed = fault_runs.FaultRun(None, fault_runs.CLEAN_OK, 1.0, cases=1, empty_store=fault_runs.CLEAN_ALARM,
+                                  empty_by=[ALARM])
+    _, merged_clean = fault_runs.merged(_committed(), one, alarmed)
+    assert (merged_clean.cases, merged_clean.empty_store, merged_clean.empty_by) == (4, fault_runs.CLEAN_ALARM, [ALARM])
+    text = fault_runs.markdown(*fault_runs.merged(_committed(), one, alarmed), "env-x", "harness faults")
+    assert "clean control there: FALSE ALARM (1 regressions)" in text
+
+
+def test_a_partial_bf16_column_keeps_the_columns_alarm_and_a_whole_one_replaces_it():
+    names = [f.name for f in FAULTS]
+    caught = {"empty_store": fault_runs.CAUGHT}
+    whole = [fault_runs.FaultRun(n, "", **caught) for n in names]
+    alarmed = fault_runs.FaultRun(None, "", empty_store=fault_runs.CLEAN_ALARM, empty_by=[ALARM])
+    quiet = fault_runs.FaultRun(None, "", empty_store=fault_runs.CLEAN_OK)
+    runs, clean = fault_runs.merged(_committed(), whole, alarmed, "bf16", empty_only=True)
+    assert clean.empty_by_dtype["bf16"]["empty_store"] == fault_runs.CLEAN_ALARM
+    state = {"runs": [r.to_json() for r in runs], "clean": clean.to_json()}
+    # one fault again, its clean control clean: the column's alarm stays
+    _, partial = fault_runs.merged(json.loads(json.dumps(state)), whole[:1], quiet, "bf16", empty_only=True)
+    assert partial.empty_by_dtype["bf16"]["empty_store"] == fault_runs.CLEAN_ALARM
+    assert partial.empty_by_dtype["bf16"]["empty_by"] == [ALARM]
+    # the whole column again, clean: the alarm is gone
+    _, again = fault_runs.merged(json.loads(json.dumps(state)), whole, quiet, "bf16", empty_only=True)
+    assert again.empty_by_dtype["bf16"]["empty_store"] == fault_runs.CLEAN_OK

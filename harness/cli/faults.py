@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +238,10 @@ def merged(old: dict[str, Any] | None, runs: Sequence[FaultRun], clean: FaultRun
     A full fp32 run replaces its faults' entries (their other dtypes' verdicts kept); its clean control
     replaces the committed one only when it ran over the whole catalogue's selection. A run in another
     dtype or on the empty store alone adds its verdicts as that dtype's column (`empty_by_dtype`) of
-    the committed entries - which must exist (the fp32 run first)."""
+    the committed entries - which must exist (the fp32 run first); its clean control replaces the
+    column's only when it ran every fault the column holds. A narrower clean control never replaces a
+    wider one, and its false alarms are never dropped: they join the committed verdict
+    (`with_alarms`), which then reads FALSE ALARM until a run over the whole selection is clean."""
     by_name = {r["fault"]: FaultRun(**r) for r in (old or {}).get("runs", [])}
     base_clean = FaultRun(**old["clean"]) if old and old.get("clean") else None
     if dtype != "fp32" or empty_only:
@@ -246,9 +249,15 @@ def merged(old: dict[str, Any] | None, runs: Sequence[FaultRun], clean: FaultRun
         if absent or base_clean is None:
             raise UsageError(f"--merge: no committed fp32 results for {', '.join(map(str, absent)) or 'the clean control'}; "
                              "run `harness faults --merge` for them first")
+        column = {name for name, r in by_name.items() if dtype in r.empty_by_dtype}
+        whole = column <= {str(r.fault) for r in runs}
         for r in runs:
             by_name[str(r.fault)].empty_by_dtype[dtype] = empty_verdict(r)
-        base_clean.empty_by_dtype[dtype] = empty_verdict(clean)
+        verdict = empty_verdict(clean)
+        committed = base_clean.empty_by_dtype.get(dtype)
+        if committed and not whole:
+            verdict = empty_verdict(with_alarms(FaultRun(None, "", **committed), clean))
+        base_clean.empty_by_dtype[dtype] = verdict
         clean = base_clean
     else:
         for r in runs:
@@ -256,8 +265,21 @@ def merged(old: dict[str, Any] | None, runs: Sequence[FaultRun], clean: FaultRun
                 r.empty_by_dtype = by_name[str(r.fault)].empty_by_dtype
             by_name[str(r.fault)] = r
         if len(runs) < len(FAULTS) and base_clean is not None:
-            clean = base_clean
+            clean = with_alarms(base_clean, clean)
     return [by_name[f.name] for f in FAULTS if f.name in by_name], clean
+
+
+def with_alarms(committed: FaultRun, narrower: FaultRun) -> FaultRun:
+    """The committed clean control, with the false alarms of a run over a narrower selection added
+    (the baseline run's regressions, and the empty store's where it ran there): a partial run may not
+    replace the whole selection's verdict, nor may its alarm vanish from the table."""
+    regressions = committed.regressions + [r for r in narrower.regressions if r not in committed.regressions]
+    empty_by = committed.empty_by + [r for r in narrower.empty_by if r not in committed.empty_by]
+    status = CLEAN_ALARM if regressions or narrower.status == CLEAN_ALARM else committed.status
+    empty_store = (CLEAN_ALARM if empty_by or narrower.empty_store == CLEAN_ALARM else committed.empty_store)
+    error = committed.error or narrower.error
+    return replace(committed, status=status, regressions=regressions, empty_by=empty_by, empty_store=empty_store,
+                   error=error)
 
 
 # ----------------------------------------------------------------------------------------------
