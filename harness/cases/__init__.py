@@ -542,28 +542,29 @@ BEAM_MODES: tuple[tuple[str, tuple[tuple[str, Any], ...], bool], ...] = (
 # early-stopping heuristic gets wrong, transformers #38778) depends on the numbers. Measured with the
 # fault beam-heuristic-across-batch on llama-target: with the rows (short-1, short-0) it changes the
 # result in fp32 only; with (short-3, short-0) in fp32 and in bf16, where rule_on_own_scores sees it.
-BEAM_SECOND_BATCH = ("n3.batch2", ("short-3", "short-0"))
+BEAM_SECOND_BATCH = ("n3.batch2", ("short-3", "short-0"))  # n3.batch's settings on these rows
 
 
 def _beam_case(model: str, name: str, k: int, lp: float, es: bool | str, ret: int,
-               order: tuple[str, ...]) -> Case:
+               order: tuple[str, ...], rows: int) -> Case:
     return Case(model, "plain", "dynamic", order[0], new_tokens=BEAM_TOKENS, name=f"{model}.beam.{name}",
                 params=_p(num_beams=k, length_penalty=lp, early_stopping=es, num_return_sequences=ret,
-                          rows=len(order) if name.endswith(("batch", "batch2")) else 1, prompts=order))
+                          rows=rows, prompts=order))
 
 
 def beam_cases(model: str, prompts: tuple[str, str]) -> list[Case]:
     """`<model>.beam.<name>`: one beam-search setting of `BEAM_SETTINGS` on the first prompt; the batch
     case holds both, the second first (its beams finish early while the other row's run on)."""
-    return [_beam_case(model, name, k, lp, es, ret, (prompts[1], prompts[0]) if name.endswith("batch") else prompts)
-            for name, k, lp, es, ret in BEAM_SETTINGS]
+    return [_beam_case(model, name, k, lp, es, ret, (prompts[1], prompts[0]), 2) if name.endswith("batch")
+            else _beam_case(model, name, k, lp, es, ret, prompts, 1) for name, k, lp, es, ret in BEAM_SETTINGS]
 
 
 def beam(run: RunSettings | None = None) -> list[Case]:
-    """llama-target's beam-search cases and its second batch (`BEAM_SECOND_BATCH`, as n3.batch on
-    other prompts), then each user model's (its first two prompts)."""
+    """llama-target's beam-search cases and its second batch (`BEAM_SECOND_BATCH`: n3.batch's
+    settings on other rows), then each user model's (its first two prompts)."""
     name, order = BEAM_SECOND_BATCH
-    return [*beam_cases(TARGET, BEAM_PROMPTS), _beam_case(TARGET, name, 3, 1.0, False, 3, order),
+    _, k, lp, es, ret = next(s for s in BEAM_SETTINGS if s[0] == "n3.batch")
+    return [*beam_cases(TARGET, BEAM_PROMPTS), _beam_case(TARGET, name, k, lp, es, ret, order, len(order)),
             *_planned(run, "beam", _user_beam_cases)]
 
 

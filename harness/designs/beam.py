@@ -175,6 +175,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
     breaks an exact tie between two candidates (a rank of their tokens, the lower first; the replay:
     the library's choice, read from what it returned and what it went on to score)."""
     keep = candidates_kept(num_beams, len(eos))
+    tie_rank = prefer or (lambda tokens: 0)
     running = [Hypothesis(0.0, (), ())]
     pool: list[Hypothesis] = []
     margins: list[float] = []
@@ -188,8 +189,7 @@ def search(next_logprobs: Callable[[list[list[int]]], torch.Tensor], prompt: Seq
         for slot, h in enumerate(running):
             values, ids = torch.topk(logprobs[slot], min(keep, logprobs.shape[-1]))
             cands += [(add(h.score, float(v)), slot, int(t)) for v, t in zip(values, ids, strict=True)]
-        rank = prefer or (lambda tokens: 0)
-        cands.sort(key=lambda c: (-c[0], rank(list(prompt) + list(running[c[1]].tokens) + [c[2]]), c[1], c[2]))
+        cands.sort(key=lambda c: (-c[0], tie_rank(list(prompt) + list(running[c[1]].tokens) + [c[2]]), c[1], c[2]))
         cands = cands[:keep + 1]
         length, last = step + 1, step + 1 == max_new
         margins.append(step_margin([c[0] for c in cands], [last or c[2] in eos for c in cands], num_beams, keep))
