@@ -136,3 +136,35 @@ def test_the_table_runs_every_check_on_llama_target_with_prompts_of_different_le
     assert {c.param("prompts") for c in table} == {cases.BATCH_PROMPTS}
     sampled = [c for c in table if c.decoding == "sample"]
     assert [c.param("check") for c in sampled] == ["sample"] and sampled[0].seed is not None
+
+
+def test_two_served_streams_parting_after_the_engines_own_stream_went_elsewhere_are_judged_on_their_prefix():
+    """The 1.1B Llama in bf16 (2026-12-04): the engine's stream took 7106 at step 2 where the served one
+    took 9801 (a near-tie, 0.018); at step 3 the served request and generate() parted at a margin of
+    0.019 after their shared prefix, but the engine's own stream - after 7106 - had 0.50 there, and
+    tokens_as_generate called the tie a regression. The served side's margins are the engine's after
+    the served prefix (teacher-forced), so the step is judged on the prefix both streams share."""
+    from harness.checking.compare import Policy, compare_field
+    from harness.engine.teacher_forced import teacher_forced
+    from harness.schema import Field, Status
+    from harness.store.env import fingerprint
+
+    served, alone = [0, 1, 2], [0, 1, 3]  # generate() alone parts at step 2, a near-tie after [0, 1]
+    logits = torch.full((4, 5), -4.0)  # prompt [4] + served: the engine's logits after each prefix
+    logits[0, 0] = 2.0
+    logits[1, 1] = 2.0
+    logits[2, 2], logits[2, 3] = 2.0, 1.98  # after [0, 1]: 2 and 3 near-tied
+    forced = teacher_forced(logits, 1, served)
+    own_stream_margins = [4.0, 4.0, 0.5]  # the engine's own stream had gone another way before step 2
+    bf16 = Policy(observed_env=fingerprint(dtype="bf16"), baseline_env=fingerprint(dtype="bf16"),
+                  implementations_differ=True)
+    generate_side = Field("tokens", [alone], {"margins": [[4.0, 4.0, 0.01]], "scales": [[8.0, 8.0, 8.0]]})
+
+    def judged(margins):
+        return compare_field("tokens_as_generate", Field("tokens", [served], {"margins": [margins],
+                                                                               "scales": [forced.scales]}),
+                             generate_side, bf16)
+
+    assert forced.gaps[2] < 0.03
+    assert judged(forced.gaps).category == "tie-flip"
+    assert judged(own_stream_margins).status is Status.REGRESSION

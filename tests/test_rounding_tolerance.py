@@ -96,3 +96,61 @@ def test_fp32_across_numerics_keeps_the_magnitude_rule():
     base = logits(3)
     result = compare(base + 1e-6, base, policy)
     assert result.status is Status.PASS and "rule" not in result.diff
+
+
+# ----------------------------------------------------------------------------------------------
+# a model's rounding witness (harness/engine/witness.py) scales the low-precision allowances
+
+
+def test_the_witness_scale_is_one_for_the_zoos_rounding_and_grows_past_it():
+    t = Thresholds()
+    assert t.witness_scale(None) == 1.0 and t.witness_scale(float("nan")) == 1.0
+    assert t.witness_scale(5.2) == 1.0  # the zoo's largest (gemma2-softcap): as measured
+    assert t.witness_scale(11.44) == 2 * 11.44 / t.tensor_rounding_ulps  # the 1.1B Llama's
+    assert t.for_witness(5.2) is t
+    wide = t.for_witness(11.44)
+    assert wide.tensor_rounding_ulps == 2 * 11.44 and wide.tie_rounding_ulps == t.tie_rounding_ulps * 2 * 11.44 / 12
+    assert wide.tie_eps_bf16 == t.tie_eps_bf16  # the fixed cap of the tie rule never widens
+    assert t.for_witness(1e6).tensor_rounding_ulps == 64.0  # never wider than a configuration may set
+
+
+def test_a_deep_models_clean_bf16_routes_pass_with_its_witness_and_a_real_error_still_fails():
+    """The 1.1B Llama's eager vs SDPA logits were 16.5 u apart (c = 12: a false regression on a user's
+    first run); its engine witness is 11.4. With it the rounding passes; a wrong logit still fails."""
+    base = logits(3).to(torch.bfloat16).float()
+    rms = float(base.pow(2).mean().sqrt())
+    scale = 2.0**-8 * (base.abs() + rms)
+    off = base + 16.5 * scale * torch.sign(torch.randn(base.shape, generator=torch.Generator().manual_seed(4)))
+    assert compare(off, base).status is Status.REGRESSION
+    deep = Policy(observed_env=BF16, baseline_env=BF16, implementations_differ=True, witness=11.44,
+                  thresholds=Thresholds().for_witness(11.44))
+    passed = compare(off, base, deep)
+    assert passed.status is Status.PASS and passed.diff["rounding_witness"] == 11.44
+    wrong, small = base.clone(), int(base.abs().argmin())
+    wrong[small] += 0.47  # the left-padding class: 2x the widened allowance of a logit near 0
+    failed = compare(wrong, base, deep)
+    assert failed.status is Status.REGRESSION and "rounding witness 11.4" in failed.detail
+
+
+def test_the_witness_is_zero_for_the_same_logits_and_counts_a_bf16_forward_in_its_units():
+    from harness.engine.witness import rounding_witness
+
+    exact = logits(5).reshape(4, 16).double()
+    assert rounding_witness(exact, exact, 2.0**-8) == 0.0
+    rounded = exact.to(torch.bfloat16).double()
+    assert 0 < rounding_witness(rounded, exact, 2.0**-8) <= 1.0  # rounding to nearest: at most half an ulp
+
+
+def test_the_zoo_models_witness_is_measured_on_the_engine_in_the_runs_low_precision_dtype_only():
+    """Every zoo model but the 46-layer GLM trunks rounds within what the constants were measured on
+    (f = 1: the zoo's records and faults are judged as before); fp32 and a tokenizer have none."""
+    from harness.subjects.engine import rounding_witness
+    from harness.subjects.hf import Zoo
+
+    bf16 = Zoo(dtype="bf16")
+    for name in ("llama-target", "gemma2-softcap", "qwen3_5-linear"):
+        w = rounding_witness(bf16, name)
+        assert w is not None and 1.0 < w and Thresholds().witness_scale(w) == 1.0, (name, w)
+    assert Thresholds().witness_scale(rounding_witness(bf16, "glm4moe-mtp-dense")) > 1.0  # 46 layers
+    assert rounding_witness(bf16, "tok-spm") is None and rounding_witness(bf16, "torch") is None
+    assert rounding_witness(Zoo(dtype="fp32"), "llama-target") is None

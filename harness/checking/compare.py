@@ -359,14 +359,18 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     }
     if per_element:
         diff.update(rule="per-element rounding", rounding_ulps=extra, ulps_used=ulps_used(err, old, new, u))
+        if policy.witness:
+            diff["rounding_witness"] = policy.witness
     if not bad.any():
         category = Category.NONE if max_abs == 0 else Category.TOLERATED_DRIFT
         detail = "identical" if max_abs == 0 else f"within tolerance ({dtype}): max abs err {max_abs:.3g}"
         return verdict(name, "tensor", Status.PASS, detail, category, diff)
     index = np.unravel_index(int(np.argmax(np.where(bad, err - allowed, -np.inf))), err.shape)
+    widened = (f", {extra:.3g} u per element: this model's {dtype} rounding witness {policy.witness:.3g}"
+               if per_element and policy.witness else "")
     diff["worst_index"] = [int(i) for i in index]
     detail = (
-        f"{int(bad.sum())}/{err.size} elements beyond tolerance ({dtype}, rtol {rtol:g}, atol {atol:g}): "
+        f"{int(bad.sum())}/{err.size} elements beyond tolerance ({dtype}, rtol {rtol:g}, atol {atol:g}{widened}): "
         f"at {list(diff['worst_index'])} old {old[index]:.6g} vs new {new[index]:.6g}; "
         f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}"
     )

@@ -66,6 +66,7 @@ class Rules:
     regen: bool = False  # rewriting this env's own records: a difference is the regeneration
     baseline_key: str = ""  # the env whose records are the baseline (for messages)
     latency_strict: bool = False  # a latency field not judged (the machine was busy) fails
+    witness: float | None = None  # the case's model's rounding witness in a low-precision run (harness/engine/witness.py)
 
 
 LOW_PRECISION = ("bf16", "fp16")
@@ -106,8 +107,10 @@ class CaseCheck:
             raise ValueError(f"field {name!r} of {self.suite}/{self.case} checked twice; give each check its own name")
 
     def _policy(self, baseline_env: dict[str, Any] | None, implementations_differ: bool) -> Policy:
-        return Policy(alpha=self.rules.alpha, thresholds=self.rules.thresholds, observed_env=self.rules.env,
-                      baseline_env=baseline_env, implementations_differ=implementations_differ)
+        witness = self.rules.witness if self.rules.thresholds.witness_scale(self.rules.witness) > 1 else None
+        return Policy(alpha=self.rules.alpha, thresholds=self.rules.thresholds.for_witness(witness),
+                      observed_env=self.rules.env, baseline_env=baseline_env,
+                      implementations_differ=implementations_differ, witness=witness)
 
     def _place(self, outcome: Outcome, against: str) -> Outcome:
         return replace(outcome, suite=self.suite, case=self.case, against=against)

@@ -32,6 +32,9 @@ class Policy:
 
     implementations_differ: the two sides come from different code (transformers vs the reference
     engine), so their numerics differ even in one environment.
+    witness: the case's model's rounding witness in a low-precision run (harness/engine/witness.py),
+    where it widened the allowances: `thresholds` are already scaled by it (`Thresholds.for_witness`),
+    this says why in a detail (None: the thresholds as configured).
     """
 
     alpha: float = 0.01
@@ -39,6 +42,7 @@ class Policy:
     observed_env: dict[str, Any] | None = None
     baseline_env: dict[str, Any] | None = None
     implementations_differ: bool = False
+    witness: float | None = None  # the model's rounding witness its low-precision allowances were scaled by (thresholds)
 
     def numerics_differences(self) -> list[str]:
         """Why the two sides may round differently ([] = bit-identical numerics expected)."""

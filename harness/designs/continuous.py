@@ -32,8 +32,9 @@ finding - and the references are `not checked` with it.
                          never compared: the harness's own adaptation to the version's API)
   error          exact   the call's exception (type, first line), or None
   request_errors exact   per request: the library's error for it (a failed generation loop), or None
-  tokens         tokens  per request: the new tokens, with the engine's top-2 margins (valid up to
-                         the first divergence from the engine's stream, the only steps a tie-flip needs)
+  tokens         tokens  per request: the new tokens, with the engine's margins after that request's
+                         own served prefix (teacher-forced: at any step where two served streams part,
+                         their shared prefix's margin)
   dropped        exact   processors: the processor classes the version's warnings say it drops
   warnings       exact   the continuous-batching logger's warnings; presentation (a reworded one is `changed`)
   beam_outcome   exact   beam: "raised" / "ignored: greedy tokens" (those of the same generate_batch without
@@ -48,7 +49,10 @@ finding - and the references are `not checked` with it.
                              end the check - in bf16, where tokens_as_engine's first divergence is often a
                              near-tie, a token from another request or a processor dropped is still seen
   tokens_as_generate tokens  greedy: per request, generate() of the prompt alone, cut at the same eos
-                             list (secondary; tie-aware with both sides' margins)
+                             list (secondary; tie-aware with both sides' margins: generate()'s own, and
+                             beside the served tokens the engine's after the served prefix - teacher-
+                             forced, so a margin at the first divergence is the shared prefix's, never
+                             that of the engine's own stream once it went another way)
   in_support         exact   sample: per request, the steps whose drawn token lies outside the engine's
                              kept set (top-k of the engine's logits after the drawn prefix) - expected
                              none; detects a dropped or mis-sized top-k only on a step that draws
@@ -270,23 +274,26 @@ def observe(zoo: Any, case: Case) -> Observation:
     else:
         expected = [(stopped(s.tokens, eos), s.margins, s.scales) for s in streams]
     rows, margins, scales = [e[0] for e in expected], [e[1] for e in expected], [e[2] for e in expected]
-    obs.add("tokens", served.rows, kind="tokens", margins=margins, scales=scales, oracle="tokens_as_engine")
+    # the engine after each request's own served prefix (teacher-forced): at the first divergence of two
+    # served streams (this run's and the record's, or generate()'s) their shared prefix's margin - the
+    # engine's own stream's margins hold that only up to where it went another way
+    forced = [teacher_forced(engine.logits_cached(zoo, case.model, [*p, *row]), len(p), row, chain, [*p, *row])
+              for p, row in zip(prompts, served.rows, strict=True)]
+    served_margins = {"margins": [f.gaps for f in forced], "scales": [f.scales for f in forced]}
+    obs.add("tokens", served.rows, kind="tokens", **served_margins, oracle="tokens_as_engine")
     obs.reference("tokens_as_engine", served.rows, rows, kind="tokens", expected_extras={"margins": margins,
                                                                                          "scales": scales})
-    steps_as_engine(obs, zoo, case, prompts, served.rows, chain)
+    steps_as_engine(obs, served.rows, forced)
     if check == "greedy":
-        _as_generate(obs, served, [_solo(zoo, case, n, eos) for n in names],
-                     {"margins": margins, "scales": scales})
+        _as_generate(obs, served, [_solo(zoo, case, n, eos) for n in names], served_margins)
     return obs
 
 
-def steps_as_engine(obs: Observation, zoo: Any, case: Case, prompts: Sequence[Sequence[int]],
-                    rows: Sequence[Sequence[int]], chain: Sequence[Processor]) -> None:
+def steps_as_engine(obs: Observation, rows: Sequence[Sequence[int]], forced: Sequence[Forced]) -> None:
     """steps_as_engine: every served token against the engine's argmax after that row's own prefix
-    (harness/engine/teacher_forced.py), one single-token row per (request, step) so that each step is
-    judged by the tie rule on its own: `tokens_as_engine` ends at a row's first near-tie, this does not."""
-    forced = [teacher_forced(engine.logits_cached(zoo, case.model, [*p, *row]), len(p), row, chain, [*p, *row])
-              for p, row in zip(prompts, rows, strict=True)]
+    (`forced`: harness/engine/teacher_forced.py), one single-token row per (request, step) so that each
+    step is judged by the tie rule on its own: `tokens_as_engine` ends at a row's first near-tie, this
+    does not."""
     engine.forced_reference(obs, "steps_as_engine", [t for row in rows for t in row], Forced.join(forced),
                             [f"request {r} step {i}" for r, row in enumerate(rows) for i in range(len(row))])
 

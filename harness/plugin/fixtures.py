@@ -3,7 +3,8 @@
 - `golden`: the checks of one test (a `Golden`: its case's `CaseCheck` against the baseline record,
   and the record written when the test ends); a case of a user model records the model's checkpoint
   fingerprint (and its assistant's, when the case uses it) as the field `checkpoint`, and a user model
-  with its own dtype records its cases in that dtype;
+  with its own dtype records its cases in that dtype; a case in a low-precision dtype is judged with
+  allowances scaled by its model's rounding witness (harness/engine/witness.py);
 - `zoo`: the installed transformers' view of the run's checkpoints - the fixture zoo and your own
   models - each loaded once per process (harness/subjects/hf.py `Zoo`), with the reference
   engine's answers read from its on-disk cache (harness/store/cache.py; `--harness-no-cache`: afresh);
@@ -40,8 +41,23 @@ def golden(request: pytest.FixtureRequest) -> Golden:
         if own.dtype:
             checks.numerics(own.dtype)  # a user model loaded in its own dtype is recorded in that dtype
         checks.checkpoint(user_checkpoint(own, getattr(case, "assistant", None) == own.assistant_name))
+    if "zoo" in request.fixturenames:
+        checks.rounding(case_witness(request.getfixturevalue("zoo"), case))
     item.stash[GOLDEN_KEY] = checks
     return checks
+
+
+def case_witness(zoo, case) -> float | None:
+    """The largest rounding witness of the case's models (its model, its assistant) in the dtype each is
+    loaded in (harness/subjects/engine.py `rounding_witness`); None in fp32 or without an engine model."""
+    from harness.subjects.engine import rounding_witness
+
+    if not hasattr(zoo, "is_model"):  # a unit test's stand-in
+        return None
+    names = [n for n in (getattr(case, "model", None), getattr(case, "assistant", None)) if isinstance(n, str) and n]
+    found = [w for w in (zoo.memo(("rounding-witness", n), lambda n=n: rounding_witness(zoo, n)) for n in names)
+             if w is not None]
+    return max(found, default=None)
 
 
 def user_checkpoint(model: UserModel, with_assistant: bool) -> dict[str, str]:

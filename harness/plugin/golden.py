@@ -60,6 +60,7 @@ class Golden:
         self._finished = False
         self._dtype: str | None = None
         self._checkpoint: dict[str, str] | None = None
+        self._witness: float | None = None
         self.write_failed = False  # its record could not be written (the run's verdict is then 'error')
 
     def numerics(self, dtype: str) -> None:
@@ -68,6 +69,14 @@ class Golden:
         if self._check is not None:
             raise RuntimeError(f"golden.numerics() after the first check of test {self.nodeid}")
         self._dtype = dtype
+
+    def rounding(self, witness: float | None) -> None:
+        """This case's model rounds in the run's low-precision dtype by `witness` (harness/engine/
+        witness.py, measured on the engine): its low-precision allowances scale with it
+        (`Thresholds.for_witness`). Before the first check only."""
+        if self._check is not None:
+            raise RuntimeError(f"golden.rounding() after the first check of test {self.nodeid}")
+        self._witness = witness
 
     def checkpoint(self, fingerprint: dict[str, str]) -> None:
         """This case runs a checkpoint of yours: its fingerprint (harness/fixtures/checkpoint.py) is
@@ -99,7 +108,7 @@ class Golden:
                 record = self.session.store.read(self.session.baseline_key, self.suite, self.case)
             except RecordError as exc:
                 unreadable = exc
-            rules = self.session.rules()
+            rules = replace(self.session.rules(), witness=self._witness)
             self._check = CaseCheck(self.suite, self.case, replace(rules, env=self.env) if self._dtype else rules,
                                     record, unreadable)
             if self._checkpoint is not None:

@@ -3,7 +3,9 @@
 - `decode_case(model, assistant, case, prompt)`: the engine's own draft -> verify -> commit loop
   on the case's path, with the same draft schedule transformers runs;
 - `cache_spec(config)`, `windows`, `lengths`: what the reference dispatcher and caches
-  (harness/engine/cache.py) say a checkpoint's layers should be and hold.
+  (harness/engine/cache.py) say a checkpoint's layers should be and hold;
+- `rounding_witness(zoo, name)`: how far the run's low-precision dtype alone moves the model's logits,
+  on the engine (harness/engine/witness.py): what the case's low-precision allowances scale with.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spe
 from harness.engine.decode import Decoded, Step, decode
 from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
 from harness.engine.teacher_forced import Forced
+from harness.engine.witness import UNIT_ROUNDOFF
+from harness.engine.witness import rounding_witness as witness_of
 from harness.schema import Case, Observation
 
 EOS = 2
@@ -71,6 +75,48 @@ def logits_cached(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
         return zoo.reference(name).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
 
     return zoo.engine_answer("logits", (name,), {"tokens": list(tokens)}, compute)
+
+
+WITNESS_PROMPT = "long-0"  # held-out real text (harness/fixtures/prompts.py): ~80 tokens
+
+
+def rounding_witness(zoo: Any, name: str) -> float | None:
+    """The engine's rounding witness of model `name` in the dtype the run loads it in (harness/engine/
+    witness.py): its logits over the held-out prompt in that dtype against its fp32 logits, at the
+    columns a reference compares (`narrowed`). None in fp32 / fp64, for a name that is no model's,
+    or where the engine does not implement the family (`engine_gap`). Tokenized by the `tokenizers` library from the checkpoint's
+    tokenizer.json (no library model is loaded for it); through the answer cache."""
+    from harness.engine.model import Model
+    from harness.fixtures.prompts import BY_ID
+    from harness.subjects.hf import TORCH_DTYPES
+    from harness.subjects.hf_cache import narrowed
+
+    dtype = TORCH_DTYPES.get(zoo.dtype_of(name))
+    if dtype not in UNIT_ROUNDOFF or not zoo.is_model(name) or zoo.engine_gap(name):
+        return None
+    directory = zoo.directory(name)
+    tokens = witness_tokens(directory, BY_ID[WITNESS_PROMPT].text)
+    if not tokens:
+        return None
+    full = logits_cached(zoo, name, tokens)
+
+    def compute() -> torch.Tensor:
+        low = Model.load(directory, dtype=dtype, mapped=zoo.large(name))
+        return low.forward(torch.tensor(tokens), torch.arange(len(tokens)), None).logits.float().detach().clone()
+
+    low = zoo.engine_answer("logits-low", (name,), {"tokens": tokens, "dtype": str(dtype)}, compute)
+    observed, expected = narrowed(low, full)
+    return witness_of(torch.tensor(observed), torch.tensor(expected), UNIT_ROUNDOFF[dtype])
+
+
+def witness_tokens(directory: Any, text: str) -> list[int]:
+    """`text` as the `tokenizers` library encodes it with the checkpoint's tokenizer.json ([] without one)."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    path = Path(directory) / "tokenizer.json"
+    return Tokenizer.from_file(str(path)).encode(text).ids if path.is_file() else []
 
 
 def mtp_draft_logprobs(zoo: Any, name: str, context: list[int]) -> torch.Tensor:

@@ -250,6 +250,11 @@ class Zoo:
     def is_user(self, name: str) -> bool:
         return name in self.user or name in self._assistants
 
+    def is_model(self, name: str) -> bool:
+        """A checkpoint of a model (a user's, or the zoo's with its config.json), not a tokenizer of the
+        tokenizer zoo or a case's other subject ("torch")."""
+        return self.is_user(name) or (self.models_dir / name / "config.json").is_file()
+
     def dtype_of(self, name: str) -> str:
         """The dtype a model is loaded in: a user model's configured one, else the run's."""
         owner = self.user.get(name) or self._assistants.get(name)
