@@ -7,15 +7,17 @@ estimate against what it measured.
 Each checkpoint is made offline into a temporary directory (never committed): a seeded random
 `LlamaForCausalLM` saved in bf16 (`save_pretrained`, safetensors) with the zoo's tokenizer padded
 with added tokens to a 32k vocabulary. The run is a first run into a scratch store (every record
-written: what a new user's first day costs). Measured:
+written) with an empty answer cache of its own (XDG_CACHE_HOME under the scratch directory: the
+reference engine computes every answer) - what a new user's first day costs. Measured:
 
 - wall seconds of `harness check --model DIR`, and its ratio to the calibration workload timed in
   this process right before (benchmarks/time_to_verdict.py `calibration`: a machine twice as fast
   halves both);
 - peak memory of the whole process tree (the harness, pytest and its xdist workers), sampled every
   0.2 s from /proc: the sum of the processes' RSS (an upper bound: file pages a memory-mapped
-  checkpoint shares between processes count once per process) and of their PSS (shared pages split
-  between the processes that map them: what the machine really holds);
+  checkpoint shares between processes count once per process), of their PSS (shared pages split
+  between the processes that map them: what the machine really holds), of their anonymous memory
+  (what no process shares), and the largest one process's RSS;
 - the preflight's estimate of the run's seconds (`harness/settings/preflight.py`, printed by the
   run) against the measured wall, as a ratio.
 
@@ -94,23 +96,27 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) bytes of one process (0, 0 when it is gone)."""
+def _memory(pid: int) -> tuple[int, int, int]:
+    """(RSS, PSS, anonymous) bytes of one process (zeros when it is gone)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as handle:
             text = handle.read()
     except OSError:
-        return 0, 0
+        return 0, 0, 0
     fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.M))
-    return int(fields.get("Rss", 0)) * 1024, int(fields.get("Pss", 0)) * 1024
+    return tuple(int(fields.get(k, 0)) * 1024 for k in ("Rss", "Pss", "Anonymous"))  # type: ignore[return-value]
 
 
 class Peak(threading.Thread):
-    """Samples a process tree's summed RSS and PSS every `every` seconds; keeps the peaks."""
+    """Samples a process tree's memory every `every` seconds; keeps the peaks: the summed RSS (a page
+    of the memory-mapped checkpoint counts once per process mapping it), the summed PSS (shared pages
+    split between their processes: what the machine holds), the largest one process's RSS, and the
+    summed anonymous memory (what no process shares: the models as loaded, activations)."""
 
     def __init__(self, pid: int, every: float = 0.2):
         super().__init__(daemon=True)
         self.pid, self.every, self.rss, self.pss, self.workers = pid, every, 0, 0, 0
+        self.process_rss, self.anon = 0, 0
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -119,6 +125,8 @@ class Peak(threading.Thread):
             sizes = [_memory(p) for p in pids]
             self.rss = max(self.rss, sum(s[0] for s in sizes))
             self.pss = max(self.pss, sum(s[1] for s in sizes))
+            self.anon = max(self.anon, sum(s[2] for s in sizes))
+            self.process_rss = max([self.process_rss, *(s[0] for s in sizes)])
             self.workers = max(self.workers, len(pids))
             self.done.wait(self.every)
 
@@ -127,7 +135,8 @@ def measured_check(model: Path, scratch: Path, extra: list[str], repo: Path = RE
     """One `harness check --model DIR` of the harness in `repo`: wall, peak RSS / PSS, the preflight's
     estimate, the output's tail."""
     (scratch / "records").mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(repo)}
+    # a new user's first run: the engine's answers are not on disk yet (a cache of its own, under scratch)
+    env = {**os.environ, "PYTHONPATH": str(repo), "XDG_CACHE_HOME": str(scratch / "cache")}
     env.pop("CI", None)
     cmd = [sys.executable, "-m", "harness", "check", "--root", str(repo), "--golden-dir", str(scratch / "records"),
            "--reports-dir", str(scratch / "reports"), "--model", str(model), *extra]
@@ -148,7 +157,8 @@ def measured_check(model: Path, scratch: Path, extra: list[str], repo: Path = RE
     peak.join()
     text = "".join(lines)
     estimate = re.search(r"harness: plan: .*?~(\d+) s", text)
-    return {"rc": rc, "wall": wall, "peak_rss": peak.rss, "peak_pss": peak.pss, "processes": peak.workers,
+    return {"rc": rc, "wall": wall, "peak_rss": peak.rss, "peak_pss": peak.pss, "peak_process_rss": peak.process_rss,
+            "peak_anon": peak.anon, "processes": peak.workers,
             "estimate": float(estimate.group(1)) if estimate else None, "tail": text[-3000:]}
 
 
@@ -170,11 +180,14 @@ def main() -> None:
         for name in args.sizes:
             directory = Path(tmp) / f"llama-{name}"
             params = checkpoint(directory, name)
+            os.sync()  # the checkpoint's gigabytes written back before the run, not while its preflight times the machine
             print(f"{name}: {params / 1e6:.0f}M parameters (bf16, {sum(p.stat().st_size for p in directory.glob('*.safetensors')) / 2**30:.2f} GiB)", flush=True)
             got = measured_check(directory, Path(tmp) / f"run-{name}", args.extra, args.repo.resolve())
             row = {"params": params, "rc": got["rc"], "wall": round(got["wall"], 1),
                    "ratio": round(got["wall"] / calib), "peak_rss_gib": round(got["peak_rss"] / 2**30, 2),
-                   "peak_pss_gib": round(got["peak_pss"] / 2**30, 2), "estimate": got["estimate"],
+                   "peak_pss_gib": round(got["peak_pss"] / 2**30, 2),
+                   "peak_process_rss_gib": round(got["peak_process_rss"] / 2**30, 2),
+                   "peak_anon_gib": round(got["peak_anon"] / 2**30, 2), "estimate": got["estimate"],
                    "estimate_over_measured": round(got["estimate"] / got["wall"], 2) if got["estimate"] else None,
                    "load": round(os.getloadavg()[0], 2)}
             rows[name] = row

@@ -39,8 +39,35 @@ def test_the_build_is_deterministic_and_equals_the_committed_files(tmp_path):
 @pytest.mark.parametrize("name", [t.name for t in tokzoo.TOKENIZERS])
 def test_each_tokenizer_directory_matches_the_manifest(name):
     directory = load.check_tokenizer(name)
-    assert sorted(p.name for p in directory.iterdir()) == ["special_tokens_map.json", "tokenizer.json",
-                                                           "tokenizer_config.json"]
+    files = ["merges.txt", "vocab.json"] if tokzoo.BY_NAME[name].family == "slow-bpe" else ["tokenizer.json"]
+    assert sorted(p.name for p in directory.iterdir()) == sorted(["special_tokens_map.json", "tokenizer_config.json",
+                                                                  *files])
+    assert set(files) <= set(fingerprint(directory)), name  # the manifest's hash check covers the slow files
+
+
+SLOW = load.MODELS_DIR / "tok-slow-bpe"
+
+
+def test_the_slow_files_oracle_is_gpt2s_pipeline_read_from_the_two_files(tmp_path):
+    """`Oracle.of_gpt2_files` builds GPT-2's pipeline from vocab.json + merges.txt: the same encode as
+    the `tokenizers` library's pipeline trained for the fixture, the special token whole, the merges the
+    file holds (not ones derived from the vocabulary), and a config's add_prefix_space."""
+    oracle = Oracle.of(SLOW)
+    trained = tokzoo.train_slow_bpe(build.CORPUS_PATH.read_text())
+    for text in ("Hello world, the cat sat.", "<|endoftext|> Hello", "a   b\t\tc\n\n d  "):
+        assert oracle.encode(text)["ids"] == trained.encode(text).ids, text
+    assert oracle.encode("x<|endoftext|>y")["tokens"][1] == "<|endoftext|>"
+    assert oracle.encode("Hello")["tokens"][0] == "H"  # the format's default: no prefix space
+    for name in ("vocab.json", "special_tokens_map.json"):
+        (tmp_path / name).write_bytes((SLOW / name).read_bytes())
+    config = json.loads((SLOW / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "add_prefix_space": True}))
+    lines = (SLOW / "merges.txt").read_text().splitlines()
+    (tmp_path / "merges.txt").write_text("\n".join(lines) + "\n")
+    assert Oracle.of(tmp_path).encode("Hello")["tokens"][0].startswith("\u0120")
+    (tmp_path / "merges.txt").write_text("\n".join(lines[:3]) + "\n")  # the header and two merges
+    assert Oracle.of(tmp_path).encode(" the")["tokens"] == ["\u0120t", "he"]  # the file's merges, not the vocabulary's
+    assert oracle.encode(" the")["tokens"] == ["\u0120the"]
 
 
 def test_the_prefix_space_contract_is_the_pipelines_own_behaviour():

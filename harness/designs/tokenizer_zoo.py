@@ -27,7 +27,9 @@ variants for tok-added):
  references (the expected side never runs transformers):
   encode_as_tokenizers_lib exact ids, tokens, offsets (with and without special tokens) equal the
                          `tokenizers` library's own Tokenizer.from_file encode of the same tokenizer.json
-                         (harness/engine/detokenize.py `Oracle`)
+                         (harness/engine/detokenize.py `Oracle`); for tok-slow-bpe, which ships GPT-2's
+                         slow files only (vocab.json + merges.txt) and is converted by transformers at
+                         load, the pipeline those files define, built by the harness (`Oracle.of_gpt2_files`)
   decode_as_tokenizers_lib exact decode(ids_special, skip_special_tokens=False / True,
                          clean_up_tokenization_spaces=False) equals the library's decode of the same ids
                          (clean-up is transformers' rewrite after the pipeline: `decoded` records it)

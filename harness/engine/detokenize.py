@@ -10,7 +10,8 @@ version by version, after the pipeline - not the pipeline's own decode).
 
 `Oracle.of(directory)`: the same file's encode (ids, tokens, offsets), decode with and without the
 special tokens, and its incremental decode (`tokenizers.decoders.DecodeStream`) - the oracle of the
-tokenizer zoo's fields.
+tokenizer zoo's fields; for a directory with GPT-2's slow files only (vocab.json + merges.txt), the
+pipeline those files define, built here (`Oracle.of_gpt2_files`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class Decoder:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
+GPT2_FILES = ("vocab.json", "merges.txt")  # a byte-level BPE tokenizer shipped as slow files only
+
+
 @dataclass
 class Oracle:
     """A tokenizer.json read by the `tokenizers` library alone: the expected side of the tokenizer
@@ -55,9 +59,40 @@ class Oracle:
 
     @classmethod
     def of(cls, directory: Path | str) -> Oracle:
+        """The directory's tokenizer.json; where it ships only GPT-2's slow files, `of_gpt2_files`."""
         from tokenizers import Tokenizer
 
-        return cls(Tokenizer.from_file(str(Path(directory) / "tokenizer.json")))
+        directory = Path(directory)
+        if not (directory / "tokenizer.json").is_file() and all((directory / f).is_file() for f in GPT2_FILES):
+            return cls.of_gpt2_files(directory)
+        return cls(Tokenizer.from_file(str(directory / "tokenizer.json")))
+
+    @classmethod
+    def of_gpt2_files(cls, directory: Path | str) -> Oracle:
+        """GPT-2's slow files (vocab.json + merges.txt) read as their format defines the pipeline,
+        built here from that definition, not by transformers' converter (4.57's `GPT2Converter`, 5.x's
+        tokenizers backend): byte-level BPE with the merges ranked by their line order in merges.txt, the
+        byte-level pre-tokenizer with GPT-2's split and tokenizer_config.json's add_prefix_space (default
+        false), the byte-level decoder, no template (GPT-2 adds no special token), and the added tokens
+        of tokenizer_config.json's added_tokens_decoder with their flags."""
+        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+        directory = Path(directory)
+        config_path = directory / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+        tok = Tokenizer(models.BPE.from_file(str(directory / "vocab.json"), str(directory / "merges.txt")))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(config.get("add_prefix_space", False)))
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        for index, t in sorted((config.get("added_tokens_decoder") or {}).items(), key=lambda kv: int(kv[0])):
+            added = AddedToken(t["content"], single_word=t.get("single_word", False), lstrip=t.get("lstrip", False),
+                               rstrip=t.get("rstrip", False), normalized=t.get("normalized", not t.get("special")),
+                               special=bool(t.get("special")))
+            (tok.add_special_tokens if added.special else tok.add_tokens)([added])
+            if tok.token_to_id(t["content"]) != int(index):
+                raise ValueError(f"{config_path}: added token {t['content']!r} is id {index} there, "
+                                 f"{tok.token_to_id(t['content'])} in vocab.json")
+        return cls(tok)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> dict[str, Any]:
         """{ids, tokens, offsets} of `text`: tokens as the vocabulary names each id (what

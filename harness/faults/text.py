@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import TOK, TOK_BACKEND
+from harness.faults.targets import GPT2_TOK, TOK, TOK_BACKEND
 
 
 def _skip_special_on_text(decode: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,6 +40,17 @@ def _byte_level_decoder_lost(init: Callable[..., Any]) -> Callable[..., Any]:
             from tokenizers import decoders
 
             backend.decoder = decoders.Fuse()
+    return wrapped
+
+
+def _prefix_space_by_default(init: Callable[..., Any]) -> Callable[..., Any]:
+    """GPT2Tokenizer's add_prefix_space defaulting to True: a config that names none gets a prefix space."""
+    import functools
+
+    @functools.wraps(init)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("add_prefix_space", True)
+        init(self, *args, **kwargs)
     return wrapped
 
 
@@ -137,6 +148,18 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on transformers #31890 (\"[Severe Bug] Performance Degradation Starting from v4.42.*\": extra "
                 "spaces from add_prefix_space / legacy) and #25073's legacy=True behaviour (a prefix space after every "
                 "special token)"),
+    Fault("gpt2-prefix-space-default-true", "tokenizers",
+          "a GPT-2-style tokenizer shipped as slow files only (vocab.json + merges.txt, no add_prefix_space in its "
+          "config) is built at load with add_prefix_space=True: every text gets a leading space piece "
+          "(`Hello` -> `ĠHello`), other ids from the first word on, silently",
+          Catch("text", "tok-slow-bpe.tokenizer", "encode_as_tokenizers_lib"),
+          (Wrap(GPT2_TOK, "GPT2Tokenizer.__init__", _prefix_space_by_default),),
+          notes="re-creates the v5 regression transformers PR #42481 fixed (\"Fix gpt2 tokenizer `add_prefix_space` "
+                "default value\": the rebuilt GPT2Tokenizer defaulted to True) - the v5 conversion path of issue 37 "
+                "(#45701 / PR #44255, #44448: a slow tokenizer's pipeline rebuilt at load from the wrong source). The "
+                "oracle builds GPT-2's pipeline from the two files as their format defines it, add_prefix_space "
+                "false unless tokenizer_config.json says otherwise (harness/engine/detokenize.py "
+                "`Oracle.of_gpt2_files`)"),
     Fault("padding-side-kwarg-ignored", "tokenizers",
           "tok(prompts, padding=True, padding_side=...) pads on the tokenizer's own side whatever the call asks: a "
           "left-padded batch for generate() comes back right-padded, silently",
