@@ -31,6 +31,8 @@ never a test function.
                     gemma2-softcap, then each user model's
     continuous(run) several requests at once through generate_batch (greedy with an early eos, sampled,
                     logits processors, num_beams) on llama-target, then each user model's greedy
+    compiled(run)   static-cache generate() compiled through aot_eager (and inductor in deep mode) on
+                    llama-target, then each user model through aot_eager
     tokenizers(run) one case per distinct zoo tokenizer (the manifest's digests of its tokenizer files),
                     then each user model's own
     chats(run)      the chat-template fixture on llama-target, then each user model's own template
@@ -512,6 +514,24 @@ def continuous(run: RunSettings | None = None) -> list[Case]:
     cases = [continuous_case(TARGET, c, BATCH_PROMPTS) for c in CONTINUOUS_CHECKS]
     cases += [continuous_case(m.name, "greedy", _batch_prompts(m)) for m in _users(run)]
     return cases
+
+
+# ----------------------------------------------------------------------------------------------
+# compiled static-cache decoding
+
+
+def compiled_case(model: str, backend: str) -> Case:
+    """`<model>.compiled.<backend>`: generate() on a static cache with a CompileConfig for torch's
+    `backend` (harness/designs/compiled.py says which calls it makes)."""
+    return Case(model, cache="static", prompt="short-0", name=f"{model}.compiled.{backend}", params=_p(backend=backend))
+
+
+def compiled(run: RunSettings | None = None) -> list[Case]:
+    """llama-target through aot_eager (graph capture and functionalization, seconds on a CPU), in deep
+    mode through inductor too (generated kernels: ~30 s to compile on 2 cores); each user model through
+    aot_eager."""
+    backends = ("aot_eager", "inductor") if _deep(run) else ("aot_eager",)
+    return [compiled_case(TARGET, b) for b in backends] + [compiled_case(m.name, "aot_eager") for m in _users(run)]
 
 
 # ----------------------------------------------------------------------------------------------

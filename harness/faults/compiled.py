@@ -1,0 +1,38 @@
+"""Catalogue faults of compiled static-cache decoding: generate()'s auto-compile gate and the static
+cache it compiles against (suites/test_compiled.py: every call against the engine's decode, whether
+the first call compiled, and what a call that fits the cache recompiles).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it is
+modelled on; harness/faults/catalogue.py joins every family's `FAULTS`. The edits are of 5.24's
+generate() (generation/utils.py)."""
+
+from __future__ import annotations
+
+from harness.faults.patches import Catch, Fault, edit
+from harness.faults.targets import GEN
+
+FAULTS: tuple[Fault, ...] = (
+    Fault("compile-gate-ignores-all-devices", "compile",
+          "generate()'s auto-compile gate no longer reads CompileConfig._compile_all_devices: on the CPU a "
+          "static-cache call asked to compile runs eager, silently (the same tokens, none of the speed)",
+          Catch("compiled", "llama-target.compiled.*", "compiled_as_asked"),
+          (edit(GEN, "GenerationMixin._valid_auto_compile_criteria",
+                ("generation_config.compile_config is not None and generation_config.compile_config._compile_all_devices",
+                 "False")),),
+          notes="the class of transformers PR #44757 (\"Add Neuron to auto-compile hardware list\": "
+                "`_valid_auto_compile_criteria` gated compilation on a device list, so \"torch.compile never "
+                "triggers automatically on Neuron even when StaticCache is used\", #44742) - a gate that leaves a "
+                "device out; only whether the call compiled shows it, the tokens are eager's"),
+    Fault("static-cache-length-not-kept", "compile",
+          "each static-cache generate() call allocates its cache at its own length instead of the longest an "
+          "earlier call used: a shorter call after a longer one gets a cache of another shape and recompiles "
+          "the decode step",
+          Catch("compiled", "llama-target.compiled.*", "no_recompile_within_cache"),
+          (edit(GEN, "GenerationMixin._prepare_static_cache",
+                ("effective_length = max(max_cache_len, previous_max_len)", "effective_length = max_cache_len")),),
+          notes="the class of transformers #46424 (the static cache's max_cache_len not kept and the cache "
+                "reallocated: 27 s against 2.7 s, every call recompiling) and of the recompile storms of #37908 - "
+                "what 5.x's `_previous_max_cache_length` exists to prevent (\"To avoid recompilation, the new "
+                "cache will use the maximum between the current max_cache_len and the potential previous "
+                "value\"); the tokens stay right, only the compile count shows it"),
+)

@@ -1,0 +1,44 @@
+"""The compiled static-cache suite's pieces (harness/designs/compiled.py, harness/subjects/hf_compiled.py):
+what a compile config asks for, how compiles are counted, and the case table."""
+
+from __future__ import annotations
+
+import torch
+
+from harness import cases
+from harness.designs import compiled
+from harness.subjects import hf_compiled
+
+
+def test_the_config_compiles_on_every_device_through_torchs_own_backend_by_name():
+    config, knobs = hf_compiled.compile_config("aot_eager")
+    assert config._compile_all_devices is True and config.backend == "aot_eager" and config.mode is None
+    assert knobs == {"backend": "aot_eager", "mode": None, "fullgraph": False, "dynamic": False,
+                     "_compile_all_devices": True, "cache_implementation": "static"}
+
+
+def test_a_compile_is_counted_a_call_of_the_same_shapes_is_not_and_a_new_shape_is():
+    hf_compiled.reset()
+    fn = torch.compile(lambda x: torch.tanh(x) * 2, backend="aot_eager", dynamic=False)
+    counts = []
+    for shape in ((3,), (3,), (5,)):
+        before = hf_compiled.graphs_compiled()
+        fn(torch.ones(shape))
+        counts.append(hf_compiled.graphs_compiled() - before)
+    hf_compiled.reset()
+    assert counts == [1, 0, 1]
+
+
+def test_the_calls_within_the_first_calls_cache_are_the_ones_held_to_no_recompile():
+    lengths = {name: n for name, _, n in compiled.CALLS}
+    assert set(compiled.WITHIN_CACHE) == {n for n, p, k in compiled.CALLS if n != "first" and k <= lengths["first"]}
+    assert lengths["longer"] > lengths["first"]  # the one call that may recompile: recorded, not judged
+
+
+def test_the_table_runs_aot_eager_by_default_and_inductor_in_deep_mode():
+    assert [c.id for c in cases.compiled()] == ["llama-target.compiled.aot_eager"]
+    from types import SimpleNamespace
+
+    deep = cases.compiled(SimpleNamespace(deep=True, user_models=()))
+    assert [c.id for c in deep] == ["llama-target.compiled.aot_eager", "llama-target.compiled.inductor"]
+    assert all(c.cache == "static" for c in deep)
