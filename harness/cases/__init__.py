@@ -461,7 +461,7 @@ def long_context(run: RunSettings | None = None) -> list[Case]:
 # batching: each prompt alone vs inside a padded batch
 
 BATCH_PROMPTS = ("short-0", "long-0", "short-1")  # 20, 83 and 19 tokens: two rows left-padded by ~60
-BATCH_CHECKS = ("greedy", "sample", "right-padded", "assisted", "prompt_lookup")
+BATCH_CHECKS = ("greedy", "sample", "right-padded", "tokenizer-padded", "assisted", "prompt_lookup")
 # padding meets sliding windows (every layer) and soft-capped eager attention: plain greedy only
 BATCH_ALSO = ("mistral-sliding", "gemma2-softcap")
 
@@ -490,7 +490,7 @@ def batching(run: RunSettings | None = None) -> list[Case]:
 
 
 def _user_batch_cases(model: UserModel) -> list[Case]:
-    checks = ["greedy", "right-padded"] + [p for p in ("assisted", "prompt_lookup") if p in model.paths]
+    checks = ["greedy", "right-padded", "tokenizer-padded"] + [p for p in ("assisted", "prompt_lookup") if p in model.paths]
     return [batch_case(model.name, c, _batch_prompts(model), model.assistant_name) for c in checks]
 
 

@@ -15,6 +15,10 @@ in the run, same path, same settings). The checks (`check`):
                 or on pad columns, not a sampler drawing wrongly (the sampling suite's)
   right-padded  right-padded, greedy: recorded as data - the warning, the error, each row's first
                 divergence from its solo run (no check against the solo run: unsupported by contract)
+  tokenizer-padded
+                greedy on the batch as users build it: `tok(texts, padding=True, padding_side="left")`
+                (a tokenizer without a pad token gets its eos as one, as users set it), checked like
+                greedy - and the batch itself against the padding rule
   assisted, prompt_lookup
                 left-padded, greedy, on a speculative path: transformers 5.x refuses a batch
                 ("assisted generate is only supported for batch_size = 1") - the refusal is the
@@ -27,6 +31,7 @@ runs of equal values ([[0, 63], [1, 20]]: 63 pads, then 20 tokens).
 
   setup         exact    the prompts' lengths, the padding side, the pad token id, the rows
   error         exact    the batched call's exception (a path's refusal of a batch), or None
+  tokenizer_batch exact  tokenizer-padded: the ids and mask the tokenizer built (and the pad it used)
   padding_warned exact   whether transformers warned about the padding (logger or warnings)
   warnings      exact    the padding warnings' text; presentation - a reworded warning is `changed`
   tokens        tokens   new tokens per row, with top-2 margins
@@ -56,6 +61,10 @@ runs of equal values ([[0, 63], [1, 20]]: 63 pads, then 20 tokens).
   mask_as_solo         exact   per row and call: the mask with its leading pads dropped equals the
                                solo run's (`attended`: all ones; no mask at all counts as all ones
                                over the call's keys) - the pads are masked, and only the pads
+  tokenizer_batch_as_rule exact tokenizer-padded: the tokenizer's batch equals the harness's padding
+                               (harness/engine/padding.py: its pad, on the left, mask 1 on real ids)
+                               of the prompts' ids - a padding_side asked at call time and not used
+                               (PR #33385 / #33847's class) hands generate() a right-padded batch
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ from harness.subjects import engine, hf
 from harness.subjects.hf_batching import BatchRun, Forward, batch_run
 from harness.subjects.hf_cache import narrowed, top_values
 
-REFERENCE_CHECKS = ("greedy", "sample", "assisted", "prompt_lookup")  # left-padded: checked against solo runs
+REFERENCE_CHECKS = ("greedy", "sample", "tokenizer-padded", "assisted", "prompt_lookup")  # left-padded: checked against solo runs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,6 +176,24 @@ def pad_id(model: Any, tokenizer: Any) -> int:
     return 0
 
 
+def tokenizer_batch(tokenizer: Any, texts: list[str]) -> dict[str, Any]:
+    """The batch `tokenizer(texts, padding=True, padding_side="left")` builds - on a copy given its eos
+    as the pad token where it has none, as users set it: its ids, mask and pad id (or the call's error)."""
+    import copy
+
+    from harness.subjects import observe as observed
+
+    tok = tokenizer
+    if tok.pad_token is None:
+        tok = copy.deepcopy(tokenizer)
+        tok.pad_token = tok.eos_token
+    got, err = observed(lambda: tok(texts, padding=True, padding_side="left"))
+    if err is not None:
+        return {"error": err}
+    return {"input_ids": [list(map(int, r)) for r in got["input_ids"]],
+            "attention_mask": [list(map(int, r)) for r in got["attention_mask"]], "pad_token_id": int(tok.pad_token_id)}
+
+
 def _runner(zoo: Any, case: Case, pad: int):
     lm = zoo.load(case.model)
     assistant = zoo.load(case.assistant).model if case.assistant else None
@@ -196,6 +223,16 @@ def observe(zoo: Any, case: Case) -> Observation:
     pad = pad_id(lm.model, lm.tokenizer)
     side = RIGHT if check == "right-padded" else LEFT
     ids, mask = pad_rows(prompts, pad, side)
+    if check == "tokenizer-padded":
+        built = tokenizer_batch(lm.tokenizer, [zoo.prompt_text(case.model, p) for p in names])
+        obs.add("tokenizer_batch", built)
+        if "error" in built:
+            return obs.stop(f"the tokenizer's padded batch raised {built['error']['type']}: {built['error']['message']}")
+        pad = built["pad_token_id"]
+        obs.reference("tokenizer_batch_as_rule", {k: built[k] for k in ("input_ids", "attention_mask")},
+                      dict(zip(("input_ids", "attention_mask"), pad_rows(prompts, pad, LEFT), strict=True)),
+                      implementations_differ=False)
+        ids, mask = built["input_ids"], built["attention_mask"]
     run = _runner(zoo, case, pad)
     obs.add("setup", {"prompts": names, "prompt_tokens": [len(p) for p in prompts], "padding_side": side,
                       "pad_token_id": pad, "rows": len(ids), "new_tokens": case.new_tokens})
