@@ -139,7 +139,7 @@ def test_the_table_names_each_case_once_and_reaches_a_user_model():
         deep = False
 
     mine = [c for c in cases.batching(Run()) if c.model == "mine"]
-    assert {c.param("check") for c in mine} == {"greedy", "right-padded", "prompt_lookup"}
+    assert {c.param("check") for c in mine} == {"greedy", "right-padded", "tokenizer-padded", "prompt_lookup"}
     assert all(c.param("prompts") == ("short-0", "long-0") for c in mine)
 
 
