@@ -38,6 +38,13 @@ punctuation (what clean_up_tokenization_spaces removes) and the empty text.
   batch_decode_equals_single exact batch_decode(rows, skip_special_tokens=True) and decode(rows, ...)
                               == [decode(row, skip_special_tokens=True) for row]; decode(rows) only where
                               the version decodes a batch (4.57 raises TypeError: `return_types` records it)
+ the `tokenizers` library reading the checkpoint's own files as the expected side (`library_references`;
+ the tokenizer zoo's cases too; `not checkable` with the reason for a tokenizer with neither a
+ tokenizer.json nor GPT-2's slow files):
+  encode_as_tokenizers_lib exact ids, tokens, offsets of every text, with and without special tokens
+  decode_as_tokenizers_lib exact decode(ids_special, skip_special_tokens=False / True, no clean-up)
+  stream_as_decode     exact TextStreamer's pieces joined (and the library's DecodeStream joined) against
+                             the library's decode with the special tokens skipped
  padding (`padding`; the tokenizer zoo's cases too): a batch as users build it
   padded         exact   tok(PAD_PROMPTS, padding=True) with the tokenizer's own side and padding_side="left" /
                          "right" at call time: ids and mask (no pad token: what that raised, then pad = eos)
@@ -101,10 +108,13 @@ from harness.subjects.hf_text import (
     chat_ids,
     chat_tokenizer,
     configured_clean_up,
+    decode_ids,
+    encode_detail,
     is_error,
     padded_batches,
     pipeline,
     render_chat,
+    streamed,
     supports_sanitize,
     supports_tools,
     tokenize_texts,
@@ -237,8 +247,62 @@ def tokenizer(zoo: Any, case: Case) -> Observation:
         expected["decode"] = singles
     obs.reference("batch_decode_equals_single", observed, expected, implementations_differ=False)
     directory = zoo.directory(case.model)
-    padding(obs, tok, directory, Oracle.of(directory) if (Path(directory) / "tokenizer.json").is_file() else None)
+    oracle = library_oracle(directory)
+    if isinstance(oracle, str):
+        for name in LIBRARY_REFERENCES:
+            obs.skipped(name, "exact", oracle, category="not-checkable")
+    else:
+        library_references(obs, tok, oracle, TEXTS, encoded_texts(tok, TEXTS))
+    padding(obs, tok, directory, oracle if not isinstance(oracle, str) else None)
     return obs
+
+
+# the references whose expected side is the `tokenizers` library reading the checkpoint's own files
+LIBRARY_REFERENCES = ("encode_as_tokenizers_lib", "decode_as_tokenizers_lib", "stream_as_decode")
+
+
+def library_oracle(directory: Any) -> Oracle | str:
+    """The `tokenizers` library's reading of a checkpoint's tokenizer files (harness/engine/detokenize.py
+    `Oracle.of`: tokenizer.json, or GPT-2's slow files), or why there is none."""
+    directory = Path(directory)
+    if (directory / "tokenizer.json").is_file() or all((directory / f).is_file() for f in ("vocab.json", "merges.txt")):
+        return Oracle.of(directory)
+    return (f"{directory} has neither a tokenizer.json nor GPT-2's vocab.json + merges.txt for the `tokenizers` "
+            "library to read (a SentencePiece .model alone: no oracle here)")
+
+
+def encoded_texts(tok: Any, texts: dict[str, str]) -> dict[str, Any]:
+    """Per text, transformers' encode without and with the special tokens ({ids, tokens, offsets} or an
+    error), the ids with them, and TextStreamer's pieces of those ids (special tokens skipped, clean-up
+    off) - what `library_references` judges and the tokenizer zoo records as fields."""
+    plain = {k: encode_detail(tok, t, False) for k, t in texts.items()}
+    special = {k: encode_detail(tok, t, True) for k, t in texts.items()}
+    ids_special = {k: v["ids"] for k, v in special.items() if not is_error(v)}
+    pieces = {k: streamed(tok, ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+              for k, ids in ids_special.items()}
+    joined = {k: ("".join(p) if isinstance(p, list) else p) for k, p in pieces.items()}
+    return {"plain": plain, "special": special, "ids_special": ids_special, "pieces": pieces, "joined": joined}
+
+
+def library_references(obs: Observation, tok: Any, oracle: Oracle, texts: dict[str, str], got: dict[str, Any]) -> None:
+    """The `tokenizers` library's own answers as the expected side (transformers never runs there):
+      encode_as_tokenizers_lib  ids, tokens, offsets with and without the special tokens
+      decode_as_tokenizers_lib  decode(ids_special, skip_special_tokens=False / True, no clean-up)
+      stream_as_decode          TextStreamer's pieces joined, and the library's DecodeStream joined,
+                                against the library's decode with the special tokens skipped"""
+    obs.reference("encode_as_tokenizers_lib", {"plain": got["plain"], "special": got["special"]},
+                  {"plain": {k: oracle.encode(t, False) for k, t in texts.items()},
+                   "special": {k: oracle.encode(t, True) for k, t in texts.items()}}, implementations_differ=False)
+    raw = {str(s): {k: decode_ids(tok, ids, skip_special_tokens=s, clean_up_tokenization_spaces=False)
+                    for k, ids in got["ids_special"].items()} for s in (False, True)}
+    obs.reference("decode_as_tokenizers_lib", raw,
+                  {str(s): {k: oracle.decode(ids, s) for k, ids in got["ids_special"].items()} for s in (False, True)},
+                  implementations_differ=False)
+    lib_skip = {k: oracle.decode(ids, True) for k, ids in got["ids_special"].items()}
+    obs.reference("stream_as_decode", {"TextStreamer": got["joined"],
+                                       "DecodeStream": {k: "".join(oracle.stream(ids, True))
+                                                        for k, ids in got["ids_special"].items()}},
+                  {"TextStreamer": lib_skip, "DecodeStream": lib_skip}, implementations_differ=False)
 
 
 def clean_up_as_specified(obs: Observation, directory: Any, tok: Any, got: Any) -> None:

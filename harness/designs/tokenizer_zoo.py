@@ -75,7 +75,16 @@ from typing import Any
 
 import torch
 
-from harness.designs.text import MESSAGES, TEXTS, TOOLS, contents_in_order, padding, round_trip_promise
+from harness.designs.text import (
+    MESSAGES,
+    TEXTS,
+    TOOLS,
+    contents_in_order,
+    encoded_texts,
+    library_references,
+    padding,
+    round_trip_promise,
+)
 from harness.engine import spm_contract
 from harness.engine.detokenize import Oracle
 from harness.fixtures import tokzoo
@@ -89,7 +98,6 @@ from harness.subjects.hf_text import (
     load_tokenizer,
     pipeline,
     render_family,
-    streamed,
     tokenizer_setup,
 )
 
@@ -146,9 +154,8 @@ def zoo_tokenizer(zoo: Any, case: Case) -> Observation:
     specials = _specials(tok)
     stages = pipeline(tok)
     cases_ = texts(family, specials, tok.bos_token)
-    plain = {k: encode_detail(tok, t, False) for k, t in cases_.items()}
-    special = {k: encode_detail(tok, t, True) for k, t in cases_.items()}
-    ids_special = {k: v["ids"] for k, v in special.items() if not is_error(v)}
+    got = encoded_texts(tok, cases_)
+    plain, special, ids_special = got["plain"], got["special"], got["ids_special"]
     obs.add("setup", tokenizer_setup(tok))
     obs.add("pipeline", stages)
     obs.add("encoded", plain, oracle="encode_as_tokenizers_lib")
@@ -158,25 +165,9 @@ def zoo_tokenizer(zoo: Any, case: Case) -> Observation:
     obs.add("decoded_skip_special", skip)
     round_trip = {k: decode_ids(tok, v["ids"]) for k, v in plain.items() if not is_error(v)}
     obs.add("round_trip_text", round_trip)
-    pieces = {k: streamed(tok, ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-              for k, ids in ids_special.items()}
-    joined = {k: ("".join(p) if isinstance(p, list) else p) for k, p in pieces.items()}
-    obs.add("streamed", joined, show={"pieces": pieces},  # where the pieces break is a version's choice
+    obs.add("streamed", got["joined"], show={"pieces": got["pieces"]},  # where the pieces break is a version's choice
             oracle="stream_as_decode")
-
-    obs.reference("encode_as_tokenizers_lib", {"plain": plain, "special": special},
-                  {"plain": {k: oracle.encode(t, False) for k, t in cases_.items()},
-                   "special": {k: oracle.encode(t, True) for k, t in cases_.items()}}, implementations_differ=False)
-    raw = {str(s): {k: decode_ids(tok, ids, skip_special_tokens=s, clean_up_tokenization_spaces=False)
-                    for k, ids in ids_special.items()} for s in (False, True)}
-    obs.reference("decode_as_tokenizers_lib", raw,
-                  {str(s): {k: oracle.decode(ids, s) for k, ids in ids_special.items()} for s in (False, True)},
-                  implementations_differ=False)
-    lib_skip = {k: oracle.decode(ids, True) for k, ids in ids_special.items()}
-    obs.reference("stream_as_decode", {"TextStreamer": joined,
-                                       "DecodeStream": {k: "".join(oracle.stream(ids, True))
-                                                        for k, ids in ids_special.items()}},
-                  {"TextStreamer": lib_skip, "DecodeStream": lib_skip}, implementations_differ=False)
+    library_references(obs, tok, oracle, cases_, got)
     why = round_trip_promise(stages)
     if why:
         obs.skipped("round_trip_lossless", "exact", f"{case.model} does not promise a lossless round trip: {why}")
@@ -185,7 +176,9 @@ def zoo_tokenizer(zoo: Any, case: Case) -> Observation:
                       implementations_differ=False)
     padding(obs, tok, directory, oracle)
     if family == "sentencepiece":
-        _spm_contract(obs, tok, cases_, plain, raw["True"], specials)
+        skip = {k: decode_ids(tok, ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                for k, ids in ids_special.items()}
+        _spm_contract(obs, tok, cases_, plain, skip, specials)
     else:
         for name in ("prefix_space_contract", "skip_special_contract"):
             obs.skipped(name, "exact", f"{case.model} is not of the SentencePiece family (no prefix-space contract)")
