@@ -277,6 +277,13 @@ class NotSupported(Exception):
     fact in results.json, never a harness error."""
 
 
+class MissingExtra(NotSupported):
+    """What a case needs is an optional extra of the harness that is not installed (torchao for the
+    quantized suite: `pip install 'genharness[serving]'`): the case is reported skipped (unsupported)
+    with the install line, and its records are neither checked nor `missing` - the environment that
+    recorded them had the extra, this run cannot observe them (harness/plugin/session.py)."""
+
+
 class RecordError(Exception):
     """A golden record that cannot be used. The message starts with the file's path."""
 
@@ -542,6 +549,9 @@ class Results:
         meta["duration_s"] = round(sum(float(p.meta.get("duration_s", 0)) for p in parts), 3)
         for key in ("writes", "broken_tests"):
             meta[key] = [x for p in parts for x in p.meta.get(key, [])]
+        observable = sorted({x for p in parts for x in p.meta.get("not_observable", [])})
+        if observable:
+            meta["not_observable"] = observable
         meta["phases"] = [{"phase": name, "duration_s": p.meta.get("duration_s"), "outcomes": len(p.outcomes),
                            "argv": p.meta.get("argv")} for name, p in zip(phases, parts, strict=True)]
         unique: dict[str, Outcome] = {}  # a fact both phases report (a deleted suite's missing field) counts once

@@ -34,7 +34,8 @@ from harness.store.records import GoldenStore
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")
 AREAS = {"verifier", "drafting", "caches", "attention", "backends", "checkpoints", "contracts", "sampling", "stopping",
-         "streaming", "latency", "long context", "batching", "compile", "tokenizers", "chat", "beam", "kernels"}
+         "streaming", "latency", "long context", "batching", "compile", "quantization", "tokenizers", "chat", "beam",
+         "kernels"}
 
 
 def env() -> str:

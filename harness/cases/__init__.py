@@ -33,6 +33,7 @@ never a test function.
                     logits processors, num_beams) on llama-target, then each user model's greedy
     compiled(run)   static-cache generate() compiled through aot_eager (and inductor in deep mode) on
                     llama-target, then each user model through aot_eager
+    quantized(run)  llama-target loaded with torchao's int8 weight-only quantization (the serving extra)
     tokenizers(run) one case per distinct zoo tokenizer (the manifest's digests of its tokenizer files),
                     then each user model's own
     chats(run)      the chat-template fixture on llama-target, then each user model's own template
@@ -532,6 +533,17 @@ def compiled(run: RunSettings | None = None) -> list[Case]:
     aot_eager."""
     backends = ("aot_eager", "inductor") if _deep(run) else ("aot_eager",)
     return [compiled_case(TARGET, b) for b in backends] + [compiled_case(m.name, "aot_eager") for m in _users(run)]
+
+
+# ----------------------------------------------------------------------------------------------
+# quantized weights
+
+
+def quantized(run: RunSettings | None = None) -> list[Case]:
+    """`<model>.quantized.int8-weight-only`: llama-target loaded with torchao's int8 weight-only
+    quantization (harness/designs/quantized.py; torchao is the harness's optional `serving` extra)."""
+    return [Case(TARGET, prompt="short-0", new_tokens=8, name=f"{TARGET}.quantized.int8-weight-only",
+                 params=_p(scheme="int8-weight-only"))]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -103,7 +103,14 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
             raise UsageError(f"the suites ran as env {ran!r}, expected {key!r}; nothing was written")
         new = scratch.env_records(key)
         old: dict[tuple[str, str], Record | RecordError] = {}
+        # a case skipped for an optional extra this venv lacks (MissingExtra: torchao) was recorded where it
+        # was installed: its record is neither compared nor removed
+        unobservable = {tuple(x.split("/", 1)) for x in meta.get("not_observable", [])}
+        kept: list[str] = []
         for path in project.store.record_paths(key):
+            if (path.parent.name, path.stem) in unobservable:
+                kept.append(f"{path.parent.name}/{path.stem}")
+                continue
             try:
                 old[(path.parent.name, path.stem)] = project.store.read_file(path)
             except RecordError as exc:
@@ -119,6 +126,9 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         policy = Policy(alpha=project.config.alpha, thresholds=project.config.thresholds)
         changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change in ("changed", "extended") for c in changes))
+        if kept:
+            print(f"kept as recorded: {', '.join(sorted(kept))} (an optional extra this environment lacks; "
+                  "regen where it is installed)")
         if not complete:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
                    if broken else f"the run broke: {run_errors[0]}" if run_errors else

@@ -3,7 +3,7 @@ must catch - the harness's proof of sensitivity. Each row names what it breaks a
 (suite, case glob, field glob) that must report it as a regression; `harness faults`
 (harness/cli/faults.py) runs the catching cases under every fault and writes the sensitivity
 table (docs/faults.md). The rows live with their family (harness/faults/verifier.py, caches.py,
-contracts.py, sampling.py, stopping.py, long_context.py, batching.py, continuous.py, compiled.py, text.py, beam.py,
+contracts.py, sampling.py, stopping.py, long_context.py, batching.py, continuous.py, compiled.py, quantized.py, text.py, beam.py,
 latency.py, kernels.py - the one family injected into torch): adding a fault is adding one `Fault(...)` row to its family's `FAULTS`, and a new
 family is one more module joined here.
 """
@@ -22,6 +22,7 @@ from harness.faults import (
     kernels,
     latency,
     long_context,
+    quantized,
     sampling,
     stopping,
     text,
@@ -30,7 +31,7 @@ from harness.faults import (
 from harness.faults.patches import Fault, FaultError, Undo
 
 FAULTS: tuple[Fault, ...] = (*verifier.FAULTS, *caches.FAULTS, *contracts.FAULTS, *sampling.FAULTS, *stopping.FAULTS,
-                             *long_context.FAULTS, *batching.FAULTS, *continuous.FAULTS, *compiled.FAULTS, *text.FAULTS, *beam.FAULTS,
+                             *long_context.FAULTS, *batching.FAULTS, *continuous.FAULTS, *compiled.FAULTS, *quantized.FAULTS, *text.FAULTS, *beam.FAULTS,
                              *latency.FAULTS, *kernels.FAULTS)
 
 

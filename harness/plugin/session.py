@@ -34,7 +34,16 @@ from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run
 from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name, tier_left_out
 from harness.report.writes import writes_lines
-from harness.schema import Category, NotSupported, Outcome, RecordError, Results, Status, count_statuses
+from harness.schema import (
+    Category,
+    MissingExtra,
+    NotSupported,
+    Outcome,
+    RecordError,
+    Results,
+    Status,
+    count_statuses,
+)
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import FRONT_INI, RunSettings, SettingsError
 from harness.store.env import env_key, fingerprint
@@ -71,6 +80,7 @@ class HarnessSession:
         self.golden_tests = 0  # m: golden tests of the run (before --harness-case narrowed it)
         self.suites: set[str] = set()  # suites with a collected golden test
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
+        self.not_observable: set[str] = set()  # "suite/case" skipped for an optional extra (MissingExtra): regen keeps it
         self.tier_line = ""  # what the quick tier of the zoo did not run (harness/settings/tier.py)
         self.streamed: dict[str, dict[str, Any]] = {}  # nodeid -> a finished worker test's outcomes and writes
         self.interrupted = ""  # the run was stopped (SIGINT): its results are partial
@@ -202,6 +212,9 @@ class HarnessSession:
                 golden.outcome(UNSUPPORTED_FIELD, Status.SKIPPED, detail=str(exc), category=Category.UNSUPPORTED,
                                against="baseline")
                 golden.finish()
+                if isinstance(exc, MissingExtra):  # its records were made with the extra: not observable here
+                    self.deselected.add((golden.suite, safe_name(golden.case)))
+                    self.not_observable.add(f"{golden.suite}/{safe_name(golden.case)}")
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
         except BaseException:
             if golden is not None:
@@ -307,7 +320,8 @@ class HarnessSession:
             payload = {"outcomes": [o.to_json() for o in self.outcomes], "writes": self.writes, "broken": self.broken,
                        "collection_errors": self.collection_errors, "write_errors": self.write_errors,
                        "golden_tests": self.golden_tests, "suites": sorted(self.suites),
-                       "deselected": sorted(self.deselected), "tier_line": self.tier_line,
+                       "deselected": sorted(self.deselected), "not_observable": sorted(self.not_observable),
+                       "tier_line": self.tier_line,
                        "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
@@ -349,6 +363,7 @@ class HarnessSession:
         self.golden_tests = max(self.golden_tests, int(payload["golden_tests"]))
         self.suites |= set(payload["suites"])
         self.deselected |= {(suite, case) for suite, case in payload["deselected"]}
+        self.not_observable |= set(payload.get("not_observable", []))
         self.tier_line = self.tier_line or payload.get("tier_line", "")
         if payload.get("env"):
             self._worker_envs.append(payload["env"])
@@ -384,6 +399,8 @@ class HarnessSession:
             meta["collection_errors"] = sorted(set(self.collection_errors))
         if self.write_errors:
             meta["write_errors"] = sorted(set(self.write_errors))
+        if self.not_observable:  # skipped for an optional extra not installed: neither missing nor removed by regen
+            meta["not_observable"] = sorted(self.not_observable)
         left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/settings/tier.py)
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model

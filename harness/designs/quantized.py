@@ -1,0 +1,111 @@
+"""Quantized weights on the CPU, per version (suites/test_quantized.py; table: harness/cases/ `quantized`;
+the load: harness/subjects/hf_quantized.py): the checkpoint loaded with torchao's int8 weight-only
+quantization (one scale per output row), the load contract, what it generates and how much it holds.
+
+The oracle never runs the quantization library: harness/engine/quantize.py states the scheme (the
+scale of a row is its absmax over 127.5, each int8 value the weight over the scale rounded to the
+nearest, half a step from it at most) and the weights the int8 data and scales stand for; the
+reference engine then runs the model with those dequantized weights in place of the quantized ones.
+
+  setup          exact   the scheme, the load dtype, torchao's version (an optional extra: a version
+                         moved is a changed setup beside what it moved)
+  load_error     exact   the quantized load's exception, or None
+  quantized      exact   which modules hold a quantized weight (folded names) and its class; which
+                         linear layers stayed in full precision
+  weight_bytes   exact   the bytes the quantized model's parameters and buffers hold, and the same model's
+                         in full precision (the quantized / full ratio beside them)
+  tokens         tokens  greedy new tokens on the first prompt, with the dequantized engine's margins
+                         after the row's own prefix (teacher-forced)
+ references, computed in the run:
+  quantized_as_scheme   exact  per quantized weight, against the checkpoint's own weight read from its
+                               safetensors: rows whose scale is not absmax / 127.5, elements further
+                               than half a step from their weight, int8 values out of range - all 0
+  logits_as_dequantized tensor the quantized model's logits over the long prompt against the engine's
+                               with the dequantized weights (float32: the kernel scales after its
+                               matmul, the engine before - a scale off, taken from another row or
+                               rounded to a coarser dtype, is far beyond that; pytorch/ao #1662's class)
+  tokens_as_dequantized tokens greedy tokens against the engine's greedy decode with the dequantized
+                               weights (tie-aware)
+  steps_as_dequantized  tokens each token against the dequantized engine's choice after its own prefix
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from harness.engine.decode import decode
+from harness.engine.model import Config, Model
+from harness.engine.quantize import dequantized, violations
+from harness.engine.teacher_forced import teacher_forced
+from harness.schema import Case, Observation
+from harness.subjects import engine, fold_keys
+from harness.subjects.hf import TORCH_DTYPES
+from harness.subjects.hf_cache import logits, narrowed
+from harness.subjects.hf_quantized import SCHEME, load, quantized_weights, require, weight_bytes
+
+PROMPT, LOGITS_PROMPT = "short-0", "long-0"
+
+
+def dequantized_engine(directory: Any, found: dict[str, tuple[torch.Tensor, torch.Tensor, str]]) -> Model:
+    """The engine's model of the checkpoint with each quantized weight replaced by the weight its int8
+    data and scales stand for (harness/engine/quantize.py), every other weight as the file holds it."""
+    import json
+    from pathlib import Path
+
+    directory = Path(directory)
+    weights = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in load_file(directory / "model.safetensors").items()}
+    for name, (q, scale, _) in found.items():
+        weights[f"{name}.weight"] = dequantized(q, scale)
+    return Model(Config.from_dict(json.loads((directory / "config.json").read_text())), weights, directory)
+
+
+def observe(zoo: Any, case: Case) -> Observation:
+    obs = Observation()
+    version = require()
+    directory = zoo.directory(case.model)
+    dtype = zoo.dtype_of(case.model)
+    obs.add("setup", {"scheme": SCHEME, "dtype": dtype, "torchao": version})
+    model, error = load(directory, TORCH_DTYPES[dtype])
+    obs.add("load_error", error)
+    if error is not None:
+        return obs.stop(f"the quantized load raised {error['type']}: {error['message']}")
+    found = quantized_weights(model)
+    linear = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n not in found]
+    obs.add("quantized", {"modules": fold_keys(found), "classes": sorted({c for _, _, c in found.values()}),
+                          "full_precision": fold_keys(linear)})
+    full = zoo.load(case.model).model
+    sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
+    obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4))
+    checkpoint = load_file(str(directory / "model.safetensors"))
+    obs.reference("quantized_as_scheme",
+                  {n: violations(checkpoint[f"{n}.weight"], q, s) for n, (q, s, _) in found.items()},
+                  {n: {"scale_not_absmax": 0, "beyond_half_step": 0, "out_of_range": 0} for n in found},
+                  implementations_differ=False)
+    gap = zoo.engine_gap(case.model)
+    ids = zoo.prompt_ids(case.model, PROMPT)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=case.new_tokens,
+                             do_sample=False, pad_token_id=model.config.pad_token_id)
+    tokens = out[0, ids.shape[1]:].tolist()
+    if gap:
+        obs.add("tokens", [tokens], kind="tokens")
+        for name, kind in (("logits_as_dequantized", "tensor"), ("tokens_as_dequantized", "tokens"),
+                           ("steps_as_dequantized", "tokens")):
+            obs.skipped(name, kind, gap)
+        return obs
+    ours = dequantized_engine(directory, found)
+    prompt = ids[0].tolist()
+    forced = teacher_forced(ours.forward(torch.tensor([*prompt, *tokens]), torch.arange(len(prompt) + len(tokens)),
+                                         None).logits.float(), len(prompt), tokens)
+    obs.add("tokens", [tokens], kind="tokens", margins=[forced.gaps], scales=[forced.scales])
+    long_ids = zoo.prompt_ids(case.model, LOGITS_PROMPT)
+    expected = ours.forward(long_ids[0], torch.arange(long_ids.shape[1]), None).logits.float()
+    obs.reference("logits_as_dequantized", *narrowed(logits(model, long_ids), expected), kind="tensor")
+    greedy = decode(ours, prompt, case.new_tokens, eos_token_id=engine.EOS)
+    obs.reference("tokens_as_dequantized", [tokens], [greedy.tokens], kind="tokens",
+                  expected_extras={"margins": [greedy.margins], "scales": [greedy.scales]})
+    engine.forced_reference(obs, "steps_as_dequantized", tokens, forced, [f"step {i}" for i in range(len(tokens))])
+    return obs

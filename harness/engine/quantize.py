@@ -1,0 +1,47 @@
+"""Int8 weight-only quantization, per output row, from its definition - the oracle of the quantized
+suite (harness/designs/quantized.py): what a quantized checkpoint's int8 data and scales must be, and
+the weights they stand for, computed without the quantization library.
+
+Symmetric affine int8 over the range [-128, 127] (torchao's `MappingType.SYMMETRIC`, zero point 0),
+one scale per output row r of a weight W [out, in]:
+
+    s_r   = max_c |W_rc| / ((127 - (-128)) / 2) = max_c |W_rc| / 127.5
+    q_rc  = clamp(round(W_rc / s_r), -128, 127)
+    W'_rc = q_rc * s_r                           (the dequantized weight)
+    |W_rc - W'_rc| <= s_r / 2                    (round to nearest: half a step at most)
+
+`dequantized(q, s)` is W'; `violations(w, q, s)` counts the elements and rows that break the rule
+(a scale not the row's absmax over 127.5, an element further than half a step from its weight, an
+int8 value outside the range), each with a float32 allowance: a scale is compared at a relative
+1e-5, an element at (1 + 1e-4) half steps (float32's own rounding of w / s).
+
+The engine then runs the model with W' in place of each quantized W (harness/engine/model.py
+`Model` over a weights mapping): its logits are what a correct int8 weight-only kernel must compute,
+up to float32 rounding (the kernel multiplies by s_r after the matmul, the engine before it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+QMIN, QMAX = -128, 127
+HALF_RANGE = (QMAX - QMIN) / 2  # 127.5
+SCALE_RTOL = 1e-5
+STEP_SLACK = 1e-4
+
+
+def dequantized(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """W' = q * s, one scale per row, in float32."""
+    return q.to(torch.float32) * scale.to(torch.float32).reshape(-1, 1)
+
+
+def violations(w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> dict[str, int]:
+    """How many rows' scales are not absmax / 127.5, how many elements lie beyond half a step from
+    their weight, how many int8 values lie outside [-128, 127] (each 0 for a correct quantization)."""
+    w, s = w.to(torch.float32), scale.to(torch.float32).reshape(-1)
+    want = w.abs().amax(dim=1) / HALF_RANGE
+    bad_scale = int(((s - want).abs() > SCALE_RTOL * want.abs().clamp_min(torch.finfo(torch.float32).tiny)).sum())
+    step = (w - dequantized(q, s)).abs() / (s.reshape(-1, 1) / 2).clamp_min(torch.finfo(torch.float32).tiny)
+    beyond = int((step > 1 + STEP_SLACK).sum())
+    out_of_range = int(((q.to(torch.int32) < QMIN) | (q.to(torch.int32) > QMAX)).sum())
+    return {"scale_not_absmax": bad_scale, "beyond_half_step": beyond, "out_of_range": out_of_range}

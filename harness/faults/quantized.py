@@ -1,0 +1,52 @@
+"""Catalogue faults of quantized weights: torchao's int8 weight-only linear on the CPU
+(suites/test_quantized.py: the logits and tokens against the reference engine running the weights
+the int8 data and scales stand for).
+
+Each `Fault` row names what it breaks, the `Catch` that must report it and the upstream bug it is
+modelled on; harness/faults/catalogue.py joins every family's `FAULTS`. The fault is injected where
+a quantized weight meets its matmul (torch.nn.functional.linear, which dispatches to torchao's
+implementation for its tensor subclass); a run without torchao skips the case (the serving extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, Wrap
+
+
+def _scale_in_bf16(linear: Callable[..., Any]) -> Callable[..., Any]:
+    """An int8 weight's per-row scales applied rounded to bf16 (the rest of the matmul unchanged):
+    each output column off by up to 2^-9 of its value."""
+    import functools
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("torchao") is not None:
+        # torchao registers its linear under the function object it finds at import: the original one,
+        # imported before this wrapper takes the name
+        import torchao.quantization  # noqa: F401
+
+    @functools.wraps(linear)
+    def wrapped(input: Any, weight: Any, bias: Any = None) -> Any:
+        out = linear(input, weight, bias)
+        scale = getattr(weight, "scale", None)
+        if bias is not None or not isinstance(scale, torch.Tensor) or getattr(weight, "qdata", None) is None:
+            return out
+        s = scale.detach().float().reshape(-1)
+        return out * (s.to(torch.bfloat16).float() / s).to(out.dtype)
+    return wrapped
+
+
+FAULTS: tuple[Fault, ...] = (
+    Fault("int8-scale-rounded-to-bf16", "quantization",
+          "torchao's int8 weight-only linear applies each row's scale rounded to bf16: every logit a few "
+          "tenths of a percent off, the int8 data and the scales themselves still right",
+          Catch("quantized", "llama-target.quantized.*", "logits_as_dequantized"),
+          (Wrap("torch.nn.functional", "linear", _scale_in_bf16),),
+          notes="the class of pytorch/ao #1662 (\"int8_weight_only via quantize_() results in NaN values across "
+                "multiple CPU architectures\": the weight-only path's dtype handling of the scaled int8 matmul) - "
+                "a kernel whose scale or accumulation dtype is not the one the scheme states; the checkpoint's "
+                "weights, the int8 data and the scales pass their own check, only the matmul's output is off"),
+)
