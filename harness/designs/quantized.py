@@ -18,8 +18,10 @@ reference engine then runs the model with those dequantized weights in place of 
                          after the row's own prefix (teacher-forced)
  references, computed in the run:
   quantized_as_scheme   exact  per quantized weight, against the checkpoint's own weight read from its
-                               safetensors: rows whose scale is not absmax / 127.5, elements further
-                               than half a step from their weight, int8 values out of range - all 0
+                               safetensors and rounded to the load dtype (what the library quantized):
+                               rows whose scale is not absmax / 127.5 (in that dtype's rounding),
+                               elements further than half a step from their weight, int8 values out of
+                               range - all 0
   logits_as_dequantized tensor the quantized model's logits over the long prompt against the engine's
                                with the dequantized weights (float32: the kernel scales after its
                                matmul, the engine before - a scale off, taken from another row or
@@ -80,8 +82,10 @@ def observe(zoo: Any, case: Case) -> Observation:
     sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
     obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4))
     checkpoint = load_file(str(directory / "model.safetensors"))
+    loaded = TORCH_DTYPES[dtype]  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
+    u = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(loaded, 0.0)
     obs.reference("quantized_as_scheme",
-                  {n: violations(checkpoint[f"{n}.weight"], q, s) for n, (q, s, _) in found.items()},
+                  {n: violations(checkpoint[f"{n}.weight"].to(loaded), q, s, u) for n, (q, s, _) in found.items()},
                   {n: {"scale_not_absmax": 0, "beyond_half_step": 0, "out_of_range": 0} for n in found},
                   implementations_differ=False)
     gap = zoo.engine_gap(case.model)
