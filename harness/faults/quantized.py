@@ -15,9 +15,9 @@ from typing import Any
 from harness.faults.patches import Catch, Fault, Wrap
 
 
-def _scale_in_bf16(linear: Callable[..., Any]) -> Callable[..., Any]:
-    """An int8 weight's per-row scales applied rounded to bf16 (the rest of the matmul unchanged):
-    each output column off by up to 2^-9 of its value."""
+def _neighbour_row_scale(linear: Callable[..., Any]) -> Callable[..., Any]:
+    """An int8 weight's output column r scaled by row r+1's scale (the last by the first's): an
+    off-by-one in the scales' index, the int8 data and the scales themselves untouched."""
     import functools
     import importlib.util
 
@@ -35,18 +35,19 @@ def _scale_in_bf16(linear: Callable[..., Any]) -> Callable[..., Any]:
         if bias is not None or not isinstance(scale, torch.Tensor) or getattr(weight, "qdata", None) is None:
             return out
         s = scale.detach().float().reshape(-1)
-        return out * (s.to(torch.bfloat16).float() / s).to(out.dtype)
+        return out * (torch.roll(s, -1) / s).to(out.dtype)
     return wrapped
 
 
 FAULTS: tuple[Fault, ...] = (
-    Fault("int8-scale-rounded-to-bf16", "quantization",
-          "torchao's int8 weight-only linear applies each row's scale rounded to bf16: every logit a few "
-          "tenths of a percent off, the int8 data and the scales themselves still right",
+    Fault("int8-scale-of-neighbour-row", "quantization",
+          "torchao's int8 weight-only linear scales each output column by the next row's scale (an off-by-one "
+          "in the scales' index): every logit off, the int8 data and the scales themselves still right",
           Catch("quantized", "llama-target.quantized.*", "logits_as_dequantized"),
-          (Wrap("torch.nn.functional", "linear", _scale_in_bf16),),
+          (Wrap("torch.nn.functional", "linear", _neighbour_row_scale),),
           notes="the class of pytorch/ao #1662 (\"int8_weight_only via quantize_() results in NaN values across "
-                "multiple CPU architectures\": the weight-only path's dtype handling of the scaled int8 matmul) - "
-                "a kernel whose scale or accumulation dtype is not the one the scheme states; the checkpoint's "
-                "weights, the int8 data and the scales pass their own check, only the matmul's output is off"),
+                "multiple CPU architectures\": the CPU weight-only path computing something other than the scheme's "
+                "dequantized matmul) - a kernel whose scale handling is not the one the scheme states; the "
+                "checkpoint's weights, the int8 data and the scales pass their own check (quantized_as_scheme), only "
+                "the matmul's output is off, in every dtype"),
 )
