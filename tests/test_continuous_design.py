@@ -135,7 +135,8 @@ def test_the_table_runs_every_check_on_llama_target_with_prompts_of_different_le
     assert [c.id for c in table] == [f"llama-target.cb.{c}" for c in cases.CONTINUOUS_CHECKS]
     assert {c.param("prompts") for c in table} == {cases.BATCH_PROMPTS}
     sampled = [c for c in table if c.decoding == "sample"]
-    assert [c.param("check") for c in sampled] == ["sample"] and sampled[0].seed is not None
+    # sample, and the manager's requests (one of its three requests samples: continuous_requests.py)
+    assert [c.param("check") for c in sampled] == ["sample", "requests"] and all(c.seed is not None for c in sampled)
 
 
 def test_two_served_streams_parting_after_the_engines_own_stream_went_elsewhere_are_judged_on_their_prefix():

@@ -498,15 +498,16 @@ def _user_batch_cases(model: UserModel) -> list[Case]:
 # ----------------------------------------------------------------------------------------------
 # continuous: several requests served at once by generate_batch
 
-CONTINUOUS_CHECKS = ("greedy", "sample", "processors", "beam")
+CONTINUOUS_CHECKS = ("greedy", "sample", "processors", "beam", "requests")
 CONTINUOUS_TOKENS = 12  # few steps: each case is one generate_batch of three requests (~0.2 s)
 
 
 def continuous_case(model: str, check: str, prompts: tuple[str, ...]) -> Case:
     """`<model>.cb.<check>`: the prompts as requests of one generate_batch (harness/designs/continuous.py
     says what each check runs), CONTINUOUS_TOKENS new tokens each."""
-    return Case(model, prompt=prompts[0], decoding="sample" if check == "sample" else "greedy",
-                seed=0 if check == "sample" else None, new_tokens=CONTINUOUS_TOKENS, name=f"{model}.cb.{check}",
+    sampled = check in ("sample", "requests")  # requests: the manager, one request sampled (continuous_requests.py)
+    return Case(model, prompt=prompts[0], decoding="sample" if sampled else "greedy",
+                seed=0 if sampled else None, new_tokens=CONTINUOUS_TOKENS, name=f"{model}.cb.{check}",
                 params=_p(check=check, prompts=prompts))
 
 

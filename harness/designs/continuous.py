@@ -75,6 +75,7 @@ from typing import Any
 
 import torch
 
+from harness.designs import continuous_requests
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
@@ -209,6 +210,8 @@ def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) 
 
 
 def observe(zoo: Any, case: Case) -> Observation:
+    if case.param("check") == "requests":  # the manager, each request with its own settings, streamed
+        return continuous_requests.observe(zoo, case)
     obs = Observation()
     check, names = case.param("check"), list(case.param("prompts"))
     lm = zoo.load(case.model)

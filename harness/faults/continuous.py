@@ -59,4 +59,13 @@ FAULTS: tuple[Fault, ...] = (
                 "\"early-exits\" whenever any sequence reaches EOS; run past it, finished sequences were reseeded "
                 "from padding) and of transformers #26959's stop-string criteria that \"stops a whole batch when a "
                 "sentence inside a batch\" hits one, in the per-request stop of continuous batching"),
+    Fault("cb-per-request-top-k-ignored", "batching",
+          "the continuous-batching top-k reads the config's k for every request: a request that asked for its own "
+          "top_k=1 (greedy) samples from the config's top-3 at temperature 1.5",
+          Catch("continuous", "llama-target.cb.requests", "logprobs_as_engine"),
+          (edit(CB_PROC, "ContinuousBatchingTopKLogitsWarper.prepare_tensor_args",
+                ('top_k = request.state.logit_processor_kwargs.get("top_k", self.top_k)', "top_k = self.top_k")),),
+          notes="the class of vllm-project/vllm #14301 (\"Fix for mixed top_k batch\": requests of one batch with "
+                "and without their own top_k not handled) and paiml/aprender #2027 (the batched decode path never "
+                "consulted each request's temperature / top_k), in transformers' per-request processors (#45026)"),
 )

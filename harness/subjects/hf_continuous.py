@@ -188,3 +188,120 @@ def run_batch(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int,
         out.logprobs.append([float(x) for x in (getattr(r, "logprobs", None) or [])])
     return out
 
+
+
+# ----------------------------------------------------------------------------------------------
+# the manager: requests with their own settings, streamed (what `transformers serve` runs)
+
+REQUEST_SETTINGS = ("max_new_tokens", "eos_token_id", "streaming", "logit_processor_kwargs")
+
+
+def add_request_takes() -> dict[str, bool]:
+    """Which per-request settings the installed manager's `add_request` takes (by its signature):
+    its own max_new_tokens, eos_token_id, streaming, and logits-processor settings (**kwargs, read
+    where the config's `per_request_processors` converts the processors; transformers #45026)."""
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
+
+    params = inspect.signature(ContinuousBatchingManager.add_request).parameters
+    return {"max_new_tokens": "max_new_tokens" in params, "eos_token_id": "eos_token_id" in params,
+            "streaming": "streaming" in params,
+            "logit_processor_kwargs": any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())}
+
+
+@dataclass
+class Request:
+    """One request to the manager: its prompt and the settings it asks for (None: the config's)."""
+
+    prompt: list[int]
+    max_new_tokens: int
+    eos_token_id: list[int] | None = None
+    processor_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Streamed(Served):
+    updates: list[list[list[int]]] = field(default_factory=list)  # per request: the tokens of each update, in order
+    took: dict[str, bool] = field(default_factory=dict)  # `add_request_takes`
+
+
+def run_requests(model: Any, requests: Sequence[Request], *, sampling: dict[str, Any], eos_token_id: Any,
+                 pad_token_id: int, seed: int, logprobs: bool = True, timeout: float = 60.0) -> Streamed:
+    """The requests through one `ContinuousBatchingManager` (init_continuous_batching, start, one
+    add_request each, streaming, then stop): the GenerationConfig samples with `sampling` (so the
+    processors exist; transformers' per-request processors need a non-default value there), the
+    ContinuousBatchingConfig asks for per-request processors where the version has that field; each
+    request passes the settings the version's add_request takes (`took`; a setting it does not take is
+    not passed: the request then runs on the config's). Per request: every streamed update's tokens
+    (`updates`), the final tokens, the log-probabilities, the library's error; the call's exception as
+    data. The manager is stopped and destroyed whatever happens."""
+    options = continuous_batching_options()
+    out = Streamed(setup={"options": {k: v for k, v in options.items() if k != "fields"}})
+    if not options["generate_batch"]:
+        out.error = {"type": "AttributeError", "message": "this transformers has no continuous batching"}
+        return out
+    out.took = add_request_takes()
+    gen = dict(max_new_tokens=max(r.max_new_tokens for r in requests), eos_token_id=eos_token_id,
+               pad_token_id=pad_token_id, do_sample=True, **sampling)
+    cb: dict[str, Any] = dict(SIZING)
+    for name, option, value in (("return_logprobs", "logprobs", logprobs), ("seed", "seed", seed),
+                                ("per_request_processors", "per_request_processors", True)):
+        if options[option]:  # the version's config has the field
+            cb[name] = value
+    config, cb_config, out.setup["placed"] = _configs(model, options, gen, cb)
+    init = inspect.signature(model.init_continuous_batching).parameters
+    kwargs: dict[str, Any] = {"generation_config": config}
+    if cb_config is not None and "continuous_batching_config" in init:
+        kwargs["continuous_batching_config"] = cb_config
+    torch.manual_seed(seed)
+    before = getattr(model.config, "_attn_implementation", None)
+
+    def serve() -> dict[str, list[Any]]:
+        got: dict[str, list[Any]] = {}
+        with cb_warnings(out.warnings), frozen_heap(), torch.no_grad():
+            manager = model.init_continuous_batching(**kwargs)
+            manager.start()
+            try:
+                ids = []
+                for r in requests:
+                    per = {"max_new_tokens": r.max_new_tokens}
+                    if out.took["eos_token_id"] and r.eos_token_id is not None:
+                        per["eos_token_id"] = r.eos_token_id
+                    if out.took["streaming"]:
+                        per["streaming"] = True
+                    if out.took["logit_processor_kwargs"]:
+                        per.update(r.processor_kwargs)
+                    ids.append(manager.add_request(list(r.prompt), **per))
+                finished: set[str] = set()
+                waited = 0.0
+                while len(finished) < len(ids) and waited < timeout:
+                    result = manager.get_result(timeout=0.5)
+                    if result is None:
+                        waited += 0.5
+                        if not manager.is_running():
+                            break
+                        continue
+                    got.setdefault(result.request_id, []).append(result)
+                    if result.is_finished():
+                        finished.add(result.request_id)
+                return {rid: got.get(rid, []) for rid in ids}
+            finally:
+                manager.stop(block=True, timeout=5)
+                if hasattr(manager, "destroy"):
+                    manager.destroy()
+
+    results, out.error = observe(serve)
+    if getattr(model.config, "_attn_implementation", None) != before:
+        out.setup["left_attention"] = f"{before} -> {model.config._attn_implementation} (put back by the harness)"
+        with contextlib.suppress(Exception):
+            model.set_attn_implementation(before)
+    if out.error is not None:
+        return out
+    for updates in results.values():
+        final = updates[-1] if updates and updates[-1].is_finished() else None
+        out.updates.append([[int(t) for t in (getattr(u, "generated_tokens", None) or [])] for u in updates])
+        out.rows.append([int(t) for t in (getattr(final, "generated_tokens", None) or [])] if final else
+                        (out.updates[-1][-1] if out.updates[-1] else []))
+        err = getattr(final, "error", None) if final is not None else "no finished result for this request"
+        out.request_errors.append(None if err is None else str(err).splitlines()[0] if str(err) else type(err).__name__)
+        out.logprobs.append([float(x) for x in (getattr(final, "logprobs", None) or [])])
+    return out

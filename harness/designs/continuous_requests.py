@@ -1,0 +1,213 @@
+"""Continuous batching's manager, per version: requests that each ask for their own settings, streamed -
+what `transformers serve` runs (`init_continuous_batching`, `add_request(..., streaming=True)`, the
+results as they come; suites/test_continuous.py, case `<model>.cb.requests`; the call:
+harness/subjects/hf_continuous.py `run_requests`).
+
+The GenerationConfig samples (temperature 1.5, top-k 3: the processors exist, as the per-request
+processors of transformers #45026 need) and the ContinuousBatchingConfig asks for per-request
+processors; three requests go in at once, each with its own settings:
+
+  greedy    short-0, top_k=1 (greedy by its own setting), 12 new tokens, the config's eos
+  sampled   long-0, the config's sampling, 6 new tokens
+  own eos   short-1, top_k=1, 20 new tokens, its own eos list: the model's eos plus a token the engine's
+            stream of this request emits early and the greedy request's stream never does
+
+The oracles are the reference engine (its logits, its processors with each request's own settings)
+and the stop and stream rules, never the library:
+
+  setup          exact   the requests (prompt, max_new_tokens, eos, settings) and the config's sampling
+  takes          exact   which per-request settings the version's add_request takes (max_new_tokens,
+                         eos_token_id, streaming, processor settings) - a change is a finding
+  error / request_errors / warnings   as the other continuous checks
+  tokens         tokens  the greedy requests' tokens (greedy, own eos), with the engine's teacher-forced margins
+  drawn          exact   the sampled request's tokens (seeded: logprobs_as_engine and in_support judge them)
+ references, computed in the run:
+  tokens_as_engine  tokens  greedy, own eos: the engine's greedy stream of that prompt alone, cut at the
+                            request's own max_new_tokens and eos list (tie-aware) - a per-request top_k
+                            ignored (the config's top-k 3 at temperature 1.5 instead) or another request's
+                            eos list shows here
+  steps_as_engine   tokens  each of their tokens against the engine's choice after the request's own prefix
+  lengths_as_asked  exact   every request ends where its own settings say (the stop rule on its own tokens:
+                            at its first end token, else after exactly its max_new_tokens)
+  in_support        exact   the sampled request's steps drawn outside the engine's kept set (top-3 after the
+                            drawn prefix) - expected none
+  logprobs_as_engine tensor every request's returned log-probabilities against log_softmax of the engine's
+                            logits processed with that request's own settings (top_k=1: 0 exactly; the
+                            sampled one: temperature 1.5, top-3) - a setting taken from another request, or
+                            the config's where the request set its own, is seen at every step; fp32 only,
+                            `not checked` where the version returns none
+  stream_as_result  exact   per request, each streamed update extends the one before and the last equals the
+                            final result (the streaming contract; `not checked` where add_request takes no
+                            streaming)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.engine import pipeline
+from harness.engine.teacher_forced import Forced, teacher_forced
+from harness.schema import Case, Observation
+from harness.subjects import engine
+from harness.subjects.hf_continuous import Request, Streamed, run_requests
+
+EOS = engine.EOS
+SAMPLING = {"temperature": 1.5, "top_k": 3}  # the config's: what a request without its own settings draws with
+GREEDY = {"top_k": 1}  # a request's own setting that makes it greedy whatever the temperature
+# (prompt, max_new_tokens, own settings, own eos): the third request's eos list is filled in the run
+REQUESTS = (("short-0", 12, GREEDY, False), ("long-0", 6, {}, False), ("short-1", 20, GREEDY, True))
+NEEDS = {"tokens_as_engine": ("logit_processor_kwargs", "eos_token_id"),
+         "steps_as_engine": ("logit_processor_kwargs",),
+         "lengths_as_asked": ("max_new_tokens", "eos_token_id"),
+         "logprobs_as_engine": ("logit_processor_kwargs",), "stream_as_result": ("streaming",)}
+REFERENCES = (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("lengths_as_asked", "exact"),
+              ("in_support", "exact"), ("logprobs_as_engine", "tensor"), ("stream_as_result", "exact"))
+
+
+# ----------------------------------------------------------------------------------------------
+# pure logic: the rules the references hold the library to
+
+
+def own_stop_token(stream: Sequence[int], others: Sequence[Sequence[int]], min_step: int = 2) -> int | None:
+    """The first token of `stream` from `min_step` on that occurs neither earlier in it nor in any of
+    `others`: an eos there stops this request at that step, and would stop no other."""
+    for step in range(min_step, len(stream)):
+        t = stream[step]
+        if t not in stream[:step] and not any(t in o for o in others):
+            return int(t)
+    return None
+
+
+def expected_end(row: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> int:
+    """How many tokens a request with these settings emits, given its own tokens: up to and including
+    its first end token, else exactly max_new_tokens (a row shorter than that without an end token
+    stopped early; one longer ran past its limit)."""
+    for i, t in enumerate(row[:max_new_tokens]):
+        if t in eos:
+            return i + 1
+    return max_new_tokens
+
+
+def stream_violations(updates: Sequence[Sequence[int]], final: Sequence[int]) -> list[str]:
+    """Where a request's streamed updates break the streaming contract: an update that does not extend
+    the one before (tokens taken back or changed), or a last update that is not the final result."""
+    out = []
+    for i in range(1, len(updates)):
+        prev, cur = updates[i - 1], updates[i]
+        if len(cur) < len(prev) or list(cur[:len(prev)]) != list(prev):
+            out.append(f"update {i} does not extend update {i - 1}")
+    if not updates or list(updates[-1]) != list(final):
+        out.append("the last update is not the final result")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# observation
+
+
+def _chain(settings: dict[str, Any], prompt: list[int]) -> list:
+    """The engine's processors for a request: the config's sampling with the request's own settings over it."""
+    return pipeline.build({"do_sample": True, **SAMPLING, **settings}, prompt)
+
+
+def observe(zoo: Any, case: Case) -> Observation:
+    obs = Observation()
+    lm = zoo.load(case.model)
+    prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p, *_ in REQUESTS]
+    streams = [engine.decode_cached(zoo, Case(case.model, prompt=p, new_tokens=n), ids)
+               for (p, n, _, _), ids in zip(REQUESTS, prompts, strict=True)]
+    early = own_stop_token(streams[2].tokens, [streams[0].tokens])
+    eos = [[EOS], [EOS], [EOS] + ([early] if early is not None else [])]
+    requests = [Request(ids, n, e if own else None, dict(settings))
+                for (_, n, settings, own), ids, e in zip(REQUESTS, prompts, eos, strict=True)]
+    served: Streamed = zoo.memo(("continuous-requests", case), lambda: run_requests(
+        lm.model, requests, sampling=SAMPLING, eos_token_id=EOS, pad_token_id=0, seed=case.seed or 0))
+    obs.add("setup", {"requests": [{"prompt": p, "tokens": len(ids), "max_new_tokens": n, "settings": s,
+                                    "eos_token_id": e if own else "the config's"}
+                                   for (p, n, s, own), ids, e in zip(REQUESTS, prompts, eos, strict=True)],
+                      "sampling": SAMPLING, "eos_token_id": EOS},
+            show={"placed": served.setup.get("placed"),
+                  **({"left_attention": served.setup["left_attention"]} if "left_attention" in served.setup else {})})
+    obs.add("takes", served.took)
+    obs.add("error", served.error)
+    obs.add("warnings", served.warnings, presentation=True)
+    why = (f"the manager raised {served.error['type']}: {served.error['message']}" if served.error is not None
+           else next((f"a request failed: {e}" for e in served.request_errors if e is not None), ""))
+    if served.error is None:
+        obs.add("request_errors", served.request_errors)
+    if why:
+        for name, kind in REFERENCES:
+            obs.skipped(name, kind, why, category="not-checked")
+        return obs
+    greedy = (0, 2)
+    rows = [served.rows[i] for i in greedy]
+    forced = [teacher_forced(engine.logits_cached(zoo, case.model, [*prompts[i], *served.rows[i]]), len(prompts[i]),
+                             served.rows[i]) for i in greedy]
+    obs.add("tokens", rows, kind="tokens", margins=[f.gaps for f in forced], scales=[f.scales for f in forced],
+            oracle="tokens_as_engine")
+    obs.add("drawn", served.rows[1], seeded_by="logprobs_as_engine")
+    if zoo.engine_gap(case.model):
+        for name, kind in REFERENCES:
+            obs.skipped(name, kind, zoo.engine_gap(case.model))
+        return obs
+    missing = {name: [s for s in needs if not served.took.get(s)] for name, needs in NEEDS.items()}
+
+    def lacks(name: str, kind: str) -> bool:
+        if missing.get(name):
+            obs.skipped(name, kind, f"this version's add_request takes no {', '.join(missing[name])}: the requests ran "
+                        "on the config's", category="not-checked")
+        return bool(missing.get(name))
+
+    if not lacks("tokens_as_engine", "tokens"):
+        expected = [_cut(streams[i].tokens, REQUESTS[i][1], eos[i]) for i in greedy]
+        obs.reference("tokens_as_engine", rows, expected, kind="tokens",
+                      expected_extras={"margins": [streams[i].margins[:len(e)] for i, e in zip(greedy, expected, strict=True)],
+                                       "scales": [streams[i].scales[:len(e)] for i, e in zip(greedy, expected, strict=True)]})
+    if not lacks("steps_as_engine", "tokens"):
+        engine.forced_reference(obs, "steps_as_engine", [t for r in rows for t in r],
+                                Forced.join(forced),
+                                [f"request {r} step {i}" for r, row in zip(greedy, rows, strict=True) for i in range(len(row))])
+    if not lacks("lengths_as_asked", "exact"):
+        obs.reference("lengths_as_asked", [len(r) for r in served.rows],
+                      [expected_end(r, n, e) for r, (_, n, _, _), e in zip(served.rows, REQUESTS, eos, strict=True)],
+                      implementations_differ=False)
+    _sampling_references(zoo, case, obs, served, prompts, lacks)
+    if not lacks("stream_as_result", "exact"):
+        obs.reference("stream_as_result", [stream_violations(u, r) for u, r in zip(served.updates, served.rows, strict=True)],
+                      [[] for _ in served.rows], implementations_differ=False)
+    return obs
+
+
+def _cut(stream: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> list[int]:
+    """The engine's stream as a request with these settings emits it."""
+    out = list(stream[:max_new_tokens])
+    return out[:expected_end(out, max_new_tokens, eos)]
+
+
+def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
+                         lacks: Any) -> None:
+    from harness.designs.continuous import engine_logprobs, outside_support
+
+    p, drawn = prompts[1], served.rows[1]
+    context = [*p, *drawn]
+    outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context)
+    obs.reference("in_support", outside, [], implementations_differ=False)
+    if lacks("logprobs_as_engine", "tensor"):
+        return
+    if zoo.dtype_of(case.model) != "fp32":
+        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
+                    "a log-probability's rounding is not bounded by the dtype's rule - the fp32 run checks it",
+                    category="not-checked")
+        return
+    if not all(served.logprobs):
+        obs.skipped("logprobs_as_engine", "tensor", "this version's manager returns no log-probabilities "
+                    "(no return_logprobs): the draws' probabilities cannot be read", category="not-checked")
+        return
+    ours, theirs = [], []
+    for ids, row, lp, (_, _, settings, _) in zip(prompts, served.rows, served.logprobs, REQUESTS, strict=True):
+        ctx = [*ids, *row]
+        ours += engine_logprobs(engine.logits_cached(zoo, case.model, ctx), len(ids), row, _chain(settings, ids),
+                                ctx)[:len(lp)]
+        theirs += lp[:len(row)]
+    obs.reference("logprobs_as_engine", theirs, ours, kind="tensor")

@@ -1,0 +1,47 @@
+"""The continuous-batching manager check's rules (harness/designs/continuous_requests.py), as pure
+functions: which token gives one request its own early eos, how many tokens a request's own settings
+let it emit, what breaks the streaming contract; and that the case is in the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import cases
+from harness.designs import continuous_requests as cr
+
+
+def test_own_stop_token_is_new_in_its_stream_and_absent_from_the_others():
+    assert cr.own_stop_token([5, 6, 7, 8, 9], [[7, 1, 2]]) == 8  # 7 is in the other stream
+    assert cr.own_stop_token([5, 6, 5, 8], [[]], min_step=2) == 8  # 5 was met at step 0: it would stop there
+    assert cr.own_stop_token([5, 6, 7], [[7]], min_step=2) is None
+
+
+@pytest.mark.parametrize(("row", "limit", "eos", "expected"), [
+    ([4, 5, 6, 7], 4, [6], 3),  # stops at its own end token, which it emits
+    ([4, 5, 6, 7], 4, [2], 4),  # none met: exactly its max_new_tokens
+    ([4, 5], 4, [2], 4),  # stopped early with no end token: the length it should have is 4
+    ([4, 5, 6, 7, 8], 4, [8], 4),  # an end token past the limit does not count: it ran past its limit
+])
+def test_expected_end_is_the_stop_rule_on_the_requests_own_tokens(row, limit, eos, expected):
+    assert cr.expected_end(row, limit, eos) == expected
+
+
+def test_a_clean_stream_has_no_violation():
+    assert cr.stream_violations([[1], [1, 2], [1, 2, 3]], [1, 2, 3]) == []
+
+
+@pytest.mark.parametrize(("updates", "final", "why"), [
+    ([[1, 2], [1, 3]], [1, 3], "update 1 does not extend update 0"),  # a token changed
+    ([[1, 2], [1]], [1], "update 1 does not extend update 0"),  # a token taken back
+    ([[1], [1, 2]], [1, 2, 3], "the last update is not the final result"),
+    ([], [1], "the last update is not the final result"),  # streaming asked, nothing streamed
+])
+def test_each_break_of_the_streaming_contract_is_named(updates, final, why):
+    assert why in cr.stream_violations(updates, final)
+
+
+def test_the_requests_case_is_in_the_table_seeded():
+    case = next(c for c in cases.continuous() if c.param("check") == "requests")
+    assert case.id == "llama-target.cb.requests" and case.seed == 0
+    greedy = [r for r in cr.REQUESTS if r[2] == cr.GREEDY]
+    assert len(greedy) == 2 and any(r[3] for r in greedy)  # one greedy request has its own eos list
