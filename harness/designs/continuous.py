@@ -76,6 +76,7 @@ from typing import Any
 import torch
 
 from harness.designs import continuous_requests
+from harness.designs.continuous_requests import engine_logprobs, outside_support
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
@@ -151,30 +152,6 @@ def processed_greedy(logits_of: Callable[[list[int]], torch.Tensor], prompt: Seq
         if tokens[-1] in eos:
             break
     return tokens, margins, scales
-
-
-def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
-                    context: Sequence[int]) -> list[int]:
-    """The steps whose drawn token the engine's processors filter out (-inf) after the drawn prefix:
-    `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i."""
-    out = []
-    for i, t in enumerate(drawn):
-        ctx = list(context[:prompt_length + i])
-        z = apply(logits[prompt_length - 1 + i], ctx, chain)
-        if not torch.isfinite(z[t]):
-            out.append(i)
-    return out
-
-
-def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
-                    context: Sequence[int]) -> list[float]:
-    """Per step: log_softmax of the engine's processed logits at the drawn token."""
-    out = []
-    for i, t in enumerate(drawn):
-        ctx = list(context[:prompt_length + i])
-        z = apply(logits[prompt_length - 1 + i], ctx, chain)
-        out.append(float(torch.log_softmax(z, dim=-1)[t]))
-    return out
 
 
 def beam_outcome(served: Served, greedy: Sequence[Sequence[int]]) -> str:

@@ -46,7 +46,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from harness.engine import pipeline
+from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
 from harness.subjects import engine
@@ -100,6 +103,31 @@ def stream_violations(updates: Sequence[Sequence[int]], final: Sequence[int]) ->
     if not updates or list(updates[-1]) != list(final):
         out.append("the last update is not the final result")
     return out
+
+
+def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
+                    context: Sequence[int]) -> list[int]:
+    """The steps whose drawn token the engine's processors filter out (-inf) after the drawn prefix:
+    `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i."""
+    out = []
+    for i, t in enumerate(drawn):
+        ctx = list(context[:prompt_length + i])
+        z = apply(logits[prompt_length - 1 + i], ctx, chain)
+        if not torch.isfinite(z[t]):
+            out.append(i)
+    return out
+
+
+def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
+                    context: Sequence[int]) -> list[float]:
+    """Per step: log_softmax of the engine's processed logits at the drawn token."""
+    out = []
+    for i, t in enumerate(drawn):
+        ctx = list(context[:prompt_length + i])
+        z = apply(logits[prompt_length - 1 + i], ctx, chain)
+        out.append(float(torch.log_softmax(z, dim=-1)[t]))
+    return out
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,8 +215,6 @@ def _cut(stream: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> list
 
 def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
                          lacks: Any) -> None:
-    from harness.designs.continuous import engine_logprobs, outside_support
-
     p, drawn = prompts[1], served.rows[1]
     context = [*p, *drawn]
     outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context)
