@@ -5,6 +5,7 @@ let it emit, what breaks the streaming contract; and that the case is in the tab
 from __future__ import annotations
 
 import pytest
+import torch
 
 from harness import cases
 from harness.designs import continuous_requests as cr
@@ -45,3 +46,14 @@ def test_the_requests_case_is_in_the_table_seeded():
     assert case.id == "llama-target.cb.requests" and case.seed == 0
     greedy = [r for r in cr.REQUESTS if r[2] == cr.GREEDY]
     assert len(greedy) == 2 and any(r[3] for r in greedy)  # one greedy request has its own eos list
+
+
+def test_a_draw_just_below_the_kept_set_is_a_boundary_tie_only_within_the_slack():
+    from harness.engine.processors import Processor
+
+    logits = torch.tensor([[4.0, 3.0, 2.9, 1.0]])  # one position: the prompt's last
+    top2 = [Processor("top_k", (("top_k", 2),))]
+    assert cr.outside_support(logits, 1, [2], top2, [0, 2]) == [0]  # 2.9 is not in the top 2
+    assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=0.2) == []  # 0.1 below the kept 3.0: a tie
+    assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=0.2) == [0]  # 2.0 below: outside
+    assert cr.support_slack("fp32") == 0.0 and cr.support_slack("bf16") > 0

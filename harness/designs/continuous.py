@@ -76,7 +76,7 @@ from typing import Any
 import torch
 
 from harness.designs import continuous_requests
-from harness.designs.continuous_requests import engine_logprobs, outside_support
+from harness.designs.continuous_requests import engine_logprobs, outside_support, support_slack
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
@@ -310,7 +310,7 @@ def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: li
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
         context = [*p, *drawn]
         logits = engine.logits_cached(zoo, case.model, context)
-        outside.append(outside_support(logits, len(p), drawn, chain, context))
+        outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model))))
         if logprobs:
             ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
             theirs.append(logprobs[:len(ours[-1])])

@@ -30,7 +30,8 @@ and the stop and stream rules, never the library:
   lengths_as_asked  exact   every request ends where its own settings say (the stop rule on its own tokens:
                             at its first end token, else after exactly its max_new_tokens)
   in_support        exact   the sampled request's steps drawn outside the engine's kept set (top-3 after the
-                            drawn prefix) - expected none
+                            drawn prefix) - expected none; outside fp32 a token within the dtype's tie epsilon
+                            of the kept set's lowest logit is a boundary tie, not outside
   logprobs_as_engine tensor every request's returned log-probabilities against log_softmax of the engine's
                             logits processed with that request's own settings (top_k=1: 0 exactly; the
                             sampled one: temperature 1.5, top-3) - a setting taken from another request, or
@@ -106,16 +107,30 @@ def stream_violations(updates: Sequence[Sequence[int]], final: Sequence[int]) ->
 
 
 def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
-                    context: Sequence[int]) -> list[int]:
+                    context: Sequence[int], slack: float = 0.0) -> list[int]:
     """The steps whose drawn token the engine's processors filter out (-inf) after the drawn prefix:
-    `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i."""
+    `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i. A token filtered
+    out whose logit is within `slack` of the lowest logit the filter kept is at the boundary of the kept
+    set, not outside it: the model's own rounding (bf16) may order the two otherwise (`support_slack`)."""
     out = []
     for i, t in enumerate(drawn):
         ctx = list(context[:prompt_length + i])
-        z = apply(logits[prompt_length - 1 + i], ctx, chain)
+        x = logits[prompt_length - 1 + i]
+        z = apply(x, ctx, chain)
         if not torch.isfinite(z[t]):
-            out.append(i)
+            kept = torch.isfinite(z)
+            if not kept.any() or float(x[kept].min() - x[t]) > slack:
+                out.append(i)
     return out
+
+
+def support_slack(dtype: str) -> float:
+    """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie: 0 in
+    fp32 (the library's logits and the engine's agree to ~1e-6 there), the dtype's default tie epsilon
+    otherwise ([tool.harness.thresholds] tie_eps_<dtype>: two implementations' rounding in that dtype)."""
+    from harness.settings.config import Thresholds
+
+    return 0.0 if dtype == "fp32" else Thresholds().tie_eps(dtype)
 
 
 def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
@@ -217,7 +232,8 @@ def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streame
                          lacks: Any) -> None:
     p, drawn = prompts[1], served.rows[1]
     context = [*p, *drawn]
-    outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context)
+    outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context,
+                              support_slack(zoo.dtype_of(case.model)))
     obs.reference("in_support", outside, [], implementations_differ=False)
     if lacks("logprobs_as_engine", "tensor"):
         return
