@@ -219,6 +219,20 @@ def test_missing_or_corrupt_fixture_names_path_and_fix(project, capfd, what):
         assert "extra_model_dirs" in err and "save_pretrained" in err
 
 
+def test_a_suite_path_after_dashdash_is_refused_with_the_flag_that_narrows(project, capfd, monkeypatch):
+    """`harness check -- suites/test_x.py` would run every suite (pytest collects the command's suites
+    and the path); regen would re-record them all. Refused before anything runs, naming --suites."""
+    monkeypatch.chdir(project.root)
+    root = ["--root", str(project.root)]
+    for command in (["check"], ["regen", "--yes"]):
+        for target in ("suites/test_toy.py", "suites/test_toy.py::test_one"):
+            assert main([*command, *root, "--", "-x", target]) == 2
+            err = capfd.readouterr().err
+            assert "--suites suites/test_toy.py" in err and "every suite" in err
+    assert not (project.root / "reports").exists()  # refused before anything ran
+    assert main(["check", *root, "--", "-k", "suites"]) == 0  # an option's value that names a path is the option's
+
+
 def test_bad_config_key_and_bad_flags(project, capfd):
     assert project.run("check", "-n", "many") == 2
     assert "-n 'many'" in capfd.readouterr().err

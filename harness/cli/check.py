@@ -16,6 +16,7 @@ from harness.cli.child import guarded
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, error, finish, running_parser
 from harness.cli.project import (
     UsageError,
+    check_extra,
     check_fixtures,
     check_workers,
     current_env_key,
@@ -36,6 +37,7 @@ FLAGS = ("baseline", "budget", "record", "strict", "latency_strict", "fault", "d
 
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
+    check_extra(extra)
     check_workers(args.workers)
     check_fixtures(project.config)
     run = run_settings(project, args)  # a refused --model stops here, before a one-off store is made

@@ -214,6 +214,27 @@ def one_suite(project: Project, args: argparse.Namespace, run: RunSettings) -> s
     return None
 
 
+# pytest options whose next argument is their value (so a path there is the option's, not a target)
+_VALUED = frozenset({"-k", "-m", "-p", "-o", "-W", "-c", "--deselect", "--ignore", "--ignore-glob", "--rootdir",
+                     "--basetemp", "--junitxml", "--junit-xml", "--maxfail", "--durations", "--tb", "--log-level",
+                     "--confcutdir", "--override-ini", "--log-file", "--result-log", "-n", "--dist"})
+
+
+def check_extra(extra: Sequence[str]) -> None:
+    """Refuse a path or node id given after --: the command already names the suites to pytest
+    (`--suites`, else all of them), so pytest would collect both and run every suite - and a regen
+    would re-record them all - while the user meant one. The refusal names the flag that narrows."""
+    previous = None
+    for token in extra:
+        if not token.startswith("-") and previous not in _VALUED and Path(token.split("::")[0]).exists():
+            path = token.split("::")[0]
+            raise UsageError(
+                f"{token!r} after --: a path there is added to the whole suites run (pytest collects both, so "
+                f"every suite would run); name it with --suites {path} (its cases at the whole run's alpha), "
+                "or select cases with -- -k EXPR")
+        previous = token
+
+
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
                    workers: str | None = None) -> list[str]:
     suite = one_suite(project, args, run)

@@ -17,6 +17,7 @@ from harness.cli.child import guarded
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, running_parser
 from harness.cli.project import (
     UsageError,
+    check_extra,
     check_fixtures,
     check_workers,
     current_env_key,
@@ -77,6 +78,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise UsageError("regen asks before writing records but stdin is not a terminal; "
                          "pass --yes to write without asking (CI), or --dry-run to only show the changes")
     project = open_project(args)
+    check_extra(extra)
     require_store(project, args)
     check_workers(args.workers)
     check_fixtures(project.config)
