@@ -57,3 +57,18 @@ def test_a_draw_just_below_the_kept_set_is_a_boundary_tie_only_within_the_slack(
     assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=0.2) == []  # 0.1 below the kept 3.0: a tie
     assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=0.2) == [0]  # 2.0 below: outside
     assert cr.support_slack("fp32") == 0.0 and cr.support_slack("bf16") > 0
+
+
+def test_a_setting_add_request_takes_now_is_a_feature_added_never_a_regression():
+    """`takes` is a capability: 4.57.6 -> 5.0.0 gains streaming (feature-added), a setting no longer
+    taken is feature-removed; whether a taken setting has its effect is the references' to judge."""
+    from harness.checking.compare import compare_capability
+    from harness.checking.policy import Policy
+    from harness.schema import Field, Status
+
+    old = {"max_new_tokens": True, "eos_token_id": False, "streaming": False, "logit_processor_kwargs": False}
+    gained = compare_capability("takes", Field("capability", {**old, "streaming": True}), Field("capability", old), Policy())
+    assert (gained.status, gained.category) == (Status.CHANGED, "feature-added")
+    lost = compare_capability("takes", Field("capability", {**old, "max_new_tokens": False}), Field("capability", old),
+                              Policy())
+    assert (lost.status, lost.category) == (Status.CHANGED, "feature-removed")

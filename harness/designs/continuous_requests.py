@@ -16,8 +16,10 @@ The oracles are the reference engine (its logits, its processors with each reque
 and the stop and stream rules, never the library:
 
   setup          exact   the requests (prompt, max_new_tokens, eos, settings) and the config's sampling
-  takes          exact   which per-request settings the version's add_request takes (max_new_tokens,
-                         eos_token_id, streaming, processor settings) - a change is a finding
+  takes          capability  which per-request settings the version's add_request takes (max_new_tokens,
+                         eos_token_id, streaming, processor settings): one taken now is feature-added, one
+                         no longer taken feature-removed (a setting taken but without effect is judged by
+                         the references below, as a regression)
   error / request_errors / warnings   as the other continuous checks
   tokens         tokens  the greedy requests' tokens (greedy, own eos), with the engine's teacher-forced margins
   drawn          exact   the sampled request's tokens (seeded: logprobs_as_engine and in_support judge them)
@@ -172,7 +174,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                       "sampling": SAMPLING, "eos_token_id": EOS},
             show={"placed": served.setup.get("placed"),
                   **({"left_attention": served.setup["left_attention"]} if "left_attention" in served.setup else {})})
-    obs.add("takes", served.took)
+    obs.add("takes", served.took, "capability")
     obs.add("error", served.error)
     obs.add("warnings", served.warnings, presentation=True)
     why = (f"the manager raised {served.error['type']}: {served.error['message']}" if served.error is not None
