@@ -72,3 +72,35 @@ def test_a_setting_add_request_takes_now_is_a_feature_added_never_a_regression()
     lost = compare_capability("takes", Field("capability", {**old, "max_new_tokens": False}), Field("capability", old),
                               Policy())
     assert (lost.status, lost.category) == (Status.CHANGED, "feature-removed")
+
+
+def test_a_request_served_now_that_failed_before_is_fixed_and_the_reverse_broken():
+    """request_errors is an outcome per request (extras outcome="each"): 5.14.0's loop left every
+    request unfinished, 5.24.0 serves them - fixed, not a regression (real-change)."""
+    from harness.checking.compare import compare_exact
+    from harness.checking.policy import Policy
+    from harness.schema import Field, Status
+
+    failed = ["no finished result for this request"] * 3
+    served = [None, None, None]
+    fixed = compare_exact("request_errors", Field("exact", served, {"outcome": "each"}),
+                          Field("exact", failed, {"outcome": "each"}), Policy())
+    assert (fixed.status, fixed.category) == (Status.CHANGED, "fixed")
+    broken = compare_exact("request_errors", Field("exact", [None, "boom", None], {"outcome": "each"}),
+                           Field("exact", served, {"outcome": "each"}), Policy())
+    assert (broken.status, broken.category) == (Status.REGRESSION, "broken")
+
+
+def test_a_stopping_threads_dropped_requests_are_left_out_of_the_warnings():
+    """How many "will be dropped" lines a failed loop logs is a race (the requests it still held):
+    left out, so an unchanged rerun records the same warnings; the loop's error stays."""
+    import logging
+
+    from harness.subjects import hf_continuous
+
+    sink: list[str] = []
+    with hf_continuous.cb_warnings(sink):
+        log = logging.getLogger(hf_continuous.CB_LOGGER)
+        log.error("Error in generation loop: Memory footprint 1157632 is more than available memory 0")
+        log.warning("Background thread is stopping. Request with ids [36, 71, ..., 14, 266] will be dropped.")
+    assert sink == ["Error in generation loop: Memory footprint 1157632 is more than available memory 0"]

@@ -77,10 +77,13 @@ OUTCOME_RULES = ("error", "clean", "each")  # extras `outcome`: how a field's va
 
 def _failed(value: Any, rule: str) -> bool:
     """Whether an outcome field's value is a failure: "error" - an exception recorded as data, or a
-    dict whose "raises" / "error" is set (`load`: {"raises": None} loaded); "clean" - a report of
-    problems (`loading_info`: missing / unexpected / mismatched keys, error messages) that lists any."""
+    dict whose "raises" / "error" is set (`load`: {"raises": None} loaded), or an error's message;
+    "clean" - a report of problems (`loading_info`: missing / unexpected / mismatched keys, error
+    messages) that lists any."""
     if rule == "clean":
         return isinstance(value, dict) and any(bool(v) for v in value.values())
+    if isinstance(value, str):  # an error's message (a request the library reports failed)
+        return bool(value)
     return _error(value) or (isinstance(value, dict) and bool(value.get("raises") or value.get("error")))
 
 
@@ -89,7 +92,10 @@ def _outcome_transition(name: str, old: Any, new: Any, rule: str) -> Outcome | N
     it failed, every time - never a field that exists only when it fails): failing before and
     working now is `fixed` (changed), working before and failing now `broken`, failing otherwise
     `error-changed` (both regressions); rule "each": a dict of such outcomes (one per attention
-    implementation), judged per key, the worst first. None when neither side failed."""
+    implementation) or a list of them (one per request: None served, an error or its message failed),
+    judged per key / position, the worst first. None when neither side failed."""
+    if rule == "each" and isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        old, new = dict(enumerate(old)), dict(enumerate(new))
     if rule == "each" and isinstance(old, dict) and isinstance(new, dict):
         per = {k: _outcome_transition(f"{name}.{k}", old.get(k), new.get(k), "error") for k in {*old, *new}}
         found = [o for o in per.values() if o is not None]

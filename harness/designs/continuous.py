@@ -31,7 +31,8 @@ finding - and the references are `not checked` with it.
   setup          exact   prompts, their lengths, new tokens, the eos list (where each option went beside it,
                          never compared: the harness's own adaptation to the version's API)
   error          exact   the call's exception (type, first line), or None
-  request_errors exact   per request: the library's error for it (a failed generation loop), or None
+  request_errors exact   per request: the library's error for it (a failed generation loop), or None - an
+                         outcome per request: one served now that failed before is fixed, the reverse broken
   tokens         tokens  per request: the new tokens, with the engine's margins after that request's
                          own served prefix (teacher-forced: at any step where two served streams part,
                          their shared prefix's margin)
@@ -219,7 +220,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     if served.error is not None:
         _failed(obs, served, _references(check))
         return obs
-    obs.add("request_errors", served.request_errors)
+    obs.add("request_errors", served.request_errors, outcome="each")
     if any(e is not None for e in served.request_errors):  # the generation loop failed: nothing to judge
         obs.add("tokens", served.rows, kind="tokens")
         _failed(obs, served, _references(check))

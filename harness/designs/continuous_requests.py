@@ -180,7 +180,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     why = (f"the manager raised {served.error['type']}: {served.error['message']}" if served.error is not None
            else next((f"a request failed: {e}" for e in served.request_errors if e is not None), ""))
     if served.error is None:
-        obs.add("request_errors", served.request_errors)
+        obs.add("request_errors", served.request_errors, outcome="each")
     if why:
         for name, kind in REFERENCES:
             obs.skipped(name, kind, why, category="not-checked")
