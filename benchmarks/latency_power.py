@@ -13,8 +13,8 @@ the per-test alpha is the whole run's (alpha / m, m = every golden test), and ru
 tests - exactly what `harness check` does after its parallel phase. A run "flags" when any latency
 or memory field is a regression; a field is "judged" when it was not skipped as not judged (busy).
 `--busy` keeps one CPU-bound process spinning on the other core for the whole measurement.
-`--sigma` prints, per field, the SD across runs of the run's paired median log ratio (what
-`latency_run_sd` must cover). Prints one line per run and the totals; `--json` keeps everything.
+`--sigma` prints, per field, the SD across runs of the run's paired median log ratio, the runs' own
+SE and the between-run part tau = sqrt(sd^2 - se^2) (what `latency_run_sd` must cover). Prints one line per run and the totals; `--json` keeps everything.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def one_run(fault: str | None, out: Path) -> dict:
                        if "ratio" in o.get("diff", {})}}
 
 
-def log_ratios(records: Path) -> dict[str, float]:
-    """Per latency field of this env's records: the paired median log ratio of this machine's entry."""
+def log_ratios(records: Path) -> dict[str, tuple[float, float]]:
+    """Per latency field of this env's records: the paired median log ratio of this machine's entry
+    and its within-run SE."""
     from harness.checking.compare_stats import latency_entries
     from harness.checking.stats import paired_log_ratios
     from harness.schema import Record
@@ -71,13 +72,16 @@ def log_ratios(records: Path) -> dict[str, float]:
             if f.kind == "latency":
                 entry = latency_entries(f, record.env).get(hardware_class(fp))
                 if entry and "cpu" in entry:
-                    out[f"{record.case}/{name}"] = paired_log_ratios(entry["samples"], entry["calibration"])[0]
+                    out[f"{record.case}/{name}"] = paired_log_ratios(entry["samples"], entry["calibration"])
     return out
 
 
-def sigma(runs: int) -> dict[str, float]:
-    """Between-run SD of each field's paired median log ratio: `runs` regenerations into scratch stores."""
-    per_field: dict[str, list[float]] = {}
+def sigma(runs: int) -> dict[str, dict[str, float]]:
+    """Per field, over `runs` regenerations into scratch stores: the SD across runs of the paired
+    median log ratio (`sd`), the root mean square of the runs' own SEs (`se`) and the between-run
+    part the samples of one run cannot see, tau = sqrt(max(0, sd^2 - se^2)) - what
+    `latency_run_sd` is (stats.slowdown_test adds each run's own SE beside it)."""
+    per_field: dict[str, list[tuple[float, float]]] = {}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("CI", None)
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,14 +89,21 @@ def sigma(runs: int) -> dict[str, float]:
             store = Path(tmp) / f"run{i}"
             store.mkdir()  # a new store: every field is measured and written, nothing compared
             done = subprocess.run([sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
-                            "--golden-dir", str(store), "--harness-results", str(Path(tmp) / f"r{i}.json")],
+                            "--golden-dir", str(store), "--harness-results", str(Path(tmp) / f"r{i}.json"),
+                            "--harness-budget", "full"],  # generate() per path too (the quick tier leaves it out)
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
             if done.returncode != 0:
                 raise RuntimeError(f"run {i + 1} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
             for name, value in log_ratios(store).items():
                 per_field.setdefault(name, []).append(value)
             print(f"run {i + 1}: {len(per_field)} fields", flush=True)
-    return {name: statistics.stdev(v) for name, v in per_field.items() if len(v) > 1}
+    out = {}
+    for name, v in per_field.items():
+        if len(v) > 1:
+            sd = statistics.stdev(m for m, _ in v)
+            se = math.sqrt(statistics.fmean(e * e for _, e in v))
+            out[name] = {"sd": sd, "se": se, "tau": math.sqrt(max(0.0, sd * sd - se * se))}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.sigma:
             sds = sigma(args.runs)
-            for name, sd in sorted(sds.items(), key=lambda kv: -kv[1]):
-                print(f"{sd:.4f}  {name}")
-            print(f"max {max(sds.values()):.4f}, median {statistics.median(sds.values()):.4f} (log scale; "
-                  f"x{math.exp(max(sds.values())):.3f})")
+            print("    sd      se     tau  field (log scale)")
+            for name, v in sorted(sds.items(), key=lambda kv: -kv[1]["tau"]):
+                print(f"{v['sd']:.4f}  {v['se']:.4f}  {v['tau']:.4f}  {name}")
+            for group, pick in (("generate", lambda n: "/generate_" in n), ("forward", lambda n: "/generate_" not in n)):
+                taus = [v["tau"] for n, v in sds.items() if pick(n)]
+                if taus:
+                    print(f"{group}: tau max {max(taus):.4f}, median {statistics.median(taus):.4f}")
             if args.json:
                 args.json.write_text(json.dumps(sds, indent=1))
             return 0
