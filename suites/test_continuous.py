@@ -12,5 +12,5 @@ from harness.designs import continuous
 
 
 @pytest.mark.cases(table=cases.continuous)
-def test_continuous(case, golden, zoo):
-    golden.check_all(continuous.observe(zoo, case))
+def test_continuous(case, golden, zoo, run_settings):
+    golden.check_all(continuous.observe(zoo, case, run_settings.config.thresholds))

@@ -56,7 +56,11 @@ def test_a_draw_just_below_the_kept_set_is_a_boundary_tie_only_within_the_slack(
     assert cr.outside_support(logits, 1, [2], top2, [0, 2]) == [0]  # 2.9 is not in the top 2
     assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=0.2) == []  # 0.1 below the kept 3.0: a tie
     assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=0.2) == [0]  # 2.0 below: outside
-    assert cr.support_slack("fp32") == 0.0 and cr.support_slack("bf16") > 0
+    from harness.settings.config import Thresholds
+
+    assert cr.support_slack("fp32", Thresholds()) == 0.0 and cr.support_slack("bf16", Thresholds()) == 0.75
+    # the project's own [tool.harness.thresholds] tie_eps_bf16 is the slack, not the default
+    assert cr.support_slack("bf16", Thresholds(tie_eps_bf16=0.25)) == 0.25
 
 
 def test_a_setting_add_request_takes_now_is_a_feature_added_never_a_regression():

@@ -83,6 +83,7 @@ from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
+from harness.settings.config import Thresholds
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Served, run_batch
 
@@ -187,9 +188,9 @@ def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) 
     return bool(why)
 
 
-def observe(zoo: Any, case: Case) -> Observation:
+def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
     if case.param("check") == "requests":  # the manager, each request with its own settings, streamed
-        return continuous_requests.observe(zoo, case)
+        return continuous_requests.observe(zoo, case, thresholds)
     obs = Observation()
     check, names = case.param("check"), list(case.param("prompts"))
     lm = zoo.load(case.model)
@@ -246,7 +247,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                 follows="tokens")
         return obs
     if check == "sample":
-        return _sampled(zoo, case, obs, served, prompts)
+        return _sampled(zoo, case, obs, served, prompts, thresholds)
     chain: list[Processor] = []
     if check == "processors":
         chain = kept_chain(pipeline.build({"do_sample": False, **PROCESSORS, "eos_token_id": eos}, prompts[0]),
@@ -304,14 +305,15 @@ def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int],
     return tokens, got.margins[:len(tokens)], got.scales[:len(tokens)]
 
 
-def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]]) -> Observation:
+def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]],
+             thresholds: Thresholds) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", seeded_by="logprobs_as_engine")
     chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
     outside, ours, theirs = [], [], []
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
         context = [*p, *drawn]
         logits = engine.logits_cached(zoo, case.model, context)
-        outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model))))
+        outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model), thresholds)))
         if logprobs:
             ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
             theirs.append(logprobs[:len(ours[-1])])

@@ -55,6 +55,7 @@ from harness.engine import pipeline
 from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
+from harness.settings.config import Thresholds
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Request, Streamed, run_requests
 
@@ -126,13 +127,11 @@ def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[in
     return out
 
 
-def support_slack(dtype: str) -> float:
+def support_slack(dtype: str, thresholds: Thresholds) -> float:
     """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie: 0 in
-    fp32 (the library's logits and the engine's agree to ~1e-6 there), the dtype's default tie epsilon
-    otherwise ([tool.harness.thresholds] tie_eps_<dtype>: two implementations' rounding in that dtype)."""
-    from harness.settings.config import Thresholds
-
-    return 0.0 if dtype == "fp32" else Thresholds().tie_eps(dtype)
+    fp32 (the library's logits and the engine's agree to ~1e-6 there), the project's tie epsilon for the
+    dtype otherwise ([tool.harness.thresholds] tie_eps_<dtype>: two implementations' rounding in that dtype)."""
+    return 0.0 if dtype == "fp32" else thresholds.tie_eps(dtype)
 
 
 def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
@@ -156,7 +155,7 @@ def _chain(settings: dict[str, Any], prompt: list[int]) -> list:
     return pipeline.build({"do_sample": True, **SAMPLING, **settings}, prompt)
 
 
-def observe(zoo: Any, case: Case) -> Observation:
+def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p, *_ in REQUESTS]
@@ -217,7 +216,7 @@ def observe(zoo: Any, case: Case) -> Observation:
         obs.reference("lengths_as_asked", [len(r) for r in served.rows],
                       [expected_end(r, n, e) for r, (_, n, _, _), e in zip(served.rows, REQUESTS, eos, strict=True)],
                       implementations_differ=False)
-    _sampling_references(zoo, case, obs, served, prompts, lacks)
+    _sampling_references(zoo, case, obs, served, prompts, lacks, thresholds)
     if not lacks("stream_as_result", "exact"):
         obs.reference("stream_as_result", [stream_violations(u, r) for u, r in zip(served.updates, served.rows, strict=True)],
                       [[] for _ in served.rows], implementations_differ=False)
@@ -231,11 +230,11 @@ def _cut(stream: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> list
 
 
 def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
-                         lacks: Any) -> None:
+                         lacks: Any, thresholds: Thresholds) -> None:
     p, drawn = prompts[1], served.rows[1]
     context = [*p, *drawn]
     outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context,
-                              support_slack(zoo.dtype_of(case.model)))
+                              support_slack(zoo.dtype_of(case.model), thresholds))
     obs.reference("in_support", outside, [], implementations_differ=False)
     if lacks("logprobs_as_engine", "tensor"):
         return
