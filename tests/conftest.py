@@ -50,8 +50,9 @@ DEEP = (
     "test_stop_rule.py::test_a_first_run_without_a_fault_is_clean",
     *(f"test_stop_rule.py::test_a_stopping_or_streaming_fault_fails_a_first_run[{fault}]" for fault in (
         "streamer-skip-prompt-streams-prompt", "assisted-stream-drops-bonus-token", "eos-list-first-id-only",
-        "min-new-tokens-released-late", "streamer-holds-text-until-end")),
+        "min-new-tokens-released-late", "streamer-holds-text-until-end", "stopping-criteria-one-step-late")),
     "test_latency_method.py::test_a_slower_forward_is_a_regression_and_a_rerun_is_not",
+    "test_latency_method.py::test_the_serving_faults_keep_the_tokens_and_cost_what_they_say",
     *(f"test_cli.py::{name}" for name in (
         "test_check_baseline_and_strict_reach_the_run", "test_regen_asks_on_a_terminal_and_writes_only_on_yes",
         "test_regen_of_a_partial_run_keeps_what_it_did_not_see", "test_regen_dry_run_of_float_noise_reports_nothing_changed",
