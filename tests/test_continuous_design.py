@@ -169,3 +169,23 @@ def test_two_served_streams_parting_after_the_engines_own_stream_went_elsewhere_
     assert forced.gaps[2] < 0.03
     assert judged(forced.gaps).category == "tie-flip"
     assert judged(own_stream_margins).status is Status.REGRESSION
+
+
+@pytest.mark.parametrize(("rows", "forwards", "expected"), [
+    ([[1] * 12, [2] * 12, [3] * 12], 12, "pass"),  # served together: max(len) forwards
+    ([[1] * 12, [2] * 12, [3] * 12], 36, "fail"),  # one after another: sum(len) forwards
+    ([[1] * 12, [2] * 3, [3] * 12], 14, "pass"),  # an early stop does not change the rule
+    ([[1] * 12, [2] * 12, [3] * 12], 0, "not-checked"),  # no forward the harness could count
+    ([[1] * 12, [2], [3]], 12, "not-applicable"),  # one request decodes: nothing to share
+])
+def test_served_together_counts_shared_forwards_against_one_at_a_time(rows, forwards, expected):
+    from harness.schema import Observation
+
+    obs = Observation()
+    continuous.served_together(obs, Served(rows=rows, request_errors=[None] * len(rows), forwards=forwards))
+    if expected in ("not-checked", "not-applicable"):
+        assert obs.notes["served_together"].category == expected
+        return
+    ref = obs.references["served_together"]
+    assert (ref.observed.value == ref.expected.value) is (expected == "pass")
+    assert ref.observed.extras == {"forwards": forwards, "one_at_a_time": sum(len(r) for r in rows)}

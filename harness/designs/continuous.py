@@ -54,6 +54,10 @@ finding - and the references are `not checked` with it.
                              beside the served tokens the engine's after the served prefix - teacher-
                              forced, so a margin at the first divergence is the shared prefix's, never
                              that of the engine's own stream once it went another way)
+  served_together    exact   greedy: the requests shared the model's forwards - fewer forward calls than
+                             serving them one at a time takes (sum of the rows' lengths: one forward per
+                             new token alone); its oracle is that arithmetic on the served rows, so it
+                             holds on a model the engine does not implement too (the counts ride along)
   in_support         exact   sample: per request, the steps whose drawn token lies outside the engine's
                              kept set (top-k of the engine's logits after the drawn prefix) - expected
                              none; detects a dropped or mis-sized top-k only on a step that draws
@@ -228,6 +232,8 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
         return obs
     if check == "processors":
         obs.add("dropped", dropped_processors(served.warnings))
+    if check == "greedy":
+        served_together(obs, served)
     if gap:  # no engine oracle for this model: generate() alone is still another path to compare with
         solos = [_solo(zoo, case, n, eos) for n in names] if check == "greedy" else []
         obs.add("tokens", served.rows, kind="tokens",
@@ -235,7 +241,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
         for name, kind in _references(check):
             if name == "tokens_as_generate" and solos:
                 _as_generate(obs, served, solos)
-            else:
+            elif name != "served_together":
                 obs.skipped(name, kind, gap)
         return obs
     if check == "beam":  # against the same call without num_beams: same path, same numerics, same batch
@@ -271,6 +277,25 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
     return obs
 
 
+def served_together(obs: Observation, served: Served) -> None:
+    """served_together: the requests shared the model's forwards - the call made fewer forward calls than
+    serving them one after another takes. Its oracle is that count, from the served rows alone: a
+    request served alone takes one forward per new token (its prefill's gives the first), so one at a
+    time is at least sum(len(row)); the forwards counted and that sum ride along. Deterministic where a
+    wall clock on a background thread is not (the latency suite times the call)."""
+    alone = sum(len(r) for r in served.rows)
+    if sum(1 for r in served.rows if len(r) > 1) < 2:
+        obs.skipped("served_together", "exact", "fewer than two requests decoded more than one token: nothing "
+                    "they could share")
+    elif not served.forwards:
+        obs.skipped("served_together", "exact", "the version's generate_batch called no forward of the model the "
+                    "harness counts (model.forward)", category="not-checked")
+    else:
+        obs.reference("served_together", {"fewer forwards than one request at a time": served.forwards < alone},
+                      {"fewer forwards than one request at a time": True}, implementations_differ=False,
+                      observed_extras={"forwards": served.forwards, "one_at_a_time": alone})
+
+
 def steps_as_engine(obs: Observation, rows: Sequence[Sequence[int]], forced: Sequence[Forced]) -> None:
     """steps_as_engine: every served token against the engine's argmax after that row's own prefix
     (`forced`: harness/engine/teacher_forced.py), one single-token row per (request, step) so that each
@@ -290,7 +315,8 @@ def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], 
 
 
 def _references(check: str) -> tuple[tuple[str, str], ...]:
-    return {"greedy": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("tokens_as_generate", "tokens")),
+    return {"greedy": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("tokens_as_generate", "tokens"),
+                       ("served_together", "exact")),
             "processors": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens")),
             "sample": (("in_support", "exact"), ("logprobs_as_engine", "tensor")),
             "beam": ()}[check]

@@ -9,8 +9,26 @@ an edit that does not apply there is a FaultError, never a silent pass."""
 
 from __future__ import annotations
 
-from harness.faults.patches import Catch, Fault, edit
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, Fault, Wrap, edit
 from harness.faults.targets import CB_API, CB_PROC, CB_REQ
+
+
+def _one_request_at_a_time(generate_batch: Callable[..., Any]) -> Callable[..., Any]:
+    """generate_batch serves its requests one after another, each a batch of its own (the same tokens)."""
+    import functools
+
+    @functools.wraps(generate_batch)
+    def wrapped(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        out: dict[str, Any] = {}
+        for i, row in enumerate(inputs):
+            for key, value in (generate_batch(self, [row], *args, **kwargs) or {}).items():
+                out[f"{i}-{key}"] = value
+        return out
+    return wrapped
+
 
 FAULTS: tuple[Fault, ...] = (
     Fault("cb-processor-dropped-silently", "batching",
@@ -68,4 +86,12 @@ FAULTS: tuple[Fault, ...] = (
           notes="the class of vllm-project/vllm #14301 (\"Fix for mixed top_k batch\": requests of one batch with "
                 "and without their own top_k not handled) and paiml/aprender #2027 (the batched decode path never "
                 "consulted each request's temperature / top_k), in transformers' per-request processors (#45026)"),
+    Fault("cb-one-request-at-a-time", "batching",
+          "generate_batch serves its requests one after another, each in a batch of its own: the same tokens, "
+          "none of continuous batching's sharing (three times the forwards)",
+          Catch("continuous", "llama-target.cb.greedy", "served_together"),
+          (Wrap(CB_API, "ContinuousMixin.generate_batch", _one_request_at_a_time),),
+          notes="modelled on continuous batching's throughput regressions (transformers #48381: the decode fast path "
+                "off for sliding-window models; the performance items of the tracker #46516): right tokens, a slower "
+                "server - the tokens and the engine see nothing, the forwards counted do"),
 )

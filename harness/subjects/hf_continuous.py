@@ -5,7 +5,8 @@ into one token stream, each finishing on its own) on several requests at once.
 - `run_batch(model, prompts, ...)` -> `Served`: per request (in the order given), the new tokens, the
   library's own error for that request, the log-probabilities it returned (where the version has
   `return_logprobs`), the continuous-batching logger's warnings (a processor it drops says so there),
-  and which sizing / option keywords the version took where (`setup`); or the exception the call
+  which sizing / option keywords the version took where (`setup`) and how many forward calls of the
+  model the call made (`forwards`: requests served together share them); or the exception the call
   raised, as data. A setting the path does not have (num_beams) is passed like any other: what the
   version does with it - raise, warn, ignore - is the observation.
 
@@ -37,6 +38,7 @@ from typing import Any
 import torch
 
 from harness.subjects import observe
+from harness.subjects.hf import count_forwards
 
 CB_LOGGER = "ContinuousBatchingLogger"
 # the paged cache's sizes: 32 pages of 16 tokens, 128 tokens a batch - every case's requests fit at once
@@ -52,6 +54,7 @@ class Served:
     warnings: list[str] = field(default_factory=list)  # the continuous-batching logger's warnings
     setup: dict[str, Any] = field(default_factory=dict)  # where each option went (`continuous_batching_options`)
     error: dict[str, str] | None = None  # the call's exception
+    forwards: int = 0  # the model's forward calls during the call (requests served together share them)
 
 
 def _config_class() -> Any:
@@ -173,8 +176,11 @@ def run_batch(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int,
         torch.manual_seed(seed)  # the generator the sampler draws from where the config has no seed
 
     def run() -> Any:
-        with cb_warnings(out.warnings), frozen_heap(), torch.no_grad():
-            return model.generate_batch([list(p) for p in prompts], **kwargs)
+        with cb_warnings(out.warnings), frozen_heap(), torch.no_grad(), count_forwards(model) as forwards:
+            try:
+                return model.generate_batch([list(p) for p in prompts], **kwargs)
+            finally:
+                out.forwards = forwards["n"]
 
     before = getattr(model.config, "_attn_implementation", None)
     results, out.error = observe(run)
