@@ -657,7 +657,9 @@ def test_every_committed_latency_field_reaches_a_full_runs_alpha_at_its_stated_s
     """No latency field passes by construction (issue 25): on the committed measurement itself,
     at alpha 1e-5 - below a full default run's per-test alpha (0.01 / ~310 golden tests = 3.2e-5) -
     the field states a detectable slowdown under `latency_max_detectable`, a rerun of the same
-    samples passes, and the same samples made (1 + detectable) x 1.1 slower are a regression. (An entry another machine measured with the CPU-time method of an
+    samples passes, and the same samples made (1 + detectable) x 1.1 slower are a regression - or,
+    for an entry too noisy for that (another machine's, taken busy: two AMD EPYC entries since the
+    between-run tau of 2026-12-05), it is `not checked` with the slowdown it would detect, never a pass. (An entry another machine measured with the CPU-time method of an
     older harness is `not-comparable` with the reason; that machine's `harness regen` replaces it.)"""
     from harness.checking.compare_stats import LATENCY_KEYS
     policy = Policy(alpha=1e-5, observed_env=env, baseline_env=env)
@@ -665,7 +667,11 @@ def test_every_committed_latency_field_reaches_a_full_runs_alpha_at_its_stated_s
     if not all(k in entry for k in LATENCY_KEYS):  # another machine's CPU-time entry: said, never a pass
         assert (same.status, same.category) == (Status.SKIPPED, "not-comparable") and "older harness" in same.detail
         return
-    assert (same.status, same.category) == (Status.PASS, ""), same.detail  # not underpowered, not busy
+    if same.category == "not-checked":  # too noisy for the measured between-run tau (latency_run_sd*): said, never a pass
+        assert same.status is Status.SKIPPED and "it detects only" in same.detail, same.detail
+        assert same.diff["detectable_slowdown"] > Thresholds().latency_max_detectable
+        return
+    assert (same.status, same.category) == (Status.PASS, ""), same.detail  # not busy
     detectable = same.diff["detectable_slowdown"]
     assert 0 < detectable < Thresholds().latency_max_detectable
     slower = {**entry, "samples": [s * (1 + detectable) * 1.1 for s in entry["samples"]]}

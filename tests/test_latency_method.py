@@ -134,3 +134,39 @@ def test_a_wait_asks_for_less_by_the_sleeps_own_lateness(monkeypatch):
     start = clock["t"]
     timing.sleep_for(150e-6)  # without the correction: one late wake-up
     assert clock["t"] - start == pytest.approx(220e-6)
+
+
+def test_the_serving_faults_keep_the_tokens_and_cost_what_they_say(llama):
+    """The serving paths' two faults change nothing a token check sees: `compiled-call-recompiles`
+    compiles at every call (the steady state compiles nothing: only the latency suite's time sees it),
+    `cb-one-request-at-a-time` serves the same rows with three times the forwards (the continuous
+    suite's served_together counts them)."""
+    from harness.faults.catalogue import inject
+    from harness.subjects import hf_compiled
+
+    zoo, model, ids = llama
+    compiled = hf_latency.compiled_generate(model, ids, 6)
+    hf_compiled.reset()
+    try:
+        first, steady = compiled(), compiled()
+        assert first.error is None and first.compiles > 0 and steady.compiles == 0
+        undo = inject("compiled-call-recompiles")
+        try:
+            storm = compiled()
+        finally:
+            undo()
+        assert storm.compiles > 0 and storm.tokens == steady.tokens == first.tokens
+    finally:
+        hf_compiled.reset()
+    prompts = [zoo.prompt_ids("llama-target", p)[0].tolist() for p in latency.SERVING_PROMPTS]
+    batch = hf_latency.continuous_batch(model, prompts, 6)
+    served = batch()
+    assert served.error is None and all(e is None for e in served.request_errors), served
+    undo = inject("cb-one-request-at-a-time")
+    try:
+        alone = batch()
+    finally:
+        undo()
+    assert alone.error is None and alone.rows == served.rows and all(len(r) == 6 for r in served.rows)
+    # what the continuous suite's served_together counts: the batch shares forwards, one at a time does not
+    assert served.forwards < sum(len(r) for r in served.rows) <= alone.forwards

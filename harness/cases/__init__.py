@@ -340,6 +340,7 @@ def user_latency(model: UserModel) -> Case:
 def latency(run: RunSettings | None = None) -> list[Case]:
     """Prefill and steady-state decode of llama-target (dynamic and static cache), generate() per
     path - llama-target: plain, assisted, prompt lookup, ensemble w=0.3; glm4moe-mtp: plain, MTP -
+    llama-target's serving paths (compiled static cache, continuous batching: harness/designs/latency.py),
     then a user model's generate() on its paths but MTP (`user_latency`)."""
     return [
         Case(TARGET, name=f"{TARGET}.prefill"),
@@ -348,6 +349,7 @@ def latency(run: RunSettings | None = None) -> list[Case]:
              assistant=ASSISTANT, params=(("paths", ("plain", "assisted", "prompt_lookup", "ensemble")),
                                           ("weight", ENSEMBLE_WEIGHTS[0]))),
         Case(MTP, name=f"{MTP}.generate", new_tokens=8, draft_tokens=1, params=(("paths", ("plain", "mtp")),)),
+        Case(TARGET, name=f"{TARGET}.serving", new_tokens=NEW_TOKENS),
         *(user_latency(m) for m in _users(run)),
     ]
 

@@ -446,8 +446,10 @@ def slowdown_test(new: tuple[float, float], old: tuple[float, float], tolerance:
     Each run is summarised by (median log ratio to its calibration, its SE). Two runs of the same
     code differ by more than their samples say - a process's memory layout, its clock, what else
     ran - so the difference d = l_new - l_old has variance se_new^2 + se_old^2 + 2 run_sd^2, where
-    run_sd is the between-run SD of one run's l (measured by benchmarks/latency_power.py, kept in
-    [tool.harness.thresholds] latency_run_sd). One-sided z tests of d > log(1 + tolerance) (slower)
+    run_sd is tau, the between-run SD of one run's l beyond its own SE (tau^2 = the SD of l across
+    runs^2 - the runs' mean se^2: the SD across runs already holds each run's SE, which the sum adds
+    once; measured by benchmarks/latency_power.py --sigma, kept in [tool.harness.thresholds]
+    latency_run_sd*). One-sided z tests of d > log(1 + tolerance) (slower)
     and d < -log(1 + tolerance) (faster), each a false alarm with probability <= alpha at the
     tolerance boundary, lower inside it. The smallest slowdown detected with probability
     DESIGN_POWER: (1 + tolerance) * exp((z_alpha + z_power) * sd) - 1."""

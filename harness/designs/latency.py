@@ -30,6 +30,26 @@ The fields (table: harness/cases/ `latency`):
                     model: its paths but MTP); memory_generate_<path>. Extras per speculative path:
                     acceptance, tokens_per_forward, draft_tokens, cost_ratio, speedup (median plain /
                     median path, this run) and theoretical_speedup (Leviathan et al.)
+  <model>.serving   the paths teams serve on (llama-target, 24 tokens):
+                    generate_compiled    a compiled static-cache greedy generate() (aot_eager, every
+                                         device) after the call that compiled it - the steady state (a
+                                         version that recompiles on every call is slower here: #37908 /
+                                         #46424's storms); paired with the engine's greedy decode.
+                                         Extras: compile_seconds (the first, compiling call's wall time),
+                                         compiles_first_call, compiles_while_timed (graphs compiled during
+                                         the samples: 0 in the steady state), the knobs
+                    generate_sequential  the batching prompts (3 requests) through generate() one after
+                                         another, paired with the engine decoding them in turn. Extras,
+                                         information: continuous batching's generate_batch of the same
+                                         requests - continuous_seconds (median of CONTINUOUS_CALLS calls
+                                         timed alone), tokens per second, speedup_over_generate. Not a
+                                         judged field: paired with a calibration, generate_batch spreads
+                                         the calibration beside it by 26-41 % on this CPU (its manager's
+                                         start, paged cache and stop), which the busy rule rightly reads
+                                         as a machine it cannot judge; its throughput is checked without
+                                         a clock by the continuous suite's `served_together` (forwards)
+                    compiled_error / continuous_error (exact, always): the first call's exception or None -
+                    a version that cannot compile has generate_compiled `not checked` with it
 A deep run takes DEEP_FACTOR x the samples; a user model under the budget plan
 (harness/settings/budget.py) takes LATENCY_SAMPLES generate() samples a path, against the
 generic calibration (llama-target's engine forward) instead of its own engine twin's decode.
@@ -45,9 +65,12 @@ from typing import Any
 from harness.schema import Case, Observation
 from harness.settings import budget
 from harness.settings.run import RunSettings
-from harness.subjects import hf, hf_latency, timing
+from harness.subjects import hf, hf_compiled, hf_latency, timing
 
 DEEP_FACTOR = 3  # a deep run takes this many times the samples
+SERVING_SAMPLES = 10  # per serving field (compiled steady state, the requests in turn)
+CONTINUOUS_CALLS = 5  # generate_batch calls timed alone (information: see `serving`)
+SERVING_PROMPTS = ("short-0", "long-0", "short-1")  # the continuous suite's requests (20, 83 and 19 tokens)
 
 
 def scaled(n: int, deep: bool = False) -> int:
@@ -211,9 +234,57 @@ def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
     return obs
 
 
-OBSERVE = {"prefill": prefill, "decode": decode, "generate": generate}
+def serving(zoo: Any, case: Case, run: RunSettings) -> Observation:
+    """The serving paths, timed: compiled static-cache generate() in its steady state, and the batching
+    prompts through generate() one after another beside continuous batching's wall time (information)."""
+    obs = Observation()
+    model = zoo.load(case.model).model
+    ids = zoo.prompt_ids(case.model, "short-0")
+    n = scaled(SERVING_SAMPLES, run.deep)
+    hf_compiled.reset()  # this case's compiles are its own
+    try:
+        _compiled(obs, zoo, case, model, ids, hf_latency.generate_calibration(zoo, case.model, ids, case.new_tokens), n)
+    finally:
+        hf_compiled.reset()
+    prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p in SERVING_PROMPTS]
+    cal = hf_latency.requests_calibration(zoo, case.model, prompts, case.new_tokens)
+    # timed before generate_batch runs at all: a failed manager (5.13 / 5.14) may leave work behind
+    sequential = interleaved(hf_latency.sequential_generate(model, prompts, case.new_tokens, zoo.device), cal, n,
+                             warmup=1, device=zoo.device)
+    batch = hf_latency.continuous_batch(model, prompts, case.new_tokens)
+    served = batch()
+    failed = served.error or next(({"type": "request", "message": e} for e in served.request_errors if e), None)
+    obs.add("continuous_error", failed)
+    extras: dict[str, Any] = {"requests": len(prompts)}
+    if failed is None:
+        walls = [best_of(batch, 1, device=zoo.device)[0] for _ in range(CONTINUOUS_CALLS)]
+        tokens = sum(len(r) for r in served.rows)
+        extras.update(continuous_seconds=median(walls), continuous_tokens=tokens,
+                      continuous_tokens_per_second=tokens / median(walls),
+                      continuous_speedup_over_generate=median(sequential.samples) / median(walls))
+    _timed(obs, "generate_sequential", sequential, **extras)
+    return obs
+
+
+def _compiled(obs: Observation, zoo: Any, case: Case, model: Any, ids: Any, cal: hf_latency.Calibration,
+              n: int) -> None:
+    call = hf_latency.compiled_generate(model, ids, case.new_tokens)
+    first = call()  # compiles
+    obs.add("compiled_error", first.error)
+    if first.error is not None:
+        obs.skipped("generate_compiled", "latency", f"the compiled call failed: {first.error['type']}: "
+                    f"{first.error['message']}", category="not-checked")
+        return
+    before = hf_compiled.graphs_compiled()
+    t = interleaved(call, cal, n, warmup=1, device=zoo.device)
+    _, knobs = hf_compiled.compile_config(hf_latency.COMPILE_BACKEND)
+    _timed(obs, "generate_compiled", t, new_tokens=len(first.tokens), compile_seconds=first.seconds,
+           compiles_first_call=first.compiles, compiles_while_timed=hf_compiled.graphs_compiled() - before, setup=knobs)
+
+
+OBSERVE = {"prefill": prefill, "decode": decode, "generate": generate, "serving": serving}
 
 
 def observe(zoo: Any, case: Case, run: RunSettings) -> Observation:
-    """The case's timings: `<model>.prefill`, `<model>.decode` or `<model>.generate`."""
+    """The case's timings: `<model>.prefill`, `<model>.decode`, `<model>.generate` or `<model>.serving`."""
     return OBSERVE[case.id.rsplit(".", 1)[1]](zoo, case, run)

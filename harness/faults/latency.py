@@ -5,7 +5,26 @@ is modelled on; harness/faults/catalogue.py joins every family's `FAULTS`."""
 
 from __future__ import annotations
 
-from harness.faults.patches import Catch, ExtraAllocation, Fault, SlowForward
+from collections.abc import Callable
+from typing import Any
+
+from harness.faults.patches import Catch, ExtraAllocation, Fault, SlowForward, Wrap
+from harness.faults.targets import GEN
+
+
+def _recompile_every_compiled_call(generate: Callable[..., Any]) -> Callable[..., Any]:
+    """generate() with a compile_config empties dynamo's caches first: every call compiles again."""
+    import functools
+
+    @functools.wraps(generate)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("compile_config") is not None:
+            import torch
+
+            torch._dynamo.reset()
+        return generate(self, *args, **kwargs)
+    return wrapped
+
 
 FAULTS: tuple[Fault, ...] = (
     # latency -------------------------------------------------------------------------------------
@@ -30,4 +49,12 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on transformers #34796 (4.45.0 copied the entire logits at generate()'s first step "
                 "instead of the last position's) and PR #33902 (logits.float() doubling peak inference memory); "
                 "deterministic: one call shows it"),
+    # the compiled path's latency ------------------------------------------------------------------
+    Fault("compiled-call-recompiles", "latency",
+          "every compiled generate() call recompiles its decode step (dynamo's caches emptied at each call): "
+          "the tokens are right, the steady state never comes",
+          Catch("latency", "llama-target.serving", "generate_compiled"),
+          (Wrap(GEN, "GenerationMixin.generate", _recompile_every_compiled_call),),
+          notes="modelled on transformers #37908 (DynamicCache recompile storms under torch.compile) and #46424 "
+                "(max_cache_len ignored, the static cache reallocated and recompiled per call: 27 s vs 2.7 s)"),
 )

@@ -1,7 +1,9 @@
 """The installed transformers as a timed subject: prefill, steady-state decode and generate() on
-each path, as zero-argument callables for `harness.designs.latency.interleaved`, plus the calibration
-workload (the reference engine's forward) and a proportional slowdown to inject into a model's
-forward (for checking that the latency suite catches one).
+each path, and the serving paths (compiled static-cache generate(), continuous batching's generate_batch
+and the same requests through generate() in turn), as zero-argument callables
+for `harness.designs.latency.interleaved`, plus the calibration workloads (the reference engine's forward
+and decode) and a proportional slowdown to inject into a model's forward (for checking that the latency
+suite catches one).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.subjects import hf_cache, timing
+from harness.subjects import hf_cache, hf_compiled, hf_continuous, timing
 from harness.subjects.hf import Zoo, generate
 from harness.subjects.timing import rss_bytes, theoretical_speedup
 
@@ -21,6 +23,7 @@ DECODE_WARMUP = 4  # decode steps after prefill before the timed ones (steady st
 DECODE_STEPS = 8  # timed decode steps per sample
 CACHE_LEN = 128  # static cache capacity (the long prompt is 83 tokens)
 CALIBRATION_MODEL = "llama-target"  # its reference-engine forward is every field's calibration
+COMPILE_BACKEND = "aot_eager"  # the serving case's compiled path (graph capture, no code generation: seconds on a CPU)
 
 
 def new_cache(model, kind: str):
@@ -71,6 +74,35 @@ def generate_path(zoo: Zoo, model_name: str, path: str, ids: torch.Tensor, new_t
                         prompt_lookup=draft_tokens if path == "prompt_lookup" else None,
                         use_mtp=path == "mtp", ensemble_weight=weight,
                         draft_tokens=None if path in ("plain", "prompt_lookup", "mtp") else draft_tokens)
+    return run
+
+
+def compiled_generate(model, ids: torch.Tensor, new_tokens: int) -> Callable[[], hf_compiled.Compiled]:
+    """One greedy static-cache generate() call compiled as the compiled suite asks (aot_eager, on every
+    device: harness/subjects/hf_compiled.py); timed after a call that compiled it, so the samples are the
+    steady state - unless the version recompiles on every call (#37908's class), which they then hold."""
+    config, _ = hf_compiled.compile_config(COMPILE_BACKEND)
+
+    def run() -> hf_compiled.Compiled:
+        return hf_compiled.run(model, ids, new_tokens, config)
+    return run
+
+
+def continuous_batch(model, prompts: list[list[int]], new_tokens: int) -> Callable[[], hf_continuous.Served]:
+    """One generate_batch of the prompts (greedy, the model's eos, the continuous suite's paged-cache sizing)."""
+    def run() -> hf_continuous.Served:
+        return hf_continuous.run_batch(model, prompts, new_tokens, eos_token_id=model.generation_config.eos_token_id,
+                                       pad_token_id=model.config.pad_token_id or 0)
+    return run
+
+
+def sequential_generate(model, prompts: list[list[int]], new_tokens: int, device: str) -> Callable[[], list[Any]]:
+    """The same requests through greedy generate(), one after another (what serving without continuous
+    batching does with them)."""
+    rows = [torch.tensor([p], device=device) for p in prompts]
+
+    def run() -> list[Any]:
+        return [generate(model, ids, new_tokens) for ids in rows]
     return run
 
 
@@ -133,6 +165,21 @@ def generate_calibration(zoo: Zoo, name: str, ids: torch.Tensor, new_tokens: int
     return Calibration(lambda: decode(ref, prompt, new_tokens, drafter=None, k=1, mode="greedy", w=None,
                                       static_max_len=None, eos_token_id=None),
                        f"reference engine: {name} greedy decode of {new_tokens} tokens")
+
+
+def requests_calibration(zoo: Zoo, name: str, prompts: list[list[int]], new_tokens: int) -> Calibration:
+    """Greedy decodes of `new_tokens` tokens of each prompt in turn by the model's reference-engine twin."""
+    ref = zoo.reference(name)
+    if ref is None:
+        return generic_calibration(zoo)
+    from harness.engine.decode import decode
+
+    def run() -> None:
+        for prompt in prompts:
+            decode(ref, prompt, new_tokens, drafter=None, k=1, mode="greedy", w=None, static_max_len=None,
+                   eos_token_id=None)
+    return Calibration(run, f"reference engine: {name} greedy decodes of {new_tokens} tokens of {len(prompts)} "
+                            "prompts in turn")
 
 
 def rss_delta(model, ids: torch.Tensor, kind: str, steps: int = 16) -> int:
