@@ -8,13 +8,26 @@ start, and a user's project does not have it)."""
 
 from __future__ import annotations
 
+import _pytest.pytester
 import pytest
-import transformers.modeling_utils  # noqa: F401  (see below)
 
-# pytester's in-process runs drop from sys.modules whatever the inner run imported; the modules that
-# register torch operators (torch.distributed's, which transformers' modeling code imports) cannot
-# run twice in one process ("Only a single TORCH_LIBRARY can be used to register the namespace
-# c10d_functional"), so they are imported once here, before any inner run, and survive its clean-up.
+# pytester's in-process runs drop from sys.modules whatever the inner run imported, when the run ends
+# (and pytester's own snapshot at the end of the test); modules that keep process-wide state cannot be
+# imported twice in one process - torch's operator libraries ("Only a single TORCH_LIBRARY can be used
+# to register the namespace c10d_functional"), its compile caches ("Artifact of type=autotune already
+# registered in mega-cache artifact factory": every later torch.compile in that worker fails) - and a
+# second copy of a transformers module is not the one a fault patches (harness/faults/patches.py finds
+# its holders in sys.modules). pytester keeps zope's modules for the same reason; torch's and
+# transformers' are kept with them.
+KEPT = ("torch", "functorch", "torchao", "transformers")
+
+
+class _KeepStatefulModules(_pytest.pytester.SysModulesSnapshot):
+    def __init__(self, preserve=None) -> None:
+        super().__init__(lambda name: name.partition(".")[0] in KEPT or bool(preserve and preserve(name)))
+
+
+_pytest.pytester.SysModulesSnapshot = _KeepStatefulModules  # Pytester builds its snapshots from this name
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from harness import cases as tables
 from harness.checking.findings import group_findings
@@ -266,13 +265,8 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
     out = capfd.readouterr().out
     assert "per model:" in out and "prod" in out
 
-    # the reruns in process (the same plugin and suites, without a second interpreter start); torch's
-    # compile machinery imported before them: pytester drops the modules a run imported when it ends, and
-    # a second import of torch's compile caches registers their artifacts twice ("Artifact of type=autotune
-    # already registered") - an artifact of re-importing in one process, not of the compiled suite
-    torch.compile(lambda x: x + 1, backend="aot_eager")(torch.ones(1))
-    torch._dynamo.reset()
-
+    # the reruns in process (the same plugin and suites, without a second interpreter start; torch and
+    # transformers stay imported across them: tests/conftest.py)
     def rerun(name: str):
         results = tmp_path / f"{name}.json"
         run = pytester.runpytest_inprocess(str(REPO / "suites"), "--rootdir", str(root), "-p", "no:cacheprovider",
