@@ -6,6 +6,7 @@
     python benchmarks/latency_power.py --runs 20 --fault slower-forward-15        # a slowdown that computes
     python benchmarks/latency_power.py --runs 3 --fault forward-allocates-30pct-more
     python benchmarks/latency_power.py --runs 20 --sigma                          # between-run SD per field
+    python benchmarks/latency_power.py --runs 12 --sigma --select "llama-target and generate"  # one case
 
 Each run is the timing phase of a default `harness check`, in a fresh process, against this env's
 committed records: `pytest suites --harness-phase timing --harness-strict` collects every suite, so
@@ -76,7 +77,7 @@ def log_ratios(records: Path) -> dict[str, tuple[float, float]]:
     return out
 
 
-def sigma(runs: int) -> dict[str, dict[str, float]]:
+def sigma(runs: int, select: str | None = None) -> dict[str, dict[str, float]]:
     """Per field, over `runs` regenerations into scratch stores: the SD across runs of the paired
     median log ratio (`sd`), the root mean square of the runs' own SEs (`se`) and the between-run
     part the samples of one run cannot see, tau = sqrt(max(0, sd^2 - se^2)) - what
@@ -90,7 +91,8 @@ def sigma(runs: int) -> dict[str, dict[str, float]]:
             store.mkdir()  # a new store: every field is measured and written, nothing compared
             done = subprocess.run([sys.executable, "-m", "pytest", "suites/test_latency.py", "-p", "no:cacheprovider", "-q",
                             "--golden-dir", str(store), "--harness-results", str(Path(tmp) / f"r{i}.json"),
-                            "--harness-budget", "full"],  # generate() per path too (the quick tier leaves it out)
+                            "--harness-budget", "full",  # generate() per path too (the quick tier leaves it out)
+                            *(["-k", select] if select else [])],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
             if done.returncode != 0:
                 raise RuntimeError(f"run {i + 1} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -112,12 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault", help="a fault of the catalogue to inject (e.g. waiting-forward-15)")
     ap.add_argument("--busy", action="store_true", help="keep a CPU-bound process spinning meanwhile")
     ap.add_argument("--sigma", action="store_true", help="measure the between-run SD per field instead")
+    ap.add_argument("--select", metavar="EXPR", help="with --sigma: only the latency tests pytest's -k EXPR selects")
     ap.add_argument("--json", type=Path, help="write every run's fields and ratios here")
     args = ap.parse_args(argv)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     try:
         if args.sigma:
-            sds = sigma(args.runs)
+            sds = sigma(args.runs, args.select)
             print("    sd      se     tau  field (log scale)")
             for name, v in sorted(sds.items(), key=lambda kv: -kv[1]["tau"]):
                 print(f"{v['sd']:.4f}  {v['se']:.4f}  {v['tau']:.4f}  {name}")
