@@ -145,3 +145,26 @@ def test_a_run_whose_latency_was_not_judged_says_so_in_its_verdict_line():
     line = verdict_line(Results({}, {}, [busy, judged]))
     assert line.startswith("verdict: pass") and "latency NOT judged in 1 field(s)" in line
     assert "NOT judged" not in verdict_line(Results({}, {}, [judged]))
+
+
+def test_a_first_run_failing_only_its_own_references_says_it_is_the_library_and_what_to_do(tmp_path):
+    """A user's Gemma 2 (sliding-window static cache) recompiling at every decode step under the compiled
+    suite (transformers #44609) fails `no_recompile_within_cache` on its first run: no record is needed to
+    see it, and the run is not written as golden. The terminal, summary.md and the page say it is a
+    finding in the library and name the two next steps; a regression against a record never reads so."""
+    from harness.checking.findings import library_hint
+    from harness.report.page import context
+
+    library = Outcome("compiled", "mine.compiled.aot_eager", "no_recompile_within_cache", "exact", Status.REGRESSION,
+                      "other: 0 -> 1", "real-change", against="reference")
+    upgrade = Outcome("outputs", "mine.greedy", "tokens", "tokens", Status.REGRESSION, "token 3: 7 -> 9",
+                      "real-change")
+    new = Outcome("compiled", "mine.compiled.aot_eager", "tokens", "tokens", Status.NEW, "no baseline record")
+    first = Results({}, {}, [library, new])
+    hint = library_hint(first)
+    assert "1 field(s) fail the run's own references" in hint and "`harness regen`" in hint and "`harness repro`" in hint
+    assert "fail the run's own references" in markdown_summary(first).split("Counts:")[0]
+    assert "fail the run's own references" in context(first)["verdict_text"]
+    for other in ([library, upgrade], [upgrade], [new]):  # one regression from a record: no such word
+        results = Results({}, {}, other)
+        assert library_hint(results) == "" and "own references" not in context(results)["verdict_text"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from harness.checking.causes import attention_model, follows_attention, names_value, removed_names
 from harness.checking.oracles import ORACLE
-from harness.schema import Category, Outcome, Status
+from harness.schema import Category, Outcome, Results, Status
 
 CHECKPOINT = Category.CHECKPOINT_CHANGED
 DIFFERENCES = (Status.REGRESSION, Status.CHANGED, Status.MISSING)  # what a changed checkpoint can explain
@@ -290,3 +290,15 @@ def headline(findings: list[Finding], verdict: str | None = None) -> str:
         per[f.status.value] = per.get(f.status.value, 0) + 1
     parts = ", ".join(f"{n} {s}" for s, n in per.items())
     return f"{len(every)} distinct finding{'s' if len(every) != 1 else ''} ({parts})"
+
+
+def library_hint(results: Results) -> str:
+    """What to do when every regression is an in-run reference the library failed (no record needed to
+    see it: a user's first run on a model of theirs included) - a finding in transformers to report,
+    which `harness regen` then records as a tracked known deviation; '' otherwise."""
+    regressed = [o for o in results.outcomes if o.status is Status.REGRESSION]
+    if not regressed or any(o.against != "reference" for o in regressed):
+        return ""
+    return (f" - {len(regressed)} field(s) fail the run's own references (findings in the library, not differences "
+            "from a record): `harness repro` writes each one's script for upstream; `harness regen` records them as "
+            "tracked known deviations, so later runs pass while they stay as they are")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import ClaimsReport, markdown_lines
+from harness.checking.findings import library_hint
 from harness.checking.humane import printable
 from harness.cli.project import UsageError, pytest_problem
 from harness.report.terminal import markdown_summary, print_summary, write_outputs
@@ -166,7 +167,7 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         error(run_error(results))
         return EXIT_USAGE
     if verdict == "regression":
-        print("verdict: REGRESSION")
+        print("verdict: REGRESSION" + library_hint(results))
         return EXIT_REGRESSION
     if verdict == "failed":
         print("verdict: FAILED (tests failed that are not golden regressions; see pytest's output"

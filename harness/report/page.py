@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from harness.checking.findings import Finding, group_findings, headline
+from harness.checking.findings import Finding, group_findings, headline, library_hint
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
@@ -244,6 +244,12 @@ def tracked_text(results: Results) -> str:
             f"{'are' if n != 1 else 'is'} tracked: listed below, nothing to regenerate.") if n else ""
 
 
+def library_sentence(results: Results) -> str:
+    """The headline's word when every regression is a reference the library failed (checking/findings.py)."""
+    hint = library_hint(results).removeprefix(" - ")
+    return f" {hint[0].upper()}{hint[1:]}." if hint else ""
+
+
 def context(results: Results, claims: Any = None) -> dict[str, Any]:
     findings = finding_views(results.outcomes)
     views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
@@ -252,7 +258,7 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
     latency = latency_chart(latency_rows(results.outcomes))
     return {
         "verdict": verdict,
-        "verdict_text": VERDICT_TEXT.get(verdict, "") + tracked_text(results),
+        "verdict_text": VERDICT_TEXT.get(verdict, "") + tracked_text(results) + library_sentence(results),
         "total": sum(v.status != Status.INFO.value for v in views),  # checks: information rows are none
         "counts": count_statuses(views),
         "env_rows": envs,

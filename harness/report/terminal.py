@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.checking.findings import group_findings, headline, numbered
+from harness.checking.findings import group_findings, headline, library_hint, numbered
 from harness.checking.humane import printable, shorten
 from harness.report import library_errors
 from harness.report.junit import write_junit
@@ -143,7 +143,7 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     axis = moved_axes(results.env, results.baseline_env)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              *([axis[0].upper() + axis[1:] + ".", ""] if axis else []),
-             f"Verdict: **{results.verdict}**. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
+             f"Verdict: **{results.verdict}**{library_hint(results)}. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
              *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes),
              *[f"Left out: {md_cell(line, 600)}  " for line in meta.get("left_out") or []]]
     lines += to_decide(findings, meta.get("baseline_key"))
