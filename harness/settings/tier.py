@@ -13,6 +13,7 @@ every other suite runs whole):
 | outputs | every model x path x cache greedy on the short prompt; plain also on the long one | the speculative paths' long prompt repeats their short prompt's code path (plain's long prompt crosses the sliding / chunked windows); a `.sample` case's draws are the sampling suite's `.default` case's |
 | sampling | plain at its default, combined (temperature, top-k, top-p, min-p and repetition penalty chained), constraints, filters and top-h settings; the other paths at the default setting, the ensemble at w0.3, MTP on glm4moe-mtp | each single processor runs inside plain's combined case (the white box checks every sampled decision of it exactly); a path's other settings combine processors plain checks with its verifier the default checks; w0.7's verification step is drawn exactly by the bias suite's w0.7.ctx0; mellum-mtp's draws cost ~4x glm4moe-mtp's on the same candidate generator |
 | bias | each verifier (lossless, w0.3, w0.7) at the first context | the other contexts repeat the same verification step at other probabilities |
+| compiled | llama-target | mistral-sliding: the static cache's sliding-window layers (their recompiles, transformers #44609) - the same compiled path on another cache layer |
 | latency | llama-target's prefill and decode (dynamic and static cache) | generate() per path - the speculative speedups - and the serving paths (compiled, continuous batching) are timed in the full run (~35 s and ~25 s alone) |
 
 Not applied (the run is full) under `--budget full`, `--deep`, `harness regen`, an injected fault,
@@ -42,6 +43,8 @@ RULES: dict[str, tuple[Callable[[Case], bool], str]] = {
                  "plain's single-processor settings (its combined case runs them together), the speculative "
                  "paths' other settings, the ensemble at w0.7 and mellum-mtp's draws"),
     "bias": (lambda c: c.param("ctx") == 0, "the second and third contexts of each verifier"),
+    "compiled": (lambda c: c.model == "llama-target", "mistral-sliding's compiled static cache (transformers #44609's "
+                 "recompiles: a sliding window's cache layer)"),
     "latency": (lambda c: not c.id.endswith((".generate", ".serving")),
                 "generate() per path (the speculative speedups) and the serving paths (compiled, continuous batching)"),
 }
