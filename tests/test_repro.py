@@ -103,6 +103,7 @@ def test_the_command_writes_the_script_the_checkpoint_and_an_issue_with_both_env
 def test_a_pull_requests_summary_leads_with_the_regressions_and_their_repro_commands(tmp_path, monkeypatch):
     from harness.checking.findings import group_findings
     from harness.report import load_results
+    from harness.report.repro import scriptable
     from harness.report.terminal import markdown_summary
     from harness.schema import Status
 
@@ -110,7 +111,9 @@ def test_a_pull_requests_summary_leads_with_the_regressions_and_their_repro_comm
     text = markdown_summary(results)
     regressions = [f for f in group_findings(results.outcomes) if f.status is Status.REGRESSION]
     commands = [line.split("`")[1] for line in text.splitlines() if line.strip().startswith("repro: `harness repro ")]
-    assert len(commands) == len(regressions) > 0
+    none = [line for line in text.splitlines() if line.strip().startswith("repro: no script for the ")]
+    assert len(commands) + len(none) == len(regressions) and commands and none  # one line each; never a command that errors
+    assert all(scriptable(*c.split()[2].split(":")[0].split("/", 1)) for c in commands)
     assert text.index("Verdict: **regression**") < text.index("## To decide") < text.index(commands[0]) \
         < text.index("<details>") < text.index("## Per suite") < text.index("</details>")
     monkeypatch.chdir(ROOT)  # the second regression's command (the static cache overflow), as printed, writes its script

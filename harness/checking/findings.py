@@ -300,5 +300,5 @@ def library_hint(results: Results) -> str:
     if not regressed or any(o.against != "reference" for o in regressed):
         return ""
     return (f" - {len(regressed)} field(s) fail the run's own references (findings in the library, not differences "
-            "from a record): `harness repro` writes each one's script for upstream; `harness regen` records them as "
-            "tracked known deviations, so later runs pass while they stay as they are")
+            "from a record): report them upstream, then `harness regen` records them as tracked known deviations, so "
+            "later runs pass while they stay as they are")

@@ -182,10 +182,12 @@ def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
     lines = [f"## To decide: {len(regressions)} regression finding{'s' if len(regressions) != 1 else ''}", ""]
     flag = f" --baseline {baseline}" if baseline else ""
     for number, f in regressions:
-        first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), f.outcomes[0])
+        first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), None)
         more = f" (and {len(f.cases) - 1} more cases)" if len(f.cases) > 1 else ""
-        lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   repro: `harness repro {first.suite}/{first.case}:"
-                     f"{first.field}{flag}`{more}")
+        repro = (f"repro: `harness repro {first.suite}/{first.case}:{first.field}{flag}`{more}" if first else
+                 f"repro: no script for the {f.outcomes[0].suite} suite (`harness repro` writes outputs, stopping and "
+                 "backends cases): its report's case and field are the reproduction")
+        lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   {repro}")
     return lines
 
 
