@@ -147,7 +147,7 @@ def test_a_run_whose_latency_was_not_judged_says_so_in_its_verdict_line():
     assert "NOT judged" not in verdict_line(Results({}, {}, [judged]))
 
 
-def test_a_first_run_failing_only_its_own_references_says_it_is_the_library_and_what_to_do(tmp_path):
+def test_a_first_run_failing_only_its_own_references_says_it_is_the_library_and_what_to_do():
     """A user's Gemma 2 (sliding-window static cache) recompiling at every decode step under the compiled
     suite (transformers #44609) fails `no_recompile_within_cache` on its first run: no record is needed to
     see it, and the run is not written as golden. The terminal, summary.md and the page say it is a

@@ -295,10 +295,11 @@ def headline(findings: list[Finding], verdict: str | None = None) -> str:
 def library_hint(results: Results) -> str:
     """What to do when every regression is an in-run reference the library failed (no record needed to
     see it: a user's first run on a model of theirs included) - a finding in transformers to report,
-    which `harness regen` then records as a tracked known deviation; '' otherwise."""
+    which `harness regen` then records as a tracked known deviation; '' otherwise. A clause: the
+    verdict line and summary.md put it after a dash, the page makes it a sentence."""
     regressed = [o for o in results.outcomes if o.status is Status.REGRESSION]
     if not regressed or any(o.against != "reference" for o in regressed):
         return ""
-    return (f" - {len(regressed)} field(s) fail the run's own references (findings in the library, not differences "
+    return (f"{len(regressed)} field(s) fail the run's own references (findings in the library, not differences "
             "from a record): report them upstream, then `harness regen` records them as tracked known deviations, so "
             "later runs pass while they stay as they are")

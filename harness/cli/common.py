@@ -167,7 +167,8 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         error(run_error(results))
         return EXIT_USAGE
     if verdict == "regression":
-        print("verdict: REGRESSION" + library_hint(results))
+        hint = library_hint(results)
+        print("verdict: REGRESSION" + (f" - {hint}" if hint else ""))
         return EXIT_REGRESSION
     if verdict == "failed":
         print("verdict: FAILED (tests failed that are not golden regressions; see pytest's output"

@@ -246,7 +246,7 @@ def tracked_text(results: Results) -> str:
 
 def library_sentence(results: Results) -> str:
     """The headline's word when every regression is a reference the library failed (checking/findings.py)."""
-    hint = library_hint(results).removeprefix(" - ")
+    hint = library_hint(results)
     return f" {hint[0].upper()}{hint[1:]}." if hint else ""
 
 

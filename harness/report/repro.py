@@ -78,6 +78,9 @@ def recipe_of(suite: str, case: Case) -> str | None:
     return None
 
 
+SCRIPTED = ("outputs", "stopping", "backends")  # the suites a recipe writes (harness/cli/repro.py TABLES)
+
+
 def scriptable(suite: str, case_id: str) -> bool:
     """Whether a case id names a case a recipe writes (`recipe_of`, from the id alone: outputs'
     generation cases, stopping's `.stream.plain|assisted`, backends' model cases - ids without a dot)."""

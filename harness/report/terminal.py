@@ -15,7 +15,7 @@ from harness.checking.humane import printable, shorten
 from harness.report import library_errors
 from harness.report.junit import write_junit
 from harness.report.page import render
-from harness.report.repro import scriptable
+from harness.report.repro import SCRIPTED, scriptable
 from harness.schema import Results, Status
 from harness.store.env import machine_differences, moved_axes
 
@@ -141,9 +141,10 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     findings = group_findings(results.outcomes)
     machine = machine_differences(results.env, results.baseline_env)
     axis = moved_axes(results.env, results.baseline_env)
+    hint = library_hint(results)
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              *([axis[0].upper() + axis[1:] + ".", ""] if axis else []),
-             f"Verdict: **{results.verdict}**{library_hint(results)}. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
+             f"Verdict: **{results.verdict}**{f' - {hint}' if hint else ''}. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
              *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes),
              *[f"Left out: {md_cell(line, 600)}  " for line in meta.get("left_out") or []]]
     lines += to_decide(findings, meta.get("baseline_key"))
@@ -185,8 +186,8 @@ def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
         first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), None)
         more = f" (and {len(f.cases) - 1} more cases)" if len(f.cases) > 1 else ""
         repro = (f"repro: `harness repro {first.suite}/{first.case}:{first.field}{flag}`{more}" if first else
-                 f"repro: no script for the {f.outcomes[0].suite} suite (`harness repro` writes outputs, stopping and "
-                 "backends cases): its report's case and field are the reproduction")
+                 f"repro: no script for the {f.outcomes[0].suite} suite (`harness repro` writes {', '.join(SCRIPTED[:-1])} and {SCRIPTED[-1]} "
+                 "cases): its report's case and field are the reproduction")
         lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   {repro}")
     return lines
 
