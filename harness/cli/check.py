@@ -1,6 +1,14 @@
-"""`harness check`: run the suites against the golden records of the baseline env (default: this
-env's own) in a pytest subprocess (its output is the progress display), then write
-``<reports_dir>/<env-key>/<timestamp>/{results.json,index.html,junit.xml}`` and print the verdict."""
+"""`harness check`: run the suites against the golden records of the baseline env in a pytest
+subprocess (its output is the progress display), then write
+``<reports_dir>/<env-key>/<timestamp>/{results.json,index.html,junit.xml}`` and print the verdict.
+
+The baseline: `--baseline KEY` (or [tool.harness] baseline); else this env's own records; else - the
+rerun after an upgrade, this env has none yet - the env you recorded before it (harness/store/
+baseline.py), said in the first and the last line. Such a run records the new env only when that
+comparison holds nothing to decide (verdict pass): it writes into a scratch copy of the baseline's
+records, and the new env's set is moved into the store in one transaction at the end, or dropped.
+A regression, a crash or a change the upgrade brought is never recorded as golden without a
+`harness regen` (or `--record`)."""
 
 from __future__ import annotations
 
@@ -8,13 +16,16 @@ import argparse
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.checking.humane import relative_to
 from harness.cli.child import guarded
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, error, finish, running_parser
 from harness.cli.project import (
+    Project,
     UsageError,
     check_extra,
     check_fixtures,
@@ -30,6 +41,9 @@ from harness.cli.project import (
     validate_env_key,
 )
 from harness.report.terminal import timestamped_dir
+from harness.schema import Results
+from harness.store.baseline import Chosen, nearest_recorded
+from harness.store.records import GoldenStore
 
 FLAGS = ("baseline", "budget", "record", "strict", "latency_strict", "fault", "dtype", "device", "attn", "threads", "model",
          "assistant", "deep", "seed_salt", "no_cache")
@@ -47,19 +61,36 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if run.baseline:
         source = "--baseline" if args.harness_baseline else f"{project.root / 'pyproject.toml'}: [tool.harness] baseline"
         validate_env_key(project.store, run.baseline, source, key)
-    preflight_records(project.store, run.baseline or key)
+    upgrade = upgrade_baseline(project.store, key) if not run.baseline else None
+    preflight_records(project.store, run.baseline or (upgrade.key if upgrade else key))
+    if upgrade is not None:
+        print(f"harness: compared with {upgrade.key} ({upgrade.why}): {key} has no records of its own; "
+              "`--baseline KEY` to choose", flush=True)
     run_dir = timestamped_dir(project.reports_dir / key)
     run_dir.mkdir(parents=True)
     run = run.with_(golden_dir=project.store.root, results=run_dir / "results.json")
-    try:  # killed: no half-written report folder is left (harness/cli/child.py)
-        with guarded([run_dir]) as guard:
-            rc, results = run_phases(project, run, args, extra, guard)
-    except KeyboardInterrupt:  # Ctrl-C: the finished tests' partial report (verdict ERROR), then exit 130
-        report_partial(run.results, run_dir)
-        raise
-    except BaseException:
-        remove_run_dir(run_dir)
-        raise
+    deferred = upgrade is not None and not run.read_only and not run.record
+    with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
+        scratch = GoldenStore(Path(tmp) / "records")
+        if upgrade is not None:
+            run = run.with_(baseline=upgrade.key)
+        if deferred:  # this env's records go to a scratch copy of the baseline's, kept only if nothing is to decide
+            shutil.copytree(project.store.root / upgrade.key, scratch.root / upgrade.key,
+                            ignore=shutil.ignore_patterns(".*"))
+            run = run.with_(golden_dir=scratch.root, record=True)
+        try:  # killed: no half-written report folder is left (harness/cli/child.py)
+            with guarded([run_dir, Path(tmp)]) as guard:
+                rc, results = run_phases(project, run, args, extra, guard)
+        except KeyboardInterrupt:  # Ctrl-C: the finished tests' partial report (verdict ERROR), then exit 130
+            report_partial(run.results, run_dir)
+            raise
+        except BaseException:
+            remove_run_dir(run_dir)
+            raise
+        if results is not None and upgrade is not None:
+            results.meta["upgrade_baseline"] = {"key": upgrade.key, "why": upgrade.why}
+            if deferred:
+                keep_or_drop(project, results, rc, scratch, key, upgrade)
     if results is None:
         remove_run_dir(run_dir)
         problem = pytest_problem(rc)
@@ -69,7 +100,44 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
             error("tests failed and no results.json was written (no test used the `golden` fixture?)")
             return EXIT_REGRESSION
         return not_checked(rc)
-    return finish(results, run_dir, rc, results_json=False)
+    code = finish(results, run_dir, rc, results_json=upgrade is not None)  # meta gained the baseline and the write
+    if upgrade is not None:
+        print(f"harness: compared with {upgrade.key} ({upgrade.why}); `--baseline KEY` to choose")
+    return code
+
+
+def upgrade_baseline(store: GoldenStore, key: str) -> Chosen | None:
+    """The env a run with no baseline named compares with when `key` has no records of its own
+    (harness/store/baseline.py); None when it has some, or nothing of its device and dtype is recorded."""
+    if not store.root.is_dir() or store.record_paths(key):
+        return None
+    return nearest_recorded(key, store.env_keys())
+
+
+def keep_or_drop(project: Project, results: Results, rc: int, scratch: GoldenStore, key: str, upgrade: Chosen) -> None:
+    """The new env's records of an upgrade rerun: moved into the store (one transaction) when the
+    comparison with `upgrade` holds nothing to decide - verdict pass -, else dropped, and said why."""
+    meta = results.meta
+    meta["golden_dir"] = relative_to(project.root, project.store.root)
+    verdict = results.verdict if rc in (0, 1) else "error"  # rc 1 with nothing regressed: a test failed
+    if verdict == "pass" and rc == 0:
+        records = list(scratch.records(key))
+        try:
+            project.store.replace_records(key, records)
+        except OSError as exc:
+            meta["writes"] = []
+            meta["write_errors"] = [f"cannot write the records of {key} under {project.store.root}: "
+                                    f"{exc.strerror or exc}"]
+            return
+        meta["write_rule"] = (f"this env's records are written: its comparison with {upgrade.key} holds nothing "
+                              "to decide")
+        return
+    what = {"regression": "regressions", "changed": "changes to accept"}.get(verdict, "a run that did not complete "
+                                                                                  "or a failing test")
+    meta["writes"] = []
+    meta["write_rule"] = (f"not written - the comparison with {upgrade.key} holds {what}: a new env is recorded only "
+                          "when nothing is to decide; review the report, then `harness regen` records this env "
+                          "(or fix and rerun)")
 
 
 def report_partial(results_path: Path, run_dir: Path) -> None:

@@ -46,6 +46,7 @@ from harness.schema import (
 )
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import FRONT_INI, RunSettings, SettingsError
+from harness.store.baseline import Chosen, nearest_recorded
 from harness.store.env import env_key, fingerprint
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 
@@ -53,6 +54,7 @@ PLUGIN_NAME = "harness-session"
 WORKER_KEY = "harness"
 SETTINGS = pytest.StashKey[RunSettings]()
 GOLDEN_KEY = pytest.StashKey[Golden]()
+AUTO_BASELINE = "harness_upgrade_baseline"  # the controller's `HarnessSession.chosen`, handed to each xdist worker
 
 
 UNSUPPORTED_FIELD = "<supported>"  # the field a NotSupported case's skip is reported under
@@ -94,6 +96,7 @@ class HarnessSession:
         self.write_errors: list[str] = []  # records that could not be written
         self._run_env: RunEnv | None = None
         self._worker_envs: list[dict[str, Any]] = []
+        self.chosen: Chosen | None = self.upgrade_baseline()  # no --baseline and no records of its own
         if settings.baseline and not self.is_worker:
             try:
                 self.store.require_env(settings.baseline, "--baseline", current=self.run_env.key)
@@ -120,9 +123,30 @@ class HarnessSession:
                 f"{self.settings.config.rootdir / 'pyproject.toml'}); fix the path, or create the directory to "
                 "start a new store")
 
+    def upgrade_baseline(self) -> Chosen | None:
+        """The env this run compares with when no baseline is named and this env has no records of
+        its own: the nearest recorded env of the same device and dtype (harness/store/baseline.py) -
+        the rerun after an upgrade compares with what you had, never with itself. An xdist worker
+        takes the controller's choice (`pytest_configure_node`), so no worker decides after another
+        one wrote."""
+        s = self.settings
+        if s.baseline or s.regen:
+            return None
+        if self.is_worker:
+            given = self.config.workerinput.get(AUTO_BASELINE)  # type: ignore[attr-defined]
+            if given is not None:
+                return Chosen(*given) if given else None
+        if not self.store.root.is_dir() or self.store.record_paths(self.run_env.key):
+            return None
+        return nearest_recorded(self.run_env.key, self.store.env_keys())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[AUTO_BASELINE] = [self.chosen.key, self.chosen.why] if self.chosen else []
+
     @property
     def baseline_key(self) -> str:
-        return self.settings.baseline or self.run_env.key
+        return self.settings.baseline or (self.chosen.key if self.chosen else "") or self.run_env.key
 
     @property
     def force_regen(self) -> bool:
@@ -149,6 +173,11 @@ class HarnessSession:
             return "not written", "a strict run only reads; CI runs are strict"
         if s.deep:
             return "not written", "a deep run never writes records"
+        if self.chosen is not None and not s.record:
+            return "not written", (f"this env has no records of its own and was compared with {self.chosen.key} "
+                                   f"({self.chosen.why}); `harness check` records it when that comparison holds "
+                                   "nothing to decide, `harness regen` once you have reviewed the findings "
+                                   "(pytest: --record)")
         if self.baseline_key != self.run_env.key and not s.record:
             return "not written", (f"the baseline is another environment's ({self.baseline_key}); "
                                    "pass --record to also record this one")
@@ -374,7 +403,7 @@ class HarnessSession:
     def results(self) -> Results:
         env = self._env()
         key = env_key(env)
-        baseline_key = self.settings.baseline or key
+        baseline_key = self.settings.baseline or (self.chosen.key if self.chosen else "") or key
         baseline_env = env if baseline_key == key else self.store.env_of(baseline_key)
         root = self.settings.config.rootdir
         meta = {
@@ -393,6 +422,8 @@ class HarnessSession:
             "write_rule": " - ".join(part for part in self.write_rule() if part),
             "broken_tests": sorted(set(self.broken)),  # failed other than by a golden verdict: incomplete
         }
+        if self.chosen is not None:  # no baseline named, no records of its own: the env recorded before
+            meta["upgrade_baseline"] = {"key": self.chosen.key, "why": self.chosen.why}
         if self.interrupted:
             meta["interrupted"] = self.interrupted
         if self.collection_errors:
@@ -432,8 +463,9 @@ class HarnessSession:
                 "golden_dir": str(self.store.root), "force_regen": self.force_regen}
         for text in writes_lines(meta, limit=50):
             tr.write_line(text)
-        tr.write_line(f"env {env_key(self._env())}, baseline {self.settings.baseline or 'own records'}, "
-                      f"results: {self.settings.results}")
+        baseline = (self.settings.baseline or (f"{self.chosen.key} ({self.chosen.why})" if self.chosen else "")
+                    or "own records")
+        tr.write_line(f"env {env_key(self._env())}, baseline {baseline}, results: {self.settings.results}")
 
 
 def merged_writes(writes: list[dict[str, Any]]) -> list[dict[str, Any]]:
