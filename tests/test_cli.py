@@ -78,6 +78,11 @@ class Project:
 
 @pytest.fixture
 def project(tmp_path, current) -> Project:
+    return make_project(tmp_path, current)
+
+
+def make_project(tmp_path: Path, current: tuple[dict, str]) -> Project:
+    """The throw-away project the `project` fixture gives (tests/test_upgrade_baseline.py makes its own)."""
     (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
         [tool.harness]
         golden_dir = "records"

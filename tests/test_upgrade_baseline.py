@@ -17,9 +17,14 @@ import sys
 import pytest
 
 from harness.store.baseline import nearest_recorded
-from test_cli import Project, current, project  # noqa: F401 (fixtures)
+from test_cli import Project, current, make_project  # noqa: F401 (current: a fixture)
 
 TAIL = "cpu-x86_64-fp32"
+
+
+@pytest.fixture
+def project(tmp_path, current) -> Project:  # noqa: F811
+    return make_project(tmp_path, current)
 
 
 @pytest.mark.parametrize(("current_key", "recorded", "chosen"), [

@@ -155,8 +155,10 @@ def cmd_init(args: argparse.Namespace, extra: Sequence[str]) -> int:
     print(f"harness: wrote [tool.harness] to {pyproject.name}, created {golden.relative_to(here)}/"
           + (f", and git-ignored {', '.join(ignored)} in .gitignore" if ignored else ""))
     if args.model:
-        print("next: `harness check` records your model's behaviour in this environment (commit golden/records/);"
-              " rerun it after an upgrade to see what changed")
+        print("next: `harness check` records your model's behaviour in this environment (commit golden/records/); "
+              "after an upgrade (`pip install transformers==NEW`) rerun `harness check`: it compares with these records, "
+              "exits 1 on a regression and records the new environment only when nothing changed - `harness regen` "
+              "accepts a change you have reviewed")
     else:
         print("next: set path = ... to your checkpoint, then run `harness check`")
     return EXIT_OK
