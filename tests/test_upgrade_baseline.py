@@ -85,6 +85,9 @@ def test_a_regression_after_the_upgrade_fails_names_the_baseline_and_is_never_re
         results = latest(project)
         assert results["meta"]["baseline_key"] == OLD and results["meta"]["upgrade_baseline"]["key"] == OLD
         assert results["meta"]["golden_dir"] == "records" and results["meta"]["writes"] == []
+        run_dir = project.run_dirs(project.key)[-1]  # the report and summary.md say it too
+        assert f"Compared with {OLD} (your last recorded env" in (run_dir / "summary.md").read_text()
+        assert f"compared with {OLD} (your last recorded env" in (run_dir / "index.html").read_text()
         assert {(o["case"], o["field"]): o["status"] for o in results["outcomes"] if o["status"] != "pass"} == {
             ("one", "value"): "regression", ("two", "value"): "regression"}
     # accepted on purpose: regen records the new env, and the rerun compares with its own records

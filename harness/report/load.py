@@ -83,6 +83,7 @@ META: dict[str, Check] = {
     "argv": STRINGS, "broken_tests": STRINGS, "failed_tests": STRINGS, "collection_errors": STRINGS,
     "write_errors": STRINGS, "user_models": STRINGS, "left_out": STRINGS, "not_observable": STRINGS,
     "injected_fault": (_object_of_strings("name", "breaks"), "an object with string 'name' and 'breaks'"),
+    "upgrade_baseline": (_object_of_strings("key", "why"), "an object with string 'key' and 'why'"),
     "writes": (lambda v: isinstance(v, list) and all(isinstance(w, dict) for w in v), "a list of objects"),
     "golden_tests": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
     "alpha": NUMBER, "alpha_per_test": NUMBER, "duration_s": NUMBER, "force_regen": BOOL, "strict": BOOL,

@@ -58,7 +58,8 @@ def run_rows(meta: Any) -> list[tuple[str, str]]:
         baseline = meta.get("baseline_key") or meta["env_key"]
         rows.append(("records", f"this env {meta['env_key']} against "
                      + ("its own records" if baseline == meta["env_key"] else f"{baseline}'s")
-                     + (f" in {meta['golden_dir']}" if meta.get("golden_dir") else "")))
+                     + (f" in {meta['golden_dir']}" if meta.get("golden_dir") else "")
+                     + upgrade_line(meta, " - ")))
     if "golden_tests" in meta:
         rows.append(("checks", f"{meta['golden_tests']} golden tests, family-wise alpha {meta.get('alpha', '?')}"
                      + (", strict" if meta.get("strict") else "")))
@@ -68,3 +69,13 @@ def run_rows(meta: Any) -> list[tuple[str, str]]:
         if meta.get(key):
             rows.append((key.replace("_", " "), str(meta[key])))
     return rows
+
+
+def upgrade_line(meta: dict[str, Any], sep: str = "") -> str:
+    """Why the baseline is another env's when none was named: this env had no records of its own
+    (harness/store/baseline.py) - "" otherwise."""
+    chosen = meta.get("upgrade_baseline")
+    if not isinstance(chosen, dict) or not chosen.get("key"):
+        return ""
+    return (f"{sep}compared with {chosen['key']} ({chosen.get('why', '')}): this env has no records of its own; "
+            "`--baseline KEY` to choose")

@@ -16,6 +16,7 @@ from harness.report import library_errors
 from harness.report.junit import write_junit
 from harness.report.page import render
 from harness.report.repro import SCRIPTED, scriptable
+from harness.report.run_panel import upgrade_line
 from harness.schema import Results, Status
 from harness.store.env import machine_differences, moved_axes
 
@@ -145,7 +146,8 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
     lines = [f"# {meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", "",
              *([axis[0].upper() + axis[1:] + ".", ""] if axis else []),
              f"Verdict: **{results.verdict}**{f' - {hint}' if hint else ''}. Counts: " + ", ".join(f"{n} {s}" for s, n in results.counts().items()),
-             *(["", machine] if machine else []), "", *library_errors.markdown_lines(results.outcomes),
+             *(["", machine] if machine else []), *(["", "C" + upgrade_line(meta)[1:] + "."] if upgrade_line(meta) else []),
+             "", *library_errors.markdown_lines(results.outcomes),
              *[f"Left out: {md_cell(line, 600)}  " for line in meta.get("left_out") or []]]
     lines += to_decide(findings, meta.get("baseline_key"))
     top, lines = lines, ["", f"## {headline(findings, results.verdict)}", ""]
