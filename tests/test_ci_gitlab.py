@@ -1,12 +1,13 @@
 """`harness init --ci gitlab` (harness/cli/ci_gitlab.py): the .gitlab-ci.yml mirrors the GitHub workflow -
-one parallel:matrix cell job per (transformers, torch, dtype) running the same install and check
-commands, one chain job after them running the same chain script (tests/test_ci.py runs that script
-on two real cells) - and its own parts run as written: each cell's artifact in its own folder, the
-merge-request note created once and then updated (against a local stand-in for GitLab's notes API),
-and the job failing on the chain's status."""
+one parallel:matrix cell job per (transformers, torch, dtype) running the same install, strict check
+and gate scripts, one chain job after them running the same chain script (tests/test_ci.py runs the
+GitHub jobs with them) - and its own parts run as written: a cell keeps its artifact in its own
+folder and fails on the check's exit code, the merge-request note is created once and then updated
+(against a local stand-in for GitLab's notes API), and the chain job fails on the chain's status."""
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -42,37 +43,52 @@ def sh(script: str, cwd: Path, **env) -> subprocess.CompletedProcess:
 
 def test_the_jobs_and_commands_mirror_the_github_workflow(tmp_path):
     lab, hub = pipeline(tmp_path / "lab"), github(tmp_path / "hub")
-    assert lab["stages"] == ["cells", "chain"] and lab["variables"] == hub["env"]
+    assert lab["stages"] == ["cells", "chain"] and lab["variables"] == hub["env"] == {"HARNESS_BASELINE": ""}
     cell, chain = lab["cell"], lab["chain"]
     assert cell["parallel"]["matrix"] == [{"TRANSFORMERS": VERSIONS, "TORCH": ["2.13.0"], "DTYPE": ["fp32"]}]
     assert hub["jobs"]["cell"]["strategy"]["matrix"] == {"transformers": VERSIONS, "torch": ["2.13.0"],
                                                          "dtype": ["fp32"]}
-    assert cell["script"][:2] == runs(hub["jobs"]["cell"])  # the same install, the same harness check
-    assert cell["variables"]["CI"] == "" and cell["artifacts"] == {"when": "always", "name": "cell-$TRANSFORMERS-"
-                                                                  "$TORCH-$DTYPE", "paths": ["cells/"]}
+    hub_cell = runs(hub["jobs"]["cell"])  # install, check, gate
+    assert cell["script"][:2] == hub_cell[:2] and cell["script"][3] == hub_cell[2]
+    assert cell["variables"]["CI"] == "true" == next(s for s in hub["jobs"]["cell"]["steps"]
+                                                     if s.get("name") == ci.CHECK_STEP)["env"]["CI"]
+    assert cell["artifacts"] == {"when": "always", "name": "cell-$TRANSFORMERS-$TORCH-$DTYPE", "paths": ["cells/"]}
     assert chain["needs"] == [{"job": "cell", "artifacts": True}] and chain["when"] == "always"
     hub_chain = runs(hub["jobs"]["chain"])
-    assert chain["script"][:2] == hub_chain[:2]  # the same install, the same merge + compare script
+    assert chain["script"][0] == hub_chain[0]  # the same chain script
     hub_env = next(s for s in hub["jobs"]["chain"]["steps"] if s.get("id") == "chain")["env"]
     assert {k: chain["variables"][k] for k in hub_env} == hub_env
     assert chain["artifacts"]["paths"] == ["chain/"]
 
 
-def test_each_cell_keeps_its_artifact_where_the_chain_script_reads_it(tmp_path):
-    keep = pipeline(tmp_path)["cell"]["script"][2]
-    for version in VERSIONS:
-        (tmp_path / "cell").mkdir()
-        (tmp_path / "cell" / "env-key").write_text(f"tf{version}\n")
-        done = sh(keep, tmp_path, TRANSFORMERS=version, TORCH="2.13.0", DTYPE="fp32")
-        assert done.returncode == 0, done.stderr
-    chain = pipeline(tmp_path / "again")["chain"]["variables"]["CHAIN"].split()
-    for item in chain:  # the chain script's own path: cells/cell-${item#*:}-${item%%:*}
-        version, group = item.split(":")[1], item.split(":")[0]
-        assert (tmp_path / "cells" / f"cell-{version}-{group}" / "env-key").read_text() == f"tf{version}\n"
+def fake_harness(directory: Path, rc: int) -> dict[str, str]:
+    """A `harness` that writes a report under --reports-dir as `harness check` does and exits `rc`."""
+    directory.mkdir()
+    (directory / "harness").write_text(f"""#!/bin/bash
+mkdir -p cell/reports/tf$TRANSFORMERS/20260101-000000
+echo "# tf$TRANSFORMERS" > cell/reports/tf$TRANSFORMERS/20260101-000000/summary.md
+exit {rc}
+""")
+    (directory / "harness").chmod(0o755)
+    return {"PATH": f"{directory}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_each_cell_keeps_its_artifact_and_fails_on_the_check(tmp_path):
+    cell = pipeline(tmp_path)["cell"]
+    for version, rc in zip(VERSIONS, (0, 1), strict=True):
+        env = {**fake_harness(tmp_path / f"bin-{version}", rc), "TRANSFORMERS": version, "TORCH": "2.13.0",
+               "DTYPE": "fp32", "HARNESS_BASELINE": "", "CI": "true"}
+        shutil.rmtree(tmp_path / "cell", ignore_errors=True)
+        done = sh("\n".join(cell["script"][1:]), tmp_path, **env)  # check, keep, gate: one job's script
+        assert done.returncode == rc, done.stdout + done.stderr
+    chain = pipeline(tmp_path / "again")["chain"]["variables"]["CELLS"].split()
+    for item, version, rc in zip(chain, VERSIONS, (0, 1), strict=True):  # the chain script's own path: cells/cell-$item
+        kept = tmp_path / "cells" / f"cell-{item}"
+        assert (kept / "env-key").read_text() == f"tf{version}\n" and (kept / "check-exit-code").read_text() == f"{rc}\n"
 
 
 def test_the_chain_job_fails_on_the_chain_scripts_status(tmp_path):
-    fail = pipeline(tmp_path)["chain"]["script"][3]
+    fail = pipeline(tmp_path)["chain"]["script"][2]
     (tmp_path / "chain").mkdir()
     for status, code in (("status=0", 0), ("status=1", 1)):
         (tmp_path / ci_gitlab.STATUS_FILE).write_text(status + "\n")
@@ -115,7 +131,7 @@ class Notes(BaseHTTPRequestHandler):
 
 
 def test_the_note_is_posted_once_then_updated(tmp_path):
-    note = pipeline(tmp_path)["chain"]["script"][2]
+    note = pipeline(tmp_path)["chain"]["script"][1]
     (tmp_path / "chain").mkdir()
     server = HTTPServer(("127.0.0.1", 0), Notes)
     threading.Thread(target=server.serve_forever, daemon=True).start()

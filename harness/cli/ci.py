@@ -1,19 +1,21 @@
 """`harness init --ci github [--transformers V ...] [--torch V ...] [--dtype D ...]`: a GitHub
-Actions workflow (.github/workflows/genharness.yml) that scales the check out over CI runners
+Actions workflow (.github/workflows/genharness.yml) that runs the check on CI runners and gates on it
 (`--ci gitlab`: the same jobs and scripts as .gitlab-ci.yml, harness/cli/ci_gitlab.py).
 
-- one `cell` job per (transformers, torch, dtype): installs those versions, runs `harness check` into
-  a fresh record store (a first run: the in-run references still judge every case, and a faulty
-  case is never recorded), and uploads the cell - its record set, its reports and the check's exit
-  code - as the artifact `cell-<transformers>-<torch>-<dtype>`;
-- one `chain` job after them all: `harness merge` of every cell's records into one store,
-  `harness compare` for each upgrade link (consecutive transformers versions of one torch and
-  dtype, in the order given), the links' summary.md joined into one comment posted (and updated
-  on every push) as a single sticky pull-request comment, and the job fails when a link has a
-  regression or a cell recorded nothing.
+- one `cell` job per (transformers, torch, dtype): installs genharness as the project declares it
+  (its requirements file or pyproject.toml, found when the workflow is written; ci_scripts.py
+  inspect_project), then that cell's transformers and torch; runs `harness check` with CI=true
+  (strict: read-only, a field without a record fails) against the project's committed records -
+  its env's own, else the nearest recorded env of the same device and dtype (`HARNESS_BASELINE`
+  names one instead); uploads its reports, exit code and env key as the artifact `cell-<id>`
+  (whatever the check did), and then fails when the check did;
+- one `chain` job after them all: the cells' summary.md joined into one comment, posted (and
+  updated on every push) as a single sticky pull-request comment, and the job fails when a cell
+  failed or left no report.
 
-The chain job's script reads only files and environment variables (no `${{ }}` inside it), so
-tests/test_ci.py runs it as written on two real cells' records.
+A commented step after the checkout says how the checkpoints can reach the runner. The scripts
+read only files and environment variables (no `${{ }}` inside them), so tests/test_ci.py runs the
+jobs step by step (tests/workflow_steps.py) on a real project.
 """
 
 from __future__ import annotations
@@ -23,10 +25,27 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cli import ci_gitlab
-from harness.cli.ci_scripts import CELL_SCRIPT, CHAIN_SCRIPT, MARKER, PYTHON, TORCH_INDEX, _block, chain_order
+from harness.cli.ci_scripts import (
+    CELL_SCRIPT,
+    CHAIN_SCRIPT,
+    FAILED,
+    GATE_SCRIPT,
+    MARKER,
+    PYTHON,
+    Project,
+    _block,
+    _comment,
+    cell_ids,
+    checkpoint_paths,
+    inspect_project,
+    install_comment,
+    install_script,
+)
 from harness.cli.project import UsageError
 
 WORKFLOW = Path(".github/workflows/genharness.yml")
+INSTALL_STEP = "Install genharness and this cell's transformers and torch"
+CHECK_STEP = "harness check against the committed records (strict)"
 
 
 def cell_name(transformers: str, torch: str, dtype: str) -> str:
@@ -53,17 +72,28 @@ def _list(values: Sequence[str]) -> str:
     return json.dumps(list(values))
 
 
-def github_workflow(transformers: Sequence[str], torch: Sequence[str], dtypes: Sequence[str],
-                    requirement: str) -> str:
-    """The workflow's YAML text."""
-    install = (f'python -m pip install "torch==$TORCH" --index-url {TORCH_INDEX}\n'
-               'python -m pip install "$HARNESS_REQUIREMENT" "transformers==$TRANSFORMERS" "torch==$TORCH"\n')
-    chain_torch = (f'python -m pip install "torch=={torch[0]}" --index-url {TORCH_INDEX}\n'
-                   'python -m pip install "$HARNESS_REQUIREMENT"\n')
+def checkpoint_step(project: Project) -> str:
+    """The commented-out step after the checkout: how the checkpoints reach the runner."""
     return f"""\
-# written by `harness init --ci github` (genharness): one job per (transformers, torch, dtype) cell
-# running `harness check`, then one job that merges the cells' records, renders the upgrade chain,
-# posts summary.md as one sticky pull-request comment and fails on regressions.
+      # - name: Provide the model checkpoint
+      #   # `harness check` loads your checkpoints from {checkpoint_paths(project)};
+      #   # without them the cell fails. Pick one:
+      #   # - committed in the repository (a small checkpoint): nothing to do, leave this commented;
+      #   # - Git LFS: `with: lfs: true` on the checkout above, or uncomment this step as it is;
+      #   # - a cache: `uses: actions/cache@v4` in place of `run:`, `with:` the checkpoint's directory
+      #   #   as `path:` and a `key:` naming its version (a download step to fill it on a miss);
+      #   # - a download to that path in place of `run:`, e.g.
+      #   #   `run: huggingface-cli download ORG/NAME --local-dir path/to/your/model`.
+      #   run: git lfs pull"""
+
+
+def github_workflow(transformers: Sequence[str], torch: Sequence[str], dtypes: Sequence[str],
+                    project: Project) -> str:
+    """The workflow's YAML text."""
+    return f"""\
+# written by `harness init --ci github` (genharness): one job per (transformers, torch, dtype) cell runs
+# `harness check` strictly (CI=true) against the committed golden records and fails when it does; then one
+# job joins the cells' summary.md into one sticky pull-request comment and fails when a cell failed.
 name: genharness
 
 on:
@@ -77,8 +107,14 @@ concurrency:
   group: genharness-${{{{ github.ref }}}}
   cancel-in-progress: true
 
+defaults:
+  run:
+    shell: bash
+
 env:
-  HARNESS_REQUIREMENT: {json.dumps(requirement)}
+  # an env key every cell is checked against (`harness check --baseline`); "" = each cell's own env's
+  # committed records, else the nearest recorded env of the same device and dtype (the older version's)
+  HARNESS_BASELINE: ""
 
 jobs:
   cell:
@@ -93,18 +129,21 @@ jobs:
         dtype: {_list(dtypes)}
     steps:
       - uses: actions/checkout@v4
+{checkpoint_step(project)}
       - uses: actions/setup-python@v5
         with:
           python-version: "{PYTHON}"
-      - name: Install this cell's versions
+{_comment(install_comment(project), 6)}
+      - name: {INSTALL_STEP}
         env:
           TRANSFORMERS: ${{{{ matrix.transformers }}}}
           TORCH: ${{{{ matrix.torch }}}}
         run: |
-{_block(install, 10)}
-      - name: harness check (this cell's records into a fresh store)
+{_block(install_script(project), 10)}
+      - name: {CHECK_STEP}
+        id: check
         env:
-          CI: ""  # not strict: a first run in the fresh store records what it checked
+          CI: "true"  # strict: read-only, a field without a record fails, latency strict
           DTYPE: ${{{{ matrix.dtype }}}}
         run: |
 {_block(CELL_SCRIPT, 10)}
@@ -113,7 +152,10 @@ jobs:
         with:
           name: cell-${{{{ matrix.transformers }}}}-${{{{ matrix.torch }}}}-${{{{ matrix.dtype }}}}
           path: cell/
-          if-no-files-found: error
+          if-no-files-found: warn
+      - name: Fail the cell when harness check failed
+        run: |
+{_block(GATE_SCRIPT, 10)}
 
   chain:
     needs: cell
@@ -123,28 +165,21 @@ jobs:
       contents: read
       pull-requests: write
     steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "{PYTHON}"
-      - name: Install genharness
-        run: |
-{_block(chain_torch, 10)}
       - uses: actions/download-artifact@v4
         with:
           pattern: cell-*
           path: cells
-      - name: harness merge, then harness compare along the upgrade chain
+      - name: Join the cells' summary.md
         id: chain
         env:
-          CHAIN: {json.dumps(" ".join(chain_order(transformers, torch, dtypes)))}
+          CELLS: {json.dumps(" ".join(cell_ids(transformers, torch, dtypes)))}
           MARKER: "{MARKER}"
         run: |
 {_block(CHAIN_SCRIPT, 10)}
       - uses: actions/upload-artifact@v4
         if: always()
         with:
-          name: upgrade-chain
+          name: cells-summary
           path: chain/
       - name: Post summary.md as one sticky comment
         if: github.event_name == 'pull_request'
@@ -154,18 +189,19 @@ jobs:
         with:
           script: |
 {_block(STICKY_SCRIPT, 12)}
-      - name: Fail on regressions
+      - name: Fail when a cell failed
         if: steps.chain.outputs.status != '0'
         run: |
-          echo "a link of the upgrade chain has a regression, or a cell recorded nothing: see summary.md"
+          echo "{FAILED}"
           exit 1
 """
 
 
 def write_workflow(directory: Path, kind: str, transformers: Sequence[str], torch: Sequence[str],
-                   dtypes: Sequence[str], requirement: str) -> Path:
+                   dtypes: Sequence[str], fallback: str) -> Path:
     """Write the workflow file (refusing to overwrite one that exists): GitHub Actions, or the GitLab
-    CI variant (harness/cli/ci_gitlab.py)."""
+    CI variant (harness/cli/ci_gitlab.py). How it installs genharness is read from the project in
+    `directory` (ci_scripts.inspect_project); `fallback`, a pinned requirement, where it says nothing."""
     writers = {"github": (WORKFLOW, github_workflow), "gitlab": (ci_gitlab.PIPELINE, ci_gitlab.gitlab_pipeline)}
     if kind not in writers:
         raise UsageError(f"--ci {kind}: one of {', '.join(writers)}")
@@ -175,13 +211,15 @@ def write_workflow(directory: Path, kind: str, transformers: Sequence[str], torc
     path = directory / relative
     if path.exists():
         raise UsageError(f"{path} exists; delete it to write it again")
+    project = inspect_project(directory, fallback)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text(transformers, torch, dtypes, requirement), encoding="utf-8")
+    path.write_text(text(transformers, torch, dtypes, project), encoding="utf-8")
     return path
 
 
 def defaults() -> tuple[list[str], list[str], str]:
-    """The installed transformers and torch versions, and this harness's own requirement."""
+    """The installed transformers and torch versions, and this harness's own pinned requirement (the
+    install line's stand-in when the project declares no genharness dependency)."""
     from importlib.metadata import version
 
     torch = version("torch").split("+")[0]
@@ -190,8 +228,9 @@ def defaults() -> tuple[list[str], list[str], str]:
 
 def add_arguments(p) -> None:
     p.add_argument("--ci", choices=("github", "gitlab"), help="write a CI workflow instead: one job per (transformers, "
-                   "torch, dtype) cell and an upgrade-chain job (github: .github/workflows/genharness.yml; gitlab: "
-                   ".gitlab-ci.yml)")
+                   "torch, dtype) cell running a strict `harness check` against the committed records, failing "
+                   "when it fails, and a job joining their summaries (github: .github/workflows/genharness.yml; "
+                   "gitlab: .gitlab-ci.yml)")
     p.add_argument("--transformers", nargs="+", metavar="V", help="--ci: the transformers versions, oldest first "
                                                                    "(default: the installed one)")
     p.add_argument("--torch", nargs="+", metavar="V", help="--ci: the torch versions (default: the installed one)")
@@ -200,8 +239,15 @@ def add_arguments(p) -> None:
 
 def cmd_ci(args) -> int:
     transformers, torch, requirement = defaults()
-    path = write_workflow(Path.cwd(), args.ci, args.transformers or transformers, args.torch or torch,
-                          args.dtype, requirement)
-    print(f"harness: wrote {path.relative_to(Path.cwd())}: {len(args.transformers or transformers)} transformers x "
-          f"{len(args.torch or torch)} torch x {len(args.dtype)} dtype cells, then the upgrade chain")
+    cwd = Path.cwd()
+    path = write_workflow(cwd, args.ci, args.transformers or transformers, args.torch or torch, args.dtype, requirement)
+    project = inspect_project(cwd, requirement)
+    cells = len(args.transformers or transformers) * len(args.torch or torch) * len(args.dtype)
+    print(f"harness: wrote {path.relative_to(cwd)}: {cells} cell(s), each `harness check` strict (CI=true) against "
+          "the committed records, then a job joining their summaries")
+    print("harness: genharness installed by " + (f"`{project.install.splitlines()[-1]}` ({project.found})"
+          if project.found else f"`{project.install}` - no requirements file or pyproject.toml names genharness: "
+          "replace it by your project's own dev requirements"))
+    print("harness: commit your golden records and the workflow; provide the checkpoints on the runner (the "
+          "commented step after the checkout)")
     return 0

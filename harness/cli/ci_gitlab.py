@@ -2,16 +2,16 @@
 
 The same two steps, run by the same shell scripts (harness/cli/ci_scripts.py):
 
-- a `cell` job with `parallel: matrix:` - one job per (transformers, torch, dtype) - runs
-  `harness check` into a fresh store and keeps the cell as its artifact under
+- a `cell` job with `parallel: matrix:` - one job per (transformers, torch, dtype) - installs
+  genharness as the project declares it and the cell's versions, runs `harness check` with CI=true
+  against the project's committed records, keeps the cell as its artifact under
   `cells/cell-<transformers>-<torch>-<dtype>/` (GitLab hands a later job every needed job's
   artifacts in one tree, so each cell has its own folder: the layout the GitHub chain job's
-  download-artifact step makes);
-- a `chain` job that `needs` every cell (and runs when one failed): `harness merge`, `harness compare`
-  along the chain, summary.md as one merge-request note updated on every pipeline (found by its
-  first line, `MARKER`; posted with a project access token in the CI/CD variable
-  GENHARNESS_GITLAB_TOKEN - GitLab's job token cannot write notes), then the job fails on a
-  regression or a cell that recorded nothing.
+  download-artifact step makes; `artifacts: when: always`), and fails on the check's exit code;
+- a `chain` job that `needs` every cell (and runs when one failed): the cells' summary.md joined
+  into one merge-request note updated on every pipeline (found by its first line, `MARKER`; posted
+  with a project access token in the CI/CD variable GENHARNESS_GITLAB_TOKEN - GitLab's job token
+  cannot write notes), then the job fails when a cell failed or left no report.
 """
 
 from __future__ import annotations
@@ -20,12 +20,26 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.cli.ci_scripts import CELL_SCRIPT, CHAIN_SCRIPT, MARKER, PYTHON, TORCH_INDEX, _block, chain_order
+from harness.cli.ci_scripts import (
+    CELL_SCRIPT,
+    CHAIN_SCRIPT,
+    FAILED,
+    GATE_SCRIPT,
+    MARKER,
+    PYTHON,
+    Project,
+    _block,
+    _comment,
+    cell_ids,
+    checkpoint_paths,
+    install_comment,
+    install_script,
+)
 
 PIPELINE = Path(".gitlab-ci.yml")
 STATUS_FILE = "chain/status"  # where CHAIN_SCRIPT's `status=N` line goes (GitHub: $GITHUB_OUTPUT)
 
-CELL_KEEP = 'mkdir -p cells && mv cell "cells/cell-${TRANSFORMERS}-${TORCH}-${DTYPE}"\n'
+CELL_KEEP = 'mkdir -p cells && cp -r cell "cells/cell-${TRANSFORMERS}-${TORCH}-${DTYPE}"\n'
 
 NOTE_SCRIPT = """\
 python - <<'EOF'
@@ -55,7 +69,7 @@ EOF
 
 FAIL_SCRIPT = f"""\
 if [ "$(cat {STATUS_FILE})" != "status=0" ]; then
-  echo "a link of the upgrade chain has a regression, or a cell recorded nothing: see summary.md"
+  echo "{FAILED}"
   exit 1
 fi
 """
@@ -65,16 +79,12 @@ def _list(values: Sequence[str]) -> str:
     return json.dumps(list(values))
 
 
-def gitlab_pipeline(transformers: Sequence[str], torch: Sequence[str], dtypes: Sequence[str], requirement: str) -> str:
+def gitlab_pipeline(transformers: Sequence[str], torch: Sequence[str], dtypes: Sequence[str], project: Project) -> str:
     """The .gitlab-ci.yml text."""
-    install = (f'python -m pip install "torch==$TORCH" --index-url {TORCH_INDEX}\n'
-               'python -m pip install "$HARNESS_REQUIREMENT" "transformers==$TRANSFORMERS" "torch==$TORCH"\n')
-    chain_install = (f'python -m pip install "torch=={torch[0]}" --index-url {TORCH_INDEX}\n'
-                     'python -m pip install "$HARNESS_REQUIREMENT"\n')
     return f"""\
-# written by `harness init --ci gitlab` (genharness): one job per (transformers, torch, dtype) cell
-# running `harness check`, then one job that merges the cells' records, renders the upgrade chain,
-# posts summary.md as one merge-request note and fails on regressions.
+# written by `harness init --ci gitlab` (genharness): one job per (transformers, torch, dtype) cell runs
+# `harness check` strictly (CI=true) against the committed golden records and fails when it does; then one
+# job joins the cells' summary.md into one merge-request note and fails when a cell failed.
 workflow:
   rules:
     - if: $CI_PIPELINE_SOURCE == "merge_request_event"
@@ -85,7 +95,9 @@ stages:
   - chain
 
 variables:
-  HARNESS_REQUIREMENT: {json.dumps(requirement)}
+  # an env key every cell is checked against (`harness check --baseline`); "" = each cell's own env's
+  # committed records, else the nearest recorded env of the same device and dtype (the older version's)
+  HARNESS_BASELINE: ""
 
 cell:
   stage: cells
@@ -97,14 +109,23 @@ cell:
         TORCH: {_list(torch)}
         DTYPE: {_list(dtypes)}
   variables:
-    CI: ""  # not strict: a first run in the fresh store records what it checked
+    CI: "true"  # strict: read-only, a field without a record fails, latency strict
+  # The model checkpoint: `harness check` loads it from {checkpoint_paths(project)};
+  # without it the cell fails. Committed in the repository: nothing to do; Git LFS: the
+  # runner fetches LFS objects when git-lfs is installed; a cache: `cache: {{key: <its version>, paths:
+  # [<its directory>]}}`; a download to that path: uncomment and adapt
+  # before_script:
+  #   - huggingface-cli download ORG/NAME --local-dir path/to/your/model
   script:
+{_comment(install_comment(project), 4)}
     - |
-{_block(install, 6)}
+{_block(install_script(project), 6)}
     - |
 {_block(CELL_SCRIPT, 6)}
     - |
 {_block(CELL_KEEP, 6)}
+    - |
+{_block(GATE_SCRIPT, 6)}
   artifacts:
     when: always
     name: "cell-$TRANSFORMERS-$TORCH-$DTYPE"
@@ -119,12 +140,10 @@ chain:
       artifacts: true
   when: always
   variables:
-    CHAIN: {json.dumps(" ".join(chain_order(transformers, torch, dtypes)))}
+    CELLS: {json.dumps(" ".join(cell_ids(transformers, torch, dtypes)))}
     MARKER: "{MARKER}"
     GITHUB_OUTPUT: {STATUS_FILE}  # the shared chain script writes its status line here
   script:
-    - |
-{_block(chain_install, 6)}
     - |
 {_block(CHAIN_SCRIPT, 6)}
     - |
@@ -133,7 +152,7 @@ chain:
 {_block(FAIL_SCRIPT, 6)}
   artifacts:
     when: always
-    name: upgrade-chain
+    name: cells-summary
     paths:
       - chain/
 """
