@@ -116,6 +116,67 @@ class Category(str, Enum):
         return self.value
 
 
+# What each word means, for a reader: the report's legend and docs/vocabulary.md (generated:
+# `python -m harness.docs`) are built from these two tables; a test checks every member has a line.
+STATUS_MEANING: dict[Status, str] = {
+    Status.PASS: "compared with its baseline (a record, or an in-run reference) and within what the field allows",
+    Status.CHANGED: "differs within the policy of an intended change: review it, `harness regen` accepts it",
+    Status.REGRESSION: "differs in a way no policy allows: fails the run; never written as golden",
+    Status.NEW: "no baseline to compare with yet: written as this env's record (a first run, a new case)",
+    Status.MISSING: "in the baseline, not observed this run (a regression under --strict and in CI)",
+    Status.SKIPPED: "not applicable here, with the reason",
+    Status.INFO: "information shown beside the checks (an exact bias, a measured size): never a check, never a pass",
+}
+CATEGORY_MEANING: dict[Category, str] = {
+    Category.TIE_FLIP: "greedy tokens diverge at a near-tie of the top two logits, across different numerics",
+    Category.TOLERATED_DRIFT: "tensor values differ within the dtype's tolerance",
+    Category.WITHIN_NOISE: "counts differ, not significantly at the run's alpha",
+    Category.RNG_STREAM: "a seeded sampled stream differs while its sampled distribution still fits (not a regression)",
+    Category.BIAS: "a known, intended bias (the ensemble verifier), of the size computed exactly",
+    Category.UNDERPOWERED: "fits, but the sample cannot rule out the smallest effect that matters",
+    Category.NOT_CHECKABLE: "the observation cannot distinguish anything (one bin, nothing observed)",
+    Category.DEVIATION: "a sampled quantity observed inside generate() differs from its exact value (white box)",
+    Category.KNOWN_DEVIATION: "a deviation the baseline record has too (the same mechanism, positions and size)",
+    Category.COVERAGE_LOST: "an observation saw less than it must (fewer positions, hooks or stream pieces)",
+    Category.NOT_CHECKED: "the sample cannot rule out the smallest effect that matters: no verdict, never a pass",
+    Category.KNOWN_FAILURE: "an in-run reference that fails in the baseline record too: not the upgrade's",
+    Category.DISTRIBUTION_MISMATCH: "the sampled distribution does not fit the path's exact one",
+    Category.DISTRIBUTION_SHIFT: "the sampled distribution moved from the baseline's",
+    Category.EXACT_DISTRIBUTION_CHANGED: "the exact (computed) distribution itself changed",
+    Category.RATE_UP: "a rate (acceptance, a count per step) rose significantly",
+    Category.RATE_DOWN: "a rate (acceptance, a count per step) fell significantly",
+    Category.SLOWDOWN: "slower than the baseline by more than the field's threshold, significantly",
+    Category.SPEEDUP: "faster than the baseline, significantly",
+    Category.NOT_COMPARABLE: "measured on another hardware class than the baseline's: not compared",
+    Category.NOT_JUDGED: "latency measured on a machine too busy to judge: never a pass",
+    Category.MEMORY_GROWTH: "peak memory grew past the field's threshold",
+    Category.MEMORY_SAVING: "peak memory fell",
+    Category.FEATURE_ADDED: "an argument, path or capability the baseline lacked",
+    Category.FEATURE_REMOVED: "an argument, path or capability the baseline had is gone",
+    Category.FEATURE_IGNORED: "accepted before and now silently does nothing",
+    Category.PATH_LOST: "a decoding path that ran in the baseline does not run now",
+    Category.REFERENCE_LOST: "an in-run reference that ran in the baseline cannot run now",
+    Category.CAPABILITY_CHANGED: "what a call accepts or refuses changed",
+    Category.NOT_APPLICABLE: "the case does not apply to this model or version",
+    Category.UNSUPPORTED: "this version refuses the call on purpose (ValueError / NotImplementedError)",
+    Category.FIXED: "raised before, generates now (a change to accept, not a regression)",
+    Category.BROKEN: "generated before, raises now: the fields it no longer observes are listed under it",
+    Category.ERROR_CHANGED: "raises another exception than before",
+    Category.CHECKPOINT_CHANGED: "a file of your model differs from the baseline's (sha256): the differences follow from it",
+    Category.REAL_CHANGE: "the value differs beyond what its kind tolerates",
+    Category.PRESENTATION_CHANGED: "the same result presented otherwise (a streamer's cuts, a warning's text)",
+    Category.KIND_CHANGED: "the field's comparison kind changed between the records",
+    Category.INVALID_VALUE: "the observed value is not of the form its kind requires",
+    Category.REGENERATED: "a regression or change whose record `harness regen` (--force-regen) rewrote",
+    Category.MISSING_RECORD: "--strict: a field without a baseline record",
+    Category.MISSING_FIELD: "a baseline field (or record) nobody observed this run",
+    Category.UNREADABLE_RECORD: "a golden record that cannot be read (corrupt, or another schema)",
+    Category.RECORD_ADDED: "a record one env has and the other lacks (comparing two envs' records)",
+    Category.RECORD_REMOVED: "a record the other env has and this one lacks (comparing two envs' records)",
+    Category.FIELD_REMOVED: "a field the baseline record has that this record lacks",
+}
+
+
 @dataclass(frozen=True)
 class Case:
     """One thing a suite checks. Frozen; `id` is stable text that names the record file.
