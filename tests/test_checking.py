@@ -107,6 +107,24 @@ def test_a_baseline_field_nobody_observed_is_missing(strict, status):
     assert (o.field, o.status, o.category) == ("g", status, Category.MISSING_FIELD)
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_field_lost_because_its_case_raises_now_names_the_crash_and_never_advises_a_regen(strict):
+    """5.24.0's prompt lookup with a static cache raises IndexError: the case's other fields are not
+    observed. Their outcome points at the crash; "accept its removal with `harness regen`" would
+    record the crash as golden. A field lost without a crash keeps the regen advice."""
+    crash = {"type": "IndexError", "message": "index_copy_(): index 43 is out of bounds"}
+    a = {("outputs", "case"): record(error=Field("exact", None), tokens=Field("tokens", [[1, 2]]))}
+    b = {("outputs", "case"): record(error=Field("exact", crash))}
+    got = {o.field: o for o in compare_records(a, b, alpha=0.01, thresholds=Thresholds(), name_a="old", name_b="new")}
+    assert got["error"].category is Category.BROKEN
+    lost = got["tokens"]
+    assert lost.status is Status.MISSING and "raises now: IndexError" in lost.detail and "would record the crash" in lost.detail
+    (o,) = missing_fields(record(f=Field("exact", 1)), set(), rules(strict=strict), crashed="raises now: IndexError: x")
+    assert o.status is (Status.REGRESSION if strict else Status.MISSING) and "accepting this loss" in o.detail
+    (plain,) = missing_fields(record(f=Field("exact", 1)), set(), rules(strict=strict))
+    assert ("accept its removal with `harness regen`" in plain.detail) is not strict
+
+
 def test_a_field_checked_twice_is_a_harness_bug():
     check = CaseCheck("suite", "case", rules())
     check.observe("f", Field("exact", 1))

@@ -387,12 +387,26 @@ def _inherit_tie_flip(outcome: Outcome, sources: list[Outcome]) -> Outcome:
                    diff={**outcome.diff, "follows": source.field})
 
 
-def missing_fields(record: Record, observed: set[str], rules: Rules) -> list[Outcome]:
+CRASHES = (Category.BROKEN, Category.ERROR_CHANGED)  # an `error` field that raises now where it did not (or otherwise)
+
+
+def crashed_cases(outcomes: list[Outcome]) -> dict[tuple[str, str], str]:
+    """(suite, case) -> the exception, for the cases whose `error` field raises now (broken, error-changed)."""
+    return {(o.suite, o.case): o.detail for o in outcomes if o.field == "error" and o.category in CRASHES}
+
+
+def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: str = "") -> list[Outcome]:
     """The baseline record's fields that no check of the case observed (several tests may share
     one record, so call this once all of them are in): a suite that stops checking something must
-    not stay green. `missing` (accept with a regen), a regression under --strict / in CI."""
+    not stay green. `missing` (accept with a regen), a regression under --strict / in CI. Where the
+    case raises now (`crashed`: its error field's detail) the fields are lost to the crash: the advice
+    is about the crash, never to accept the loss (a regen would record the crash as golden)."""
     where = rules.baseline_key or "the baseline"
-    if rules.strict:
+    if crashed:
+        status = Status.REGRESSION if rules.strict else Status.MISSING
+        detail = (f"recorded in {where}; not observed because the case raises now ({crashed}): the crash is the "
+                  "finding - accepting this loss with `harness regen` would record the crash as golden")
+    elif rules.strict:
         status, detail = Status.REGRESSION, f"recorded in {where} but not observed (--strict: a field that disappears fails)"
     else:
         status, detail = Status.MISSING, f"recorded in {where} but not observed; accept its removal with `harness regen`"
@@ -421,7 +435,9 @@ def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Rec
             check.observe(name, f)
         for name, r in b.references.items():
             check.recorded(name, r)
-        outcomes += check.outcomes() + [unkept_latency(o, name_b) for o in missing_fields(a, set(b.fields), check.rules)]
+        judged = check.outcomes()
+        crashed = crashed_cases(judged).get((b.suite, b.case), "")
+        outcomes += judged + [unkept_latency(o, name_b) for o in missing_fields(a, set(b.fields), check.rules, crashed)]
     return outcomes
 
 

@@ -28,7 +28,7 @@ import pytest
 
 from harness import cases, faults
 from harness.checking import stats
-from harness.checking.core import Rules, missing_fields
+from harness.checking.core import Rules, crashed_cases, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run
@@ -331,6 +331,7 @@ class HarnessSession:
             if o.against == "baseline":
                 observed.setdefault((o.suite, safe_name(o.case)), set()).add(o.field)
         rules, out = self.rules(), []
+        crashed = crashed_cases(self.outcomes)
         paths = self.store.record_paths(self.baseline_key)
         scope = self.suites_in_scope({path.parent.name for path in paths})
         for path in paths:
@@ -341,7 +342,7 @@ class HarnessSession:
                 record = self.store.read_file(path)
             except RecordError:
                 continue  # an unreadable record is reported where it is read (preflight / its test)
-            out += missing_fields(record, observed.get(key, set()), rules)
+            out += missing_fields(record, observed.get(key, set()), rules, crashed.get((record.suite, record.case), ""))
         return out
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
