@@ -204,12 +204,25 @@ def test_the_run_panel_says_what_ran_in_plain_words_and_keeps_the_raw_metadata_d
     assert "--harness-phase" in raw.one("table", cls="meta").text  # the raw argv, only behind the disclosure
 
 
-def test_counts_per_status(page, results: Results) -> None:
+def test_the_tiles_count_findings_as_the_headline_does_and_the_fields_line_counts_fields(page, results: Results) -> None:
+    """Issue 57: the tiles count what the headline counts (distinct findings per status); the line
+    under them counts fields per status, and the checks (information rows are none)."""
+    from harness.checking.findings import every_finding, group_findings
+
     shown = {li.attrs["data-status"]: int(li.one(cls="n").text) for li in dom(page).find_all("li", cls="count")}
+    every = every_finding(group_findings(results.outcomes))
+    per = {s.value: sum(f.status is s for f in every) for s in
+           (Status.REGRESSION, Status.MISSING, Status.CHANGED, Status.NEW, Status.SKIPPED)}
+    assert shown == {**per, "total": len(every)} and len(every) > 0
+    headline = dom(page).one("section", id="findings").one("h2").text
+    assert headline.startswith(f"{len(every)} distinct findings (")
     expected = results.counts()
     assert set(expected.values()) != {0} and all(n > 0 for n in expected.values())  # every status present
+    line = dom(page).one("p", id="field-counts")
+    fields = {span.attrs["data-status"]: int(span.attrs["data-count"]) for span in line.find_all("span")}
+    assert fields == expected
     checks = sum(o.status is not Status.INFO for o in results.outcomes)  # information rows are no check
-    assert shown == {**expected, "total": checks}
+    assert f"Fields: {checks} checked" in line.text
 
 
 def test_a_row_per_outcome_in_order(page, results: Results) -> None:
@@ -246,12 +259,19 @@ def test_suites_and_cases_grouped(page, results: Results) -> None:
     assert len(greedy.find_all("div", cls="case")[0].find_all("tbody", cls="outcome")) == 2
 
 
-def test_needs_attention_lists_regressions_and_changes(page, results: Results) -> None:
-    rows = dom(page).one("table", cls="attention").find_all("tr", cls=None)[1:]
-    wanted = [o for o in results.outcomes if o.status in (Status.REGRESSION, Status.CHANGED, Status.MISSING)]
-    assert len(rows) == len(wanted)
-    links = [a.attrs["href"] for a in dom(page).one("table", cls="attention").find_all("a")]
-    assert links == [f"#o{i}" for i, o in enumerate(results.outcomes) if o in wanted]
+def test_needs_attention_lists_regressions_then_missing_then_changes_folded(page, results: Results) -> None:
+    """Most severe first (regression, missing, changed; the outcomes' order within each), behind a
+    disclosure: the findings above are the decision, this is every field."""
+    from harness.checking.core import crashed_cases
+
+    section = dom(page).one("section", id="attention")
+    assert section.one("details", cls="attention").attrs.get("open") is None
+    crashed = crashed_cases(results.outcomes)
+    order = (Status.REGRESSION, Status.MISSING, Status.CHANGED)
+    wanted = [f"#o{i}" for s in order for i, o in enumerate(results.outcomes) if o.status is s
+              and not (o.status is Status.MISSING and (o.suite, o.case) in crashed)]
+    links = [a.attrs["href"] for a in section.one("table", cls="attention").find_all("a")]
+    assert links == wanted and len(wanted) > 2
 
 
 def test_first_divergence_shows_both_texts_highlighted(page) -> None:

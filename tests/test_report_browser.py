@@ -66,7 +66,16 @@ PROBE = """<script>
   }
   var all = function (sel) { return Array.prototype.slice.call(document.querySelectorAll(sel)); };
   var verdict = document.getElementById("verdict");
+  var bottom = function (el) { return el ? el.getBoundingClientRect().bottom + window.scrollY : null; };
+  var folded = {
+    height: document.documentElement.scrollHeight,  // as the page opens: passing rows and tables folded
+    nextBottom: bottom(document.getElementById("next-step")),
+    firstFindingBottom: bottom(document.querySelector("ol.findings > li.finding")),
+    findingStatuses: all("#findings ol.findings > li.finding").map(function (li) { return li.className.split("st-")[1]; }),
+  };
+  all("details").forEach(function (d) { d.open = true; });  // what follows measures the unfolded page
   var out = {
+    folded: folded,
     verdictVisible: visible(verdict),
     verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null,
     diffParts: all("tbody.outcome:not(.st-pass) .diff > *").map(visible),
@@ -137,15 +146,20 @@ def page(report: Path, workdir: Path) -> BrowserRun:
     return run
 
 
-@pytest.fixture(scope="module")
-def probe(report: Path, workdir: Path) -> dict[str, Any]:
-    probed = workdir / "report" / "probe.html"
-    probed.write_text(report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    run = chromium(probed.as_uri(), workdir, "--dump-dom", f"--window-size={WIDTH},{HEIGHT}")
+def probed(report: Path, workdir: Path, fragment: str = "", size: tuple[int, int] = (WIDTH, HEIGHT)) -> dict[str, Any]:
+    """The report with PROBE appended, loaded in Chromium (at `#fragment` if given): its answers."""
+    copy = report.parent / "probe.html"
+    copy.write_text(report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    run = chromium(copy.as_uri() + fragment, workdir, "--dump-dom", f"--window-size={size[0]},{size[1]}")
     assert run.console == [], run.console
     match = re.search(r'data-probe="([^"]*)"', run.dom)
     assert match, "the probe script did not run"
     return json.loads(html.unescape(match.group(1)))
+
+
+@pytest.fixture(scope="module")
+def probe(report: Path, workdir: Path) -> dict[str, Any]:
+    return probed(report, workdir)
 
 
 def count(dom: str, attribute: str) -> int:
@@ -212,3 +226,39 @@ def test_screenshot(page: BrowserRun, workdir: Path) -> None:
     assert struct.unpack(">II", data[16:24]) == (WIDTH, HEIGHT)
     # a blank white 1280x2000 page compresses to ~8 KB; the report's first screen is far busier
     assert len(data) > 50_000, f"{shot} looks blank ({len(data)} bytes)"
+
+
+FRAGMENT_PROBE = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var target = document.querySelector(location.hash), folded = target.closest("details.suite");
+  document.documentElement.setAttribute("data-target-open", String(!!folded && folded.open && window.scrollY > 0));
+}, 100); });
+</script>"""
+SCREEN = (1400, 900)  # the issue's screenshots: Chromium at 1400 px, one screen 900 px tall
+UPGRADE = Path(__file__).resolve().parents[1] / "docs" / "upgrades" / "5.14.0-to-5.24.0" / "results.json"
+
+
+def test_the_committed_upgrade_report_leads_with_the_decision(workdir: Path) -> None:
+    """Issue 57 on the committed 5.14.0 -> 5.24.0 comparison (rendered by the code now): the first
+    screen holds the verdict, the next step and the first regression finding; the findings are in
+    order of severity; the page is at most ten screens tall until a reader unfolds something (it
+    was 228,452 px); a finding's link to a case inside a folded suite opens it."""
+    from harness.checking.findings import group_findings
+    from harness.report import load_results
+
+    results = load_results(UPGRADE)
+    report = render(results, workdir / "upgrade")
+    first = probed(report, workdir, size=SCREEN)["folded"]
+    print(f"5.14.0 -> 5.24.0 report: {first['height']} px tall folded")
+    assert first["height"] <= 10 * SCREEN[1], first["height"]
+    assert first["nextBottom"] <= SCREEN[1] and first["firstFindingBottom"] <= SCREEN[1], first
+    rank = {"regression": 0, "missing": 1, "changed": 2, "new": 3, "skipped": 3}
+    statuses = first["findingStatuses"]
+    assert statuses[0] == "regression" and statuses == sorted(statuses, key=rank.__getitem__), statuses
+    finding = group_findings(results.outcomes)[0]
+    index = next(i for i, o in enumerate(results.outcomes) if o is finding.outcomes[0])
+    copy = report.parent / "fragment.html"  # the browser opens the folded suite holding a linked case
+    copy.write_text(report.read_text(encoding="utf-8").replace("</body>", FRAGMENT_PROBE + "</body>"), encoding="utf-8")
+    run = chromium(copy.as_uri() + f"#o{index}", workdir, "--dump-dom", "--virtual-time-budget=3000",
+                   f"--window-size={SCREEN[0]},{SCREEN[1]}")
+    assert 'data-target-open="true"' in run.dom, re.findall(r'data-target-open="[^"]*"', run.dom)

@@ -279,6 +279,17 @@ class LatencyRow:
     band: tuple[float, float] | None  # in the same relative units
     values: str  # the raw diff values, for the tooltip
     status: str
+    ci: tuple[float, float] | None = None  # the ratio's confidence interval, where the field has one
+    detects: float | None = None  # the smallest slowdown the field's test detects (0.35 = 35 %)
+
+    @property
+    def shown(self) -> str:
+        """The dot's class: the field's status, except a pass outside its band - slower or faster than
+        the tolerance allows, yet not significant at the run's alpha - which is `unresolved` (the
+        run could not tell), never drawn as a pass."""
+        if self.status == "pass" and self.band and not self.band[0] <= self.relative <= self.band[1]:
+            return "unresolved"
+        return self.status
 
 
 def noise_band(value: Any, baseline: float | None) -> tuple[float, float] | None:
@@ -323,6 +334,9 @@ def latency_rows(outcomes: Iterable[Outcome]) -> list[LatencyRow]:
             continue
         keys = ("ratio", "baseline_ratio", "noise_band", "tolerance")
         values = ", ".join(f"{k} {fmt_value(diff[k])}" for k in keys if k in diff)
+        ci = diff.get("ratio_ci")
+        ci_pair = (float(ci[0]), float(ci[1])) if (isinstance(ci, list) and len(ci) == 2 and all(
+            as_number(v) is not None for v in ci) and diff.get("baseline_ratio") is None) else None
         rows.append(
             LatencyRow(
                 label=f"{outcome.case} :: {outcome.field}",
@@ -330,6 +344,8 @@ def latency_rows(outcomes: Iterable[Outcome]) -> list[LatencyRow]:
                 band=found[1],
                 values=values,
                 status=str(getattr(outcome.status, "value", outcome.status)),
+                ci=ci_pair,
+                detects=as_number(diff.get("detectable_slowdown")),
             )
         )
     return rows
@@ -348,7 +364,13 @@ def _latency_title(row: LatencyRow) -> str:
     parts = [f"{row.label}: {fmt_float(row.relative)}\u00d7 baseline"]
     if row.band:
         parts.append(f"band {fmt_float(row.band[0])}\u2013{fmt_float(row.band[1])}\u00d7")
-    return f"{', '.join(parts)} ({row.values}; {row.status})"
+    if row.ci:
+        parts.append(f"CI {fmt_float(row.ci[0])}\u2013{fmt_float(row.ci[1])}\u00d7")
+    said = row.status
+    if row.shown == "unresolved":
+        said = ("pass, but outside the band: not significant at the run's alpha"
+                + (f" (this field detects >= {row.detects:.0%})" if row.detects is not None else ""))
+    return f"{', '.join(parts)} ({row.values}; {said})"
 
 
 def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
@@ -361,7 +383,7 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
     width = int(label_px + 480)
     height = 14 + row_h * len(rows) + 46
     box = Box(left=label_px, top=14, right=width - 20, bottom=14 + row_h * len(rows))
-    values = [1.0] + [r.relative for r in rows] + [v for r in rows for v in (r.band or ())]
+    values = [1.0] + [r.relative for r in rows] + [v for r in rows for v in (*(r.band or ()), *(r.ci or ()))]
     lo, hi, ticks = nice_domain(values)
     xscale = Scale(lo, hi, box.left, box.right)
     shapes = x_axis(box, xscale, ticks, "time relative to baseline (1 = unchanged, lower is faster)")
@@ -372,9 +394,11 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
         shapes.append(text(box.left - 8, cy + 4, _short(row.label), "row-label", "end"))
         if row.band:
             shapes.append(rect(xscale(row.band[0]), cy - 8, xscale(row.band[1]) - xscale(row.band[0]), 16, "band"))
+        whisker = (line(xscale(row.ci[0]), cy, xscale(row.ci[1]), cy, "ci"),) if row.ci else ()
         parts = (
+            *whisker,
             line(xscale(1.0), cy, xscale(row.relative), cy, "delta"),
-            circle(xscale(row.relative), cy, 5, f"measured st-{row.status}"),
+            circle(xscale(row.relative), cy, 5, f"measured st-{row.shown}"),
         )
         marks.append(Mark("latency", _latency_title(row), parts))
     shapes.append(line(xscale(1.0), box.top, xscale(1.0), box.bottom, "baseline"))
@@ -387,7 +411,10 @@ def latency_chart(rows: Sequence[LatencyRow]) -> Chart | None:
         legend=(
             ("sw-baseline", "baseline (1\u00d7)"),
             ("sw-band", "noise / tolerance band"),
+            *((("sw-ci", "confidence interval"),) if any(r.ci for r in rows) else ()),
             ("sw-measured", "this run (colour = status)"),
+            *((("sw-unresolved", "outside the band, not significant: the run could not tell"),)
+              if any(r.shown == "unresolved" for r in rows) else ()),
         ),
     )
 

@@ -16,21 +16,24 @@ from typing import Any
 
 import jinja2
 
-from harness.checking.findings import Finding, group_findings, headline, library_hint
+from harness.checking.core import crashed_cases
+from harness.checking.findings import Finding, every_finding, group_findings, headline, library_hint
+from harness.report.about import about
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
 from harness.report.fmt import flatten, fmt_value, is_long
+from harness.report.repro import repro_text, scriptable
 from harness.report.run_panel import run_rows
 from harness.report.sampling_table import sampling_rows
 from harness.report.writes import writes_lines
-from harness.schema import Category, Outcome, Results, Status
+from harness.schema import CATEGORY_MEANING, STATUS_MEANING, Category, Outcome, Results, Status
 from harness.store.env import machine_differences, moved_axes
 
 HERE = Path(__file__).parent
 STATUS_ORDER = (Status.REGRESSION, Status.CHANGED, Status.MISSING, Status.NEW, Status.SKIPPED, Status.PASS,
                 Status.INFO)
 VERDICT_TEXT = {
-    "regression": "At least one field regressed: CI fails. Start with the regressions listed below.",
+    "regression": "At least one field regressed: CI fails.",
     "changed": "Differences within the policy of an intended change: review them, then regenerate "
     "the golden records on purpose.",
     "pass": "No regression and nothing to regenerate.",
@@ -100,6 +103,9 @@ class FindingView:
     sentence: str
     cases: tuple[tuple[str, str], ...]  # (suite/case, anchor of its outcome)
     follows: int
+    about: str = ""  # the call or API its cases exercise (report/about.py)
+    repro: str = ""  # a regression's `harness repro` command, or why there is none
+    lost: str = ""  # the fields its crash no longer observes, named
     number: str = ""  # '1', '2', ...; '1.1' for a finding under a changed checkpoint
     under: tuple[FindingView, ...] = ()  # the findings on a changed checkpoint's cases
 
@@ -207,21 +213,73 @@ def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
     return groups
 
 
-def finding_views(outcomes: list[Outcome]) -> list[FindingView]:
-    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes; a
-    changed checkpoint first, with the findings on its cases under it."""
+def finding_views(outcomes: list[Outcome], baseline: str | None = None) -> list[FindingView]:
+    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes and
+    naming the call it is about; a regression with its `harness repro` line; a crash with the fields
+    it no longer observes. A changed checkpoint first, with the findings on its cases under it."""
     anchors = {id(o): f"o{i}" for i, o in enumerate(outcomes)}
 
     def view(f: Finding, number: str) -> FindingView:
         first: dict[str, str] = {}
         for o in f.outcomes:
             first.setdefault(f"{o.suite}/{o.case}", anchors[id(o)])
+        lost = sorted({o.field for o in f.follows})
         return FindingView(anchor="f" + number.replace(".", "-"), status=f.status.value, category=f.category,
                            category_class=category_class(f.category), sentence=f.sentence(240),
                            cases=tuple(first.items()), follows=len(f.follows), number=number,
+                           about=about((o.suite, o.case) for o in f.outcomes),
+                           repro=repro_text(f, baseline) if f.status is Status.REGRESSION and any(
+                               scriptable(o.suite, o.case) for o in f.outcomes) else "",
+                           lost=", ".join(lost[:12]) + (f" and {len(lost) - 12} more" if len(lost) > 12 else ""),
                            under=tuple(view(g, f"{number}.{j}") for j, g in enumerate(f.under, 1)))
 
     return [view(f, str(i)) for i, f in enumerate(group_findings(outcomes), 1)]
+
+
+FINDING_ORDER = (Status.REGRESSION, Status.MISSING, Status.CHANGED, Status.NEW, Status.SKIPPED)
+# the attention table's order: what fails first, then what is lost, then what changed
+SEVERITY = {s.value: i for i, s in enumerate(FINDING_ORDER)}
+
+
+def finding_counts(findings: list[Finding]) -> tuple[tuple[str, int], ...]:
+    """Findings per status, as the headline counts them (those under a changed checkpoint too)."""
+    every = every_finding(findings)
+    return tuple((s.value, sum(f.status is s for f in every)) for s in FINDING_ORDER)
+
+
+def next_step(results: Results, findings: list[Finding]) -> str:
+    """What to do now, in one or two sentences under the verdict."""
+    verdict = results.verdict
+    if verdict == "regression":
+        return ("Do not take this change as it is. Start with finding 1 below: each regression names the call it "
+                "is about, its cases and, where one exists, the `harness repro` command that writes a script "
+                "reproducing it outside the harness (to report upstream; `harness bisect` finds the release). A "
+                "difference you intend is recorded with `harness regen` - never a crash.")
+    if verdict == "changed":
+        return ("Review each change below. If every one is intended, `harness regen` records them as this env's "
+                "baseline; commit golden/records/.")
+    if verdict == "pass":
+        return "Nothing to decide."
+    return "Fix what stopped the run (the Run panel below) and rerun: nothing here is a pass."
+
+
+def legend(views: list[OutcomeView], findings: list[FindingView]) -> list[tuple[str, str, str]]:
+    """(word, css class, meaning) for every status and category this page shows, from the code's own
+    vocabulary (harness/schema.py STATUS_MEANING, CATEGORY_MEANING)."""
+    statuses = {v.status for v in views} | {f.status for f in findings}
+    categories = {v.category for v in views if v.category} | {f.category for f in findings if f.category}
+    rows = [(s.value, f"st-{s.value}", text) for s, text in STATUS_MEANING.items() if s.value in statuses]
+    rows += [(c.value, category_class(c), text) for c, text in CATEGORY_MEANING.items() if c.value in categories]
+    return rows
+
+
+def attention_views(views: list[OutcomeView], outcomes: list[Outcome]) -> list[OutcomeView]:
+    """Regressions, missing fields and changes, most severe first; a field its case's crash no longer
+    observes is not listed here (its crash's finding names it)."""
+    crashed = crashed_cases(outcomes)
+    listed = [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value, Status.MISSING.value)
+              and not (v.category == Category.MISSING_FIELD.value and (v.suite, v.case) in crashed)]
+    return sorted(listed, key=lambda v: SEVERITY[v.status])
 
 
 # meta keys the page renders in a section of their own
@@ -251,11 +309,14 @@ def library_sentence(results: Results) -> str:
 
 
 def context(results: Results, claims: Any = None) -> dict[str, Any]:
-    findings = finding_views(results.outcomes)
+    baseline = results.meta.get("baseline_key") if isinstance(results.meta, dict) else None
+    grouped = group_findings(results.outcomes)
+    findings = finding_views(results.outcomes, baseline if isinstance(baseline, str) else None)
     views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
     envs = env_rows(results.baseline_env, results.env)
     verdict = results.verdict
     latency = latency_chart(latency_rows(results.outcomes))
+    sampling = sampling_rows(results.outcomes)
     return {
         "verdict": verdict,
         "verdict_text": VERDICT_TEXT.get(verdict, "") + tracked_text(results) + library_sentence(results),
@@ -268,16 +329,19 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "has_baseline": results.baseline_env is not None,
         "meta_rows": meta_rows(results.meta),
         "run_rows": run_rows(results.meta),
-        "attention": [v for v in views if v.status in (Status.REGRESSION.value, Status.CHANGED.value,
-                                                         Status.MISSING.value)],
+        "attention": attention_views(views, results.outcomes),
+        "finding_counts": finding_counts(grouped),
+        "next_step": next_step(results, grouped),
+        "legend": legend(views, [g for f in findings for g in (f, *f.under)]),
         "suites": suite_views(views),
         "models": model_views(views, results.meta.get("user_models") or []) if results.meta.get("user_models") else [],
         "bias_groups": bias_groups(results.outcomes),
-        "sampling": sampling_rows(results.outcomes),
+        "sampling": sampling,
+        "sampling_counts": [(s.value, n) for s in STATUS_ORDER if (n := sum(r.status == s.value for r in sampling))],
         "latency": latency,
         "findings": findings,
         "writes": writes_lines(results.meta, limit=500) if isinstance(results.meta, dict) and "writes" in results.meta else [],
-        "findings_headline": headline(group_findings(results.outcomes), results.verdict),
+        "findings_headline": headline(grouped, results.verdict),
         "claims": claims,
         "injected_fault": results.meta.get("injected_fault") if isinstance(results.meta, dict) else None,
     }

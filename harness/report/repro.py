@@ -91,6 +91,18 @@ def scriptable(suite: str, case_id: str) -> bool:
     return suite == "backends" and "." not in case_id
 
 
+def repro_text(f: Any, baseline: str | None, quote: str = "") -> str:
+    """The `harness repro` command that writes a finding's standalone script (its first scriptable
+    case), or why there is none: the report's case and field are then the reproduction."""
+    flag = f" --baseline {baseline}" if baseline else ""
+    first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), None)
+    more = f" (and {len(f.cases) - 1} more cases)" if len(f.cases) > 1 else ""
+    if first:
+        return f"{quote}harness repro {first.suite}/{first.case}:{first.field}{flag}{quote}{more}"
+    return (f"no script for the {f.outcomes[0].suite} suite ({quote}harness repro{quote} writes "
+            f"{', '.join(SCRIPTED[:-1])} and {SCRIPTED[-1]} cases): its report's case and field are the reproduction")
+
+
 def plan(suite: str, case: Case, record: Record, baseline_key: str, prompts: dict[str, str],
          models: dict[str, str], fields: tuple[str, ...] = ()) -> Plan:
     """The script's plan for `suite/case` against the baseline `record`. `prompts`: prompt id ->

@@ -15,7 +15,7 @@ from harness.checking.humane import printable, shorten
 from harness.report import library_errors
 from harness.report.junit import write_junit
 from harness.report.page import render
-from harness.report.repro import SCRIPTED, scriptable
+from harness.report.repro import repro_text
 from harness.report.run_panel import upgrade_line
 from harness.schema import Results, Status
 from harness.store.env import machine_differences, moved_axes
@@ -183,14 +183,8 @@ def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
     if not regressions:
         return ["No regression."]
     lines = [f"## To decide: {len(regressions)} regression finding{'s' if len(regressions) != 1 else ''}", ""]
-    flag = f" --baseline {baseline}" if baseline else ""
     for number, f in regressions:
-        first = next((o for o in f.outcomes if scriptable(o.suite, o.case)), None)
-        more = f" (and {len(f.cases) - 1} more cases)" if len(f.cases) > 1 else ""
-        repro = (f"repro: `harness repro {first.suite}/{first.case}:{first.field}{flag}`{more}" if first else
-                 f"repro: no script for the {f.outcomes[0].suite} suite (`harness repro` writes {', '.join(SCRIPTED[:-1])} and {SCRIPTED[-1]} "
-                 "cases): its report's case and field are the reproduction")
-        lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   {repro}")
+        lines.append(f"{number}. {md_cell(f.sentence(200))}  \n   repro: {repro_text(f, baseline, '`')}")
     return lines
 
 
