@@ -392,7 +392,8 @@ CRASHES = (Category.BROKEN, Category.ERROR_CHANGED)  # an `error` field that rai
 
 def crashed_cases(outcomes: list[Outcome]) -> dict[tuple[str, str], str]:
     """(suite, case) -> the exception, for the cases whose `error` field raises now (broken, error-changed)."""
-    return {(o.suite, o.case): o.detail for o in outcomes if o.field == "error" and o.category in CRASHES}
+    return {(o.suite, o.case): o.detail.removeprefix("raises now: ") for o in outcomes
+            if o.field == "error" and o.category in CRASHES}
 
 
 def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: str = "") -> list[Outcome]:
