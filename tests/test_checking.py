@@ -16,6 +16,8 @@ The workflow through pytest (records written, xdist, strictness from CI) is test
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness.checking.core import CaseCheck, Rules, compare_records, missing_fields
@@ -123,6 +125,27 @@ def test_a_field_lost_because_its_case_raises_now_names_the_crash_and_never_advi
     assert o.status is (Status.REGRESSION if strict else Status.MISSING) and "accepting this loss" in o.detail
     (plain,) = missing_fields(record(f=Field("exact", 1)), set(), rules(strict=strict))
     assert ("accept its removal with `harness regen`" in plain.detail) is not strict
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_fields_of_a_step_that_raises_now_are_its_consequences_one_finding_never_missing_to_accept(strict):
+    """A step's own exception field (caches' `rollback_error`, continuous' `request_errors`) raising
+    now: the fields that step produces are listed under that finding, their detail names the
+    exception, and none advises `harness regen` - in a live run's rules and under --strict (CI)."""
+    from harness.checking.findings import group_findings
+
+    crash = {"type": "RuntimeError", "message": "shape mismatch in the sliding-window rollback"}
+    a = {("caches", "m"): Record("caches", "m", ENV, {"rollback_error": Field("exact", None),
+                                                     "rollback": Field("exact", [1, 2]), "kept": Field("exact", 1)})}
+    b = {("caches", "m"): Record("caches", "m", ENV, {"rollback_error": Field("exact", crash), "kept": Field("exact", 1)})}
+    outcomes = compare_records(a, b, alpha=0.01, thresholds=Thresholds())
+    if strict:  # what a strict run's rules make of the same missing field
+        outcomes = [replace(o, status=Status.REGRESSION) if o.field == "rollback" else o for o in outcomes]
+    lost = next(o for o in outcomes if o.field == "rollback")
+    assert lost.category is Category.MISSING_FIELD and "raises now (RuntimeError: shape mismatch" in lost.detail
+    assert "accept its removal" not in lost.detail
+    (finding,) = group_findings(outcomes)
+    assert finding.category == Category.BROKEN.value and [o.field for o in finding.follows] == ["rollback"]
 
 
 def test_a_field_checked_twice_is_a_harness_bug():

@@ -262,7 +262,7 @@ def test_suites_and_cases_grouped(page, results: Results) -> None:
 def test_needs_attention_lists_regressions_then_missing_then_changes_folded(page, results: Results) -> None:
     """Most severe first (regression, missing, changed; the outcomes' order within each), behind a
     disclosure: the findings above are the decision, this is every field."""
-    from harness.checking.core import crashed_cases
+    from harness.checking.causes import crashed_cases
 
     section = dom(page).one("section", id="attention")
     assert section.one("details", cls="attention").attrs.get("open") is None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from harness.schema import Outcome
+from harness.schema import Category, Outcome
 
 ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports", "attn_load_error")
 NUMERIC_KINDS = ("tensor", "tokens")
@@ -56,3 +56,23 @@ def follows_attention(outcome: Outcome, model: str) -> bool:
     if model_of(outcome) != model:
         return False
     return outcome.kind in NUMERIC_KINDS or outcome.field in ATTENTION_FOLLOWERS
+
+
+CRASHES = (Category.BROKEN, Category.ERROR_CHANGED)
+
+
+def raised(o: Outcome) -> bool:
+    """A field holding an exception as data that raises now where it generated before, or raises
+    another exception (checking/compare.py `_error_transition`): the case's `error`, or a step's own
+    (`rollback_error`, `request_errors`, `load_error`, ...). Not a field broken by its oracle."""
+    return o.category in CRASHES and str(o.detail).startswith("raises")
+
+
+def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:
+    """(suite, case) -> the exception, for the cases where a call raises now (`raised`): the fields
+    that call would have produced are its consequences, never `missing` to accept."""
+    out: dict[tuple[str, str], str] = {}
+    for o in outcomes:
+        if raised(o):
+            out.setdefault((o.suite, o.case), str(o.detail).removeprefix("raises now: "))
+    return out

@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.checking.causes import crashed_cases
 from harness.checking.compare import compare_field, decide_with_holm
 from harness.checking.humane import reference_words, text_around
 from harness.checking.oracles import (
@@ -385,15 +386,6 @@ def _inherit_tie_flip(outcome: Outcome, sources: list[Outcome]) -> Outcome:
     return replace(outcome, status=source.status, category=source.category,
                    detail=f"follows the {source.category.value} of {source.field} ({source.detail}); here: {outcome.detail}",
                    diff={**outcome.diff, "follows": source.field})
-
-
-CRASHES = (Category.BROKEN, Category.ERROR_CHANGED)  # an `error` field that raises now where it did not (or otherwise)
-
-
-def crashed_cases(outcomes: list[Outcome]) -> dict[tuple[str, str], str]:
-    """(suite, case) -> the exception, for the cases whose `error` field raises now (broken, error-changed)."""
-    return {(o.suite, o.case): o.detail.removeprefix("raises now: ") for o in outcomes
-            if o.field == "error" and o.category in CRASHES}
 
 
 def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: str = "") -> list[Outcome]:

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from harness.checking.causes import attention_model, follows_attention, names_value, removed_names
+from harness.checking.causes import attention_model, follows_attention, names_value, raised, removed_names
 from harness.checking.oracles import ORACLE
 from harness.schema import Category, Outcome, Results, Status
 
@@ -244,13 +244,14 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
 
 def _group(listed: list[Outcome]) -> list[Finding]:
     """Non-pass outcomes grouped by cause (a crashing case's missing fields follow its error)."""
-    error_cases = {(o.suite, o.case): cause(o) for o in listed
-                   if o.field == ERROR_FIELD and o.category in ERROR_CATEGORIES}
+    error_cases = {(o.suite, o.case): cause(o) for o in listed if raised(o)}  # any call that raises now
+    error_cases.update({(o.suite, o.case): cause(o) for o in listed  # the case's own error wins
+                        if o.field == ERROR_FIELD and o.category in ERROR_CATEGORIES})
     findings: dict[tuple[str, str, str, str, str], Finding] = {}
     folded: list[tuple[tuple[str, str, str, str, str], Outcome]] = []
     for o in listed:
         owner = error_cases.get((o.suite, o.case))
-        if o.status is Status.MISSING and owner is not None:
+        if (o.status is Status.MISSING or o.category is Category.MISSING_FIELD) and owner is not None:
             folded.append((owner, o))
             continue
         key = cause(o)

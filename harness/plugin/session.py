@@ -28,7 +28,8 @@ import pytest
 
 from harness import cases, faults
 from harness.checking import stats
-from harness.checking.core import Rules, crashed_cases, missing_fields
+from harness.checking.causes import crashed_cases
+from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from harness.checking.core import crashed_cases
+from harness.checking.causes import crashed_cases
 from harness.checking.findings import Finding, every_finding, group_findings, headline, library_hint
 from harness.report.about import about
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
