@@ -929,3 +929,19 @@ def test_tokens_bf16_tie_eps_follows_the_rounding_of_the_logits_compared(scale):
         assert result.status is status and result.diff["divergences"][0]["tie_eps"] == pytest.approx(eps)
         fixed = cmp("tokens", [1, 7, 3], [1, 2, 3], BF16_VS_FP32, {"margins": margins}, {"margins": margins})
         assert fixed.status is Status.PASS and fixed.diff["divergences"][0]["tie_eps"] == t.tie_eps_bf16
+
+
+def test_a_contract_call_that_accepts_what_the_baseline_refused_is_a_relaxation_and_the_reverse_a_regression():
+    """Direction by contract (5.17 / 5.19 accept a positive Cache.crop(n) with a warning; 5.24
+    refuses it): accepting an input the baseline refused is `changed` (feature-added), refusing one
+    it accepted a regression (feature-removed); the state the call left is told alongside."""
+    refused = {"raises": "ValueError", "message": "Calling `crop` with a positive value is not supported",
+               "cache_after": "unchanged"}
+    accepted = {"raises": None, "message": None, "cache_after": "cropped"}
+    relaxed = compare_field("result", Field("exact", accepted), Field("exact", refused))
+    assert (relaxed.status, relaxed.category.value) == (Status.CHANGED, "feature-added")
+    assert "accepts now what the baseline refused (ValueError" in relaxed.detail and "cache_after" in relaxed.detail
+    tightened = compare_field("result", Field("exact", refused), Field("exact", accepted))
+    assert (tightened.status, tightened.category.value) == (Status.REGRESSION, "feature-removed")
+    other = compare_field("result", Field("exact", {**accepted, "cache_after": "emptied"}), Field("exact", accepted))
+    assert (other.status, other.category.value) == (Status.REGRESSION, "real-change")  # both accepted: a real change

@@ -117,6 +117,24 @@ def _outcome_transition(name: str, old: Any, new: Any, rule: str) -> Outcome | N
     return None
 
 
+def _refusal_transition(name: str, old: Any, new: Any) -> Outcome | None:
+    """A contract's call result ({"raises": type or None, "message": ..., what it left}): accepting
+    an input the baseline refused is a relaxation - `changed` (feature-added), to review and accept -
+    and refusing one the baseline accepted is a regression (feature-removed); the rest of the value
+    (the state the call left) follows from which it did. None where neither side refused or both did."""
+    if not (isinstance(old, dict) and isinstance(new, dict) and "raises" in old and "raises" in new):
+        return None
+    refused_before, refused_now = bool(old["raises"]), bool(new["raises"])
+    if refused_before == refused_now:
+        return None
+    diff = {"old": old, "new": new}
+    if refused_before:
+        return verdict(name, "exact", Status.CHANGED, f"accepts now what the baseline refused ({old['raises']}: "
+                       f"{short(old.get('message'))}); {change_detail(old, new)}", "feature-added", diff)
+    return verdict(name, "exact", Status.REGRESSION, f"refuses now what the baseline accepted ({new['raises']}: "
+                   f"{short(new.get('message'))}); {change_detail(old, new)}", "feature-removed", diff)
+
+
 def _deepdiff(old: Any, new: Any) -> Any:
     """deepdiff's structural diff (imported on first use: with pydantic it takes ~0.2 s, paid by
     every pytest start that loads the plugin, also where nothing is compared)."""
@@ -146,6 +164,9 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
         transition = _outcome_transition(name, baseline.value, observed.value, rule)
         if transition is not None:
             return transition
+    transition = _refusal_transition(name, baseline.value, observed.value)
+    if transition is not None:
+        return transition
     if observed.extras.get("presentation"):
         return verdict(name, "exact", Status.CHANGED, change_detail(baseline.value, observed.value),
                        "presentation-changed", {"deepdiff": json.loads(diff.to_json())})
