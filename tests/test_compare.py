@@ -945,3 +945,18 @@ def test_a_contract_call_that_accepts_what_the_baseline_refused_is_a_relaxation_
     assert (tightened.status, tightened.category.value) == (Status.REGRESSION, "feature-removed")
     other = compare_field("result", Field("exact", {**accepted, "cache_after": "emptied"}), Field("exact", accepted))
     assert (other.status, other.category.value) == (Status.REGRESSION, "real-change")  # both accepted: a real change
+
+
+def test_fewer_positions_reachable_with_every_sampled_token_observed_and_exact_is_changed_not_a_regression():
+    """glm4moe-mtp's exact_emitted: 18 positions in 5.14.0, 16 once 5.19 removed `_speculative_sampling`'s
+    is_done_candidate branch - every token the case sampled observed, every position exact. Fewer
+    reachable positions is a change to review (coverage-lost), not a regression; a deviation among
+    them, or fewer positions than the sampled tokens, stays one."""
+    extras = {"detectable_tv": 1e-5, "min_positions": 16}
+    base = Field("deviation", {"tv": 1e-7, "positions": 18}, dict(extras))
+    got = compare_field("exact_emitted", Field("deviation", {"tv": 1e-7, "positions": 16}, dict(extras)), base, SAME)
+    assert (got.status, got.category) == (Status.CHANGED, "coverage-lost") and "fewer positions reachable" in got.detail
+    deviating = compare_field("exact_emitted", Field("deviation", {"tv": 0.04, "positions": 16}, dict(extras)), base, SAME)
+    assert (deviating.status, deviating.category) == (Status.REGRESSION, "coverage-lost")
+    short = compare_field("exact_emitted", Field("deviation", {"tv": 1e-7, "positions": 15}, dict(extras)), base, SAME)
+    assert (short.status, short.category) == (Status.REGRESSION, "coverage-lost")

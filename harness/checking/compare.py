@@ -570,7 +570,9 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
 
         fewer positions observed      regression (coverage-lost): than the sampled tokens the case
                                       generated (extras min_positions; no baseline needed), or than
-                                      the baseline observed - a hook that sees less checks less
+                                      the baseline observed - a hook that sees less checks less;
+                                      but fewer than the baseline with every sampled token observed
+                                      and d <= t is changed (coverage-lost): fewer positions reachable
         d <= t                        pass; changed (fixed) when b > t - the deviation is gone
         d > t, b > t, same identity   changed (known-deviation): the baseline already has it
         d > t otherwise               regression (deviation): new, or not the known one
@@ -595,6 +597,12 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
             "exact": observed.extras.get("exact"), "positions": _positions(observed),
             "positions_baseline": _positions(baseline), "min_positions": observed.extras.get("min_positions")}
     lost = coverage_lost(observed, baseline, not policy.numerics_differences())
+    need, seen = observed.extras.get("min_positions"), _positions(observed)
+    if lost and d <= t and isinstance(need, int) and seen is not None and seen >= need and "baseline record" in lost:
+        # every token the case sampled was observed and every observed position is exact: the version
+        # reaches fewer positions (a branch removed), it does not see less of what it does
+        return verdict(name, "deviation", Status.CHANGED, f"fewer positions reachable: {lost}; every sampled token "
+                       f"observed, every observed position exact (TV {d:.2g} <= {t:g})", "coverage-lost", diff)
     if lost:
         return verdict(name, "deviation", Status.REGRESSION, f"coverage lost: {lost}", "coverage-lost", diff)
     if d <= t:
