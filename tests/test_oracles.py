@@ -353,3 +353,15 @@ def test_a_field_broken_by_its_oracle_and_that_oracle_s_failure_are_one_finding(
     assert {o.field for o in broken} >= {"logits", "logits_vs_engine"}
     merged = [f for f in group_findings(outcomes) if {"logits", "logits_vs_engine"} <= set(f.fields)]
     assert len(merged) == 1 and merged[0].cause == "`logits_vs_engine` fails now"
+
+
+def test_an_exact_reference_failing_in_the_baseline_release_is_known_only_when_it_fails_the_same_way():
+    """Issue 58 item 12: across an upgrade, an exact reference that failed in the baseline was
+    known-failure whatever it failed on now. The same answer (5.24.0's lost lstrip in both) is the
+    known failure; another wrong answer is the upgrade's regression."""
+    before = _exact_run(OLD, LOST_LSTRIP)
+    record = Record("text", "tok", OLD, dict(before.observed), references=dict(before.references))
+    same = _by_field(_exact_run(NEW, LOST_LSTRIP, record))["encode_as_tokenizers_lib"]
+    assert (same.status, same.category) == (Status.CHANGED, Category.KNOWN_FAILURE)
+    other = _by_field(_exact_run(NEW, [87, 220, 506, 88], record))["encode_as_tokenizers_lib"]
+    assert other.status is Status.REGRESSION and "but otherwise" in other.detail
