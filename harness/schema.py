@@ -26,12 +26,17 @@ reads and writes records, the comparers (harness/checking/compare.py) judge one 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 2  # 2: a record also holds its case's in-run reference verdicts (`RecordedReference`)
+# the env's version strings: names of releases, never free text (a version is shown in reports, file
+# names and `harness repro`'s scripts - a quote or a newline in one is refused when a record is read)
+ENV_VERSIONS = ("transformers", "torch", "tokenizers", "safetensors", "python")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")
 READABLE_SCHEMAS = (1, 2)  # a schema-1 record is a schema-2 record without references
 RESULTS_VERSION = 1
 
@@ -482,6 +487,11 @@ class Record:
             raise RecordError(path, f"record is for suite {data['suite']!r}, expected suite {suite!r}")
         if not isinstance(data["env"], dict) or not isinstance(data["fields"], dict):
             raise RecordError(path, "'env' and 'fields' must be JSON objects")
+        for name in ENV_VERSIONS:
+            version = data["env"].get(name)
+            if name in data["env"] and not (isinstance(version, str) and _VERSION.fullmatch(version)):
+                raise RecordError(path, f"env {name!r} is not a version ({str(version)[:60]!r}: a version is "
+                                        "letters, digits and '.+!_-', at most 64 characters)")
         fields: dict[str, Field] = {}
         for name, raw in data["fields"].items():
             if not isinstance(raw, dict) or "kind" not in raw or "value" not in raw:

@@ -15,6 +15,9 @@ check, thresholds, hostile claims / pyproject, the config families' sizes, the c
 and the weak items (matrix versions, --records, report's exit code and temporaries, script links in
 summary.md, 1e999, init's name and half-writes, the headline, double Ctrl-C).
 The cache probes use a temporary XDG_CACHE_HOME.
+
+The fourth pass (issue 63) adds the rows after "# issue 63": code in a record's env reaching
+`harness repro`'s script, a target that is a path, and the items below as they land.
 """
 
 from __future__ import annotations
@@ -1369,6 +1372,99 @@ def probe_second_ctrl_c_kills_the_workers_at_once(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# issue 63: fail closed, fourth pass
+
+
+HOSTILE_VERSION = '2.8.0+cpu"""\nimport pathlib; pathlib.Path(__file__).with_name("pwned").write_text("ran")\n"""'
+REPRO_CASE = "llama-target.plain.dynamic.short-0.greedy"
+
+
+def hostile_env_record(path: Path, suite: str = "toy", case: str = "one") -> Path:
+    """A record whose env's torch version closes a docstring and runs code (its key is still OTHER:
+    the key drops what follows `+`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schema": 1, "suite": suite, "case": case,
+                                "env": {**env_of(OTHER), "torch": HOSTILE_VERSION},
+                                "fields": {"error": {"kind": "exact", "value": None}}}))
+    return path
+
+
+def probe_merge_refuses_code_in_an_env_version(tmp_path: Path) -> None:
+    """`harness merge` accepted torch = '2.8.0+cpu\"\"\"<code>\"\"\"' (its key matched): refused at read,
+    naming the file and the key; a record planted in the store the same way is refused by repro."""
+    project = make_project(tmp_path)
+    hostile_env_record(merge_input(tmp_path))
+    one_line_exit_2(project.harness("merge", str(tmp_path / "in")), "one.json", "'torch' is not a version")
+    assert not (project.store.root / OTHER).exists()
+    hostile_env_record(project.store.root / OTHER / "outputs" / f"{REPRO_CASE}.json", "outputs", REPRO_CASE)
+    one_line_exit_2(project.harness("repro", f"outputs/{REPRO_CASE}", "--baseline", OTHER, "--out", str(tmp_path / "r")),
+                    f"{REPRO_CASE}.json", "'torch' is not a version")
+    assert not (tmp_path / "r").exists()
+
+
+def probe_repro_script_holds_data_as_data(tmp_path: Path) -> None:
+    """Whatever a plan's data holds (a version closing the docstring, quotes, backslashes, newlines),
+    the script is the fixed code plus one `SPEC = json.loads(<string literal>)`: statement for
+    statement the same as a plain plan's, and the hostile text reaches SPEC as the same string.
+    A script text with a statement smuggled in is refused (`check_script`)."""
+    import ast
+
+    from harness.report import repro
+    from harness.schema import Case
+
+    def plan(version: str, field: str) -> repro.Plan:
+        spec = {"target": f"outputs/{REPRO_CASE}", "baseline_key": OTHER,
+                "baseline_versions": {"transformers": "5.13.0", "torch": version}, "dtype": "fp32", "threads": 1,
+                "models": {"llama-target": "models/llama-target"}, "model": "llama-target",
+                "fields": [field], "kinds": {field: "exact"}, "baseline": {field: version}}
+        return repro.Plan("outputs", Case("llama-target"), "generate", (field,), OTHER, spec)
+
+    def shape(text: str) -> list[str]:
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                node.value = ""
+        return [ast.dump(n) for n in tree.body]
+
+    hostile = plan(HOSTILE_VERSION, "error'''\"\\\n")
+    text = repro.script(hostile)
+    assert shape(text) == shape(repro.script(plan("2.8.0", "error")))
+    spec_line = next(n for n in ast.parse(text).body if isinstance(n, ast.Assign) and n.targets[0].id == "SPEC")
+    assert json.loads(spec_line.value.args[0].value) == hostile.spec  # the data, parsed when the script runs
+    smuggled = text.replace("\nDTYPES = ", "\nimport os\nDTYPES = ", 1)
+    with pytest.raises(repro.ReproError, match="did not stay data"):
+        repro.check_script(smuggled, text.split("SPEC = json.loads(", 1)[1].split("\n)\n", 1)[1])
+
+
+def probe_repro_writes_and_does_not_run_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """`harness repro TARGET --baseline KEY` ran the script it wrote: now it writes it and says how
+    to run it; --run (or --python) runs it."""
+    import harness.cli.repro as cli_repro
+    from harness.cli import main
+
+    if GoldenStore(REPO / "golden" / "records").read(KEY, "outputs", REPRO_CASE) is None:
+        pytest.skip(f"no record of outputs/{REPRO_CASE} for this env ({KEY})")
+    ran: list[str] = []
+    monkeypatch.setattr(cli_repro, "run_script", lambda script, exe: ran.append(exe) or (exe, "", 0))
+    monkeypatch.chdir(REPO)
+    assert main(["repro", f"outputs/{REPRO_CASE}:tokens", "--baseline", KEY, "--out", str(tmp_path / "a")]) == 0
+    assert ran == [] and (tmp_path / "a" / "repro.py").is_file()
+    assert "not run" in capsys.readouterr().out
+    assert main(["repro", f"outputs/{REPRO_CASE}:tokens", "--baseline", KEY, "--out", str(tmp_path / "b"), "--run"]) == 0
+    assert ran == [sys.executable]
+
+
+def probe_repro_and_bisect_refuse_a_path_as_target(tmp_path: Path) -> None:
+    """`../../x/y` as the target printed a traceback (ValueError from the store's file names)."""
+    project = make_project(tmp_path)
+    project.record("one")
+    for target in ("../../x/y", "outputs/../../x", "outputs/a/b"):
+        one_line_exit_2(project.harness("repro", target, "--baseline", KEY, timeout=60), "not a name")
+        one_line_exit_2(project.harness("bisect", "--transformers", "5.23.0", "5.24.0", target, "--out",
+                                        str(tmp_path / "b"), timeout=60), "not a name")
+
+
+# ----------------------------------------------------------------------------------------------
 # the table
 
 
@@ -1474,6 +1570,13 @@ PROBES = [
           probe_merge_reindented_over_the_limit),
     Probe("merge/env-vs-key", "env tf4.0.0 under another key's dir; dirs 'not-a-key' and 'a b'",
           probe_merge_checks_env_against_its_key),
+    # issue 63
+    Probe("repro/env-version-code", "torch = '2.8.0+cpu\"\"\"<code>\"\"\"' in a merge input; the same record in the store, repro",
+          probe_merge_refuses_code_in_an_env_version),
+    Probe("repro/script-data-is-data", "a plan whose version and field close the docstring", probe_repro_script_holds_data_as_data),
+    Probe("repro/no-run-by-default", "harness repro TARGET --baseline KEY (ran the script)",
+          probe_repro_writes_and_does_not_run_by_default),
+    Probe("target/path", "repro / bisect ../../x/y, outputs/../../x, outputs/a/b", probe_repro_and_bisect_refuse_a_path_as_target),
 ]
 
 

@@ -7,7 +7,7 @@
     harness envs | merge DIR... [--replace] | matrix --transformers V1 V2 ... [--torch V] [-n N] [--out DIR]
     harness faults [--only NAME ...] [-j N] [--out FILE] [--list]
     harness report RESULTS_JSON [--out DIR]
-    harness repro  SUITE/CASE[:FIELD] | N [--baseline KEY] [--out DIR] [--python EXE]
+    harness repro  SUITE/CASE[:FIELD] | N [--baseline KEY] [--out DIR] [--run] [--python EXE]
     harness bisect --transformers GOOD BAD | --torch GOOD BAD  SUITE/CASE[:FIELD] | N [--envdir DIR] [--out DIR]
 
 `check` and `regen` turn their flags into one `RunSettings` (harness/settings/run.py) and hand it

@@ -36,7 +36,7 @@ from harness.cli.project import Project, UsageError, open_project
 from harness.cli.repro import resolve_target
 from harness.report import ResultsFileError, load_results
 from harness.report.terminal import timestamped_dir
-from harness.store.env import key_of
+from harness.store.env import is_safe_key, key_of
 from harness.store.records import GoldenStore
 
 
@@ -82,6 +82,8 @@ def make_plan(project: Project, args: argparse.Namespace, lister: releases.Liste
     pinned = args.pin or installed("torch" if axis == "transformers" else "transformers")
     good_key = cell_key(good, pinned) if axis == "transformers" else cell_key(pinned, good)
     reference = args.baseline or good_key
+    if args.baseline and not is_safe_key(args.baseline):
+        raise UsageError(f"--baseline {args.baseline[:80]!r} is not an env key (letters, digits, '.', '_', '-')")
     found = resolve_target(project, argparse.Namespace(target=args.target, baseline=reference, against="",
                                                        results=args.results))
     target = Target(found.suite, found.case, tuple(f for f in found.fields if f))

@@ -1,5 +1,5 @@
 """`harness repro SUITE/CASE[:FIELD] | N [--baseline KEY] [--against KEY] [--results FILE] [--out DIR]
-[--python EXE ...] [--no-run]`: a finding as something to file upstream.
+[--run] [--python EXE ...]`: a finding as something to file upstream.
 
 Writes into DIR `repro.py` (a standalone script, torch + transformers only: the case's one call with
 its arguments, seed and dtype; it prints the observed value beside the baseline record's and exits 1
@@ -7,8 +7,11 @@ when the installed transformers shows the difference, 0 when it matches), the ch
 (a zoo model's files copied under DIR/models/; a user model's path as it is), and `issue.md` (both
 environments from the records' fingerprints, the script, each run's output, the finding in plain
 words). N is a finding's number in the last report's results.json (or --results FILE): its first
-case and field, its baseline and env keys. The script is run with this interpreter and each
-`--python` (another version's venv) unless --no-run; their outputs go into the issue.
+case and field, its baseline and env keys. The script is written, never run, unless asked: `--run`
+runs it with this interpreter, `--python EXE` (another version's venv; repeatable) with this one and
+EXE; their outputs go into the issue. (The script is fixed code plus its data as JSON in string
+literals, parsed when it runs - harness/report/repro.py `script`: a record's text never becomes code;
+still, read it before you run it.) `--no-run` is the default, kept as a flag for older command lines.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from harness.cli.common import output_dir
 from harness.cli.project import Project, UsageError, open_project, validate_env_key
 from harness.report import repro
 from harness.schema import Case, Record
+from harness.store.env import is_safe_key
 
 TABLES = {"outputs": ("outputs",), "stopping": ("stopping", "streaming"), "backends": ("models",)}
 RUN_TIMEOUT_S = 600
@@ -46,6 +50,8 @@ def cmd_repro(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
     target = resolve_target(project, args)
     validate_env_key(project.store, target.baseline, "--baseline")
+    if target.against and not is_safe_key(target.against):
+        raise UsageError(f"--against {target.against[:80]!r} is not an env key (letters, digits, '.', '_', '-')")
     record = project.store.read(target.baseline, target.suite, target.case)
     if record is None:
         raise UsageError(f"{target.baseline} has no record of {target.suite}/{target.case}")
@@ -54,23 +60,25 @@ def cmd_repro(args: argparse.Namespace, extra: Sequence[str]) -> int:
     try:
         plan = repro.plan(target.suite, case, record, target.baseline, prompts_of(case, recipe, users),
                           checkpoints_of(case, users), target.fields)
+        text = repro.script(plan)  # fixed code and its data as JSON: checked before anything is written
     except repro.ReproError as exc:
         raise UsageError(str(exc)) from None
     out = output_dir(args.out or str(project.reports_dir / "repro" / safe(plan.target)), "--out")
     out.mkdir(parents=True, exist_ok=True)
     copy_checkpoints(plan, project, out)
-    text = repro.script(plan)
     script = out / "repro.py"
     script.write_text(text, encoding="utf-8")
     print(f"harness: wrote {script} ({plan.recipe}: {', '.join(plan.fields)} against {target.baseline})", flush=True)
-    outputs = [] if args.no_run else [run_script(script, exe) for exe in [sys.executable, *(args.python or ())]]
+    asked = (args.run or bool(args.python)) and not args.no_run
+    outputs = [run_script(script, exe) for exe in [sys.executable, *(args.python or ())]] if asked else []
     observed = project.store.read(target.against, target.suite, target.case) if target.against else None
     finding = target.finding or plain_words(project, record, observed, plan.fields)
     envs = [(target.baseline, record.env), (target.against or "this env", observed.env if observed else current_env())]
     (out / "issue.md").write_text(repro.issue_body(plan, text, finding, envs, outputs), encoding="utf-8")
     for label, _, code in outputs:
         print(f"  {label}: exit {code} ({'shows the difference' if code == 1 else 'matches the baseline' if code == 0 else 'failed'})")
-    print(f"issue:  {out / 'issue.md'}\nrun it: python {script}")
+    print(f"issue:  {out / 'issue.md'}\nrun it: python {script}" + ("" if asked else "   (not run: read it, then run "
+                                                                        "it, or pass --run)"))
     return 0
 
 
@@ -83,18 +91,37 @@ def safe(text: str) -> str:
 
 
 def resolve_target(project: Project, args: argparse.Namespace) -> Target:
-    """SUITE/CASE[:FIELD], or a finding's number in a report's results.json."""
+    """SUITE/CASE[:FIELD], or a finding's number in a report's results.json; a suite or case that
+    is no name the store could hold (`../../x`, a '/' in a case) is a usage error."""
     if re.fullmatch(r"\d+(\.\d+)?", args.target):
-        return from_finding(project, args)
+        found = from_finding(project, args)
+        check_names(found.suite, found.case, f"finding {args.target}")
+        return found
     where, _, field = args.target.partition(":")
     suite, _, case = where.partition("/")
     if not suite or not case:
         raise UsageError(f"{args.target!r}: expected SUITE/CASE[:FIELD] or a finding's number")
+    check_names(suite, case, repr(args.target))
     meta = last_meta(project, args) if not args.baseline else {}
     baseline = args.baseline or meta.get("baseline_key")
     if not baseline:
         raise UsageError("which baseline? pass --baseline KEY (`harness envs` lists them)")
     return Target(suite, case, (field,) if field else (), baseline, args.against or meta.get("env_key", ""))
+
+
+def check_names(suite: str, case: str, where: str) -> None:
+    """A suite and a case id as the store names them: letters, digits and `._=+-`, no leading or
+    trailing dot (harness/store/records.py `safe_name` keeps such a name as it is)."""
+    from harness.store.records import safe_name
+
+    for what, name in (("suite", suite), ("case", case)):
+        try:
+            kept = safe_name(name) == name
+        except ValueError:
+            kept = False
+        if not kept:
+            raise UsageError(f"{where}: {what} {name[:80]!r} is not a name (letters, digits and '._=+-', no leading "
+                             "or trailing dot); expected SUITE/CASE[:FIELD] or a finding's number")
 
 
 def results_path(project: Project, args: argparse.Namespace) -> Path | None:
@@ -233,6 +260,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                                      "(default: the newest under the reports directory)")
     p.add_argument("--out", metavar="DIR", help="where the script goes (default: <reports_dir>/repro/<case>)")
     p.add_argument("--python", metavar="EXE", action="append",
-                   help="also run the script with this interpreter (another version's venv); repeatable")
-    p.add_argument("--no-run", action="store_true", help="write the script without running it")
+                   help="run the script with this interpreter too (another version's venv); repeatable; implies --run")
+    p.add_argument("--run", action="store_true", help="run the script once written (with this interpreter and each "
+                                                      "--python); by default it is only written")
+    p.add_argument("--no-run", action="store_true", help="write the script without running it (the default)")
     p.set_defaults(func=cmd_repro)

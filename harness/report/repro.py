@@ -27,7 +27,6 @@ record, so a drift between the two shows there.
 from __future__ import annotations
 
 import json
-import pprint
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,27 +176,61 @@ def prompt_ids_of(recipe: str, case: Case) -> list[str]:
 
 
 def script(p: Plan) -> str:
-    spec = pprint.pformat(p.spec, width=110, sort_dicts=False)
-    head = _HEAD.format(target=p.target, baseline=p.baseline_key, fields=", ".join(p.fields),
-                        versions=_versions(p.spec["baseline_versions"]))
-    return head + f"SPEC = {spec}\n" + _COMMON + _RECIPES[p.recipe] + _MAIN
+    """The script's text: fixed code, and the plan's data as one JSON document in string literals
+    that the script parses when it runs (`SPEC = json.loads(...)`). Nothing read from a record - a
+    version string, a case id, a value - is ever interpolated into code: each line of the JSON is
+    written with repr() (a string literal whatever it holds), and `check_script` parses the result
+    to prove that the only statement built from data is that one assignment."""
+    tail = _COMMON + _RECIPES[p.recipe] + _MAIN
+    text = _HEAD + spec_assignment(p.spec) + tail
+    check_script(text, tail)
+    return text
 
 
-def _versions(v: dict[str, Any]) -> str:
-    return f"transformers {v.get('transformers')}, torch {v.get('torch')}"
+def spec_assignment(spec: dict[str, Any]) -> str:
+    """`SPEC = json.loads(` + the JSON's lines, each a repr()'d string literal + `)`."""
+    lines = json.dumps(spec, indent=1, ensure_ascii=True).splitlines(keepends=True)
+    return "SPEC = json.loads(\n" + "".join(f"    {line!r}\n" for line in lines) + ")\n"
+
+
+def check_script(text: str, tail: str) -> None:
+    """The script's module is the fixed code (`_HEAD`, then `tail`) with, between them, one
+    `SPEC = json.loads(<string literals>)`: statement for statement the same as the fixed code's
+    but for that one, whose argument is string constants only. Anything else (a docstring closed
+    early, a statement smuggled in by a record's value) raises `ReproError`; nothing is written."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ReproError(f"the script does not parse ({exc.msg}, line {exc.lineno}); not written") from None
+    fixed = ast.parse(_HEAD + "SPEC = json.loads('{}')\n" + tail)
+    at = len(ast.parse(_HEAD).body)
+    same = len(tree.body) == len(fixed.body) and all(
+        ast.dump(a) == ast.dump(b) for i, (a, b) in enumerate(zip(tree.body, fixed.body, strict=True)) if i != at)
+    spec = tree.body[at] if same else None
+    value = spec.value if isinstance(spec, ast.Assign) else None
+    if not (same and isinstance(spec, ast.Assign) and ast.dump(spec.targets[0]) == ast.dump(fixed.body[at].targets[0])
+            and len(spec.targets) == 1 and isinstance(value, ast.Call) and ast.unparse(value.func) == "json.loads"
+            and not value.keywords and len(value.args) == 1 and isinstance(value.args[0], ast.Constant)
+            and isinstance(value.args[0].value, str)):
+        raise ReproError("the script's data did not stay data (its code must be the fixed code and one "
+                         "SPEC = json.loads(<string literal>)); not written")
 
 
 _HEAD = '''#!/usr/bin/env python3
-"""Reproduces {target} (fields: {fields}) against the record of {baseline} ({versions}).
+"""Reproduces one case's call of a golden record against that baseline record (which case, fields and
+record: SPEC["target"], SPEC["fields"], SPEC["baseline_key"], printed when it runs).
 
 Standalone: needs only torch and transformers; the checkpoints are the folders SPEC["models"] names
 (relative ones beside this file). Run `python repro.py`: it prints each field as observed with the
 installed transformers beside the recorded value and where they differ. Exit 1: the installed version
-shows the difference; 0: it matches the baseline record.
+shows the difference; 0: it matches the baseline record. SPEC is data (JSON parsed at run time).
 Written by `harness repro` (genharness).
 """
 
 import functools
+import json
 import re
 import sys
 from pathlib import Path
@@ -445,6 +478,8 @@ def main():
     torch.set_num_threads(SPEC["threads"])
     print(f"{SPEC['target']}: transformers {transformers.__version__}, torch {torch.__version__}, {SPEC['dtype']}; "
           f"baseline {SPEC['baseline_key']}")
+    print(f"fields: {', '.join(SPEC['fields'])}; the baseline record's versions: "
+          f"{', '.join(f'{k} {v!r}' for k, v in SPEC['baseline_versions'].items())}")
     observed = observe()
     differs = 0
     for name in SPEC["fields"]:
