@@ -1464,6 +1464,22 @@ def probe_repro_and_bisect_refuse_a_path_as_target(tmp_path: Path) -> None:
                                         str(tmp_path / "b"), timeout=60), "not a name")
 
 
+def probe_tie_eps_that_hides_a_fault(tmp_path: Path) -> None:
+    """tie_eps_fp32 = 8.0 was accepted (the bound was 8 for every dtype) and hid a catalogue fault,
+    which shows above ~0.01: each tie epsilon is bounded per dtype; the refusal names the key, the
+    bound and the file; the bound itself is accepted."""
+    from harness.settings.config import TIE_EPS_BOUNDS
+
+    project = make_project(tmp_path)
+    original = (project.root / "pyproject.toml").read_text()
+    assert TIE_EPS_BOUNDS["fp32"] <= 0.01 and TIE_EPS_BOUNDS["fp64"] <= TIE_EPS_BOUNDS["fp32"]
+    for key, value in (("tie_eps_fp32", 8.0), ("tie_eps_fp32", 0.02), ("tie_eps_fp64", 1.0), ("tie_eps_bf16", 8.0)):
+        (project.root / "pyproject.toml").write_text(original + f"\n[tool.harness.thresholds]\n{key} = {value}\n")
+        one_line_exit_2(project.harness("envs", timeout=60), key, "<=", "pyproject.toml")
+    (project.root / "pyproject.toml").write_text(original + "\n[tool.harness.thresholds]\ntie_eps_fp32 = 0.01\n")
+    assert project.harness("envs", timeout=60).returncode == 0
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1577,6 +1593,7 @@ PROBES = [
     Probe("repro/no-run-by-default", "harness repro TARGET --baseline KEY (ran the script)",
           probe_repro_writes_and_does_not_run_by_default),
     Probe("target/path", "repro / bisect ../../x/y, outputs/../../x, outputs/a/b", probe_repro_and_bisect_refuse_a_path_as_target),
+    Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 
 
