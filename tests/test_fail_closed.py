@@ -1480,6 +1480,37 @@ def probe_tie_eps_that_hides_a_fault(tmp_path: Path) -> None:
     assert project.harness("envs", timeout=60).returncode == 0
 
 
+def probe_faults_json_through_the_reading_layer(tmp_path: Path) -> None:
+    """docs/faults.json 100k deep, not JSON, of another shape, a FIFO: `harness faults --merge` printed
+    a RecursionError / JSONDecodeError traceback (or a TypeError after hours of runs); now one line
+    naming the file, before any fault runs. A merge the committed table cannot take (another dtype's
+    column without the fp32 entries) is refused before the runs too."""
+    from harness.faults import FAULTS
+
+    project = make_project(tmp_path)
+    committed = project.root / "docs" / "faults.json"
+    committed.parent.mkdir()
+    fault = FAULTS[0].name
+    for text, says in (("[" * 100_000 + "]" * 100_000, "deep"), ('{"runs": [', "not valid JSON"),
+                       ('{"runs": {"a": 1}}', "'runs' must be a list"),
+                       ('{"runs": [{"fault": "x", "status": "caught", "seconds": "slow"}]}', "runs[0].seconds"),
+                       ('{"runs": [], "clean": {"status": "clean", "bogus": 1}}', "bogus"), (None, "FIFO")):
+        committed.unlink(missing_ok=True)
+        if text is None:
+            os.mkfifo(committed)
+        else:
+            committed.write_text(text)
+        for flags in (("--merge",), ("--empty-caught",))[:1 if says != "deep" else 2]:
+            proc = project.harness("faults", "--only", fault, *flags, timeout=60)
+            one_line_exit_2(proc, "faults.json", says)
+            assert "harness: 1 faults" not in proc.stdout  # nothing ran
+    committed.unlink()
+    committed.write_text('{"env_key": "k", "runs": [], "clean": null}')
+    proc = project.harness("faults", "--only", fault, "--merge", "--empty-only", "--dtype", "bf16", timeout=60)
+    one_line_exit_2(proc, "no committed fp32 results")
+    assert "harness: 1 faults" not in proc.stdout
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1593,6 +1624,8 @@ PROBES = [
     Probe("repro/no-run-by-default", "harness repro TARGET --baseline KEY (ran the script)",
           probe_repro_writes_and_does_not_run_by_default),
     Probe("target/path", "repro / bisect ../../x/y, outputs/../../x, outputs/a/b", probe_repro_and_bisect_refuse_a_path_as_target),
+    Probe("faults-json/reading-layer", "docs/faults.json 100k deep, not JSON, another shape, a FIFO; a bf16 merge without fp32",
+          probe_faults_json_through_the_reading_layer),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

@@ -30,14 +30,16 @@ exits 1.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,62 @@ class FaultRun:
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+def load_committed(path: Path) -> dict[str, Any] | None:
+    """docs/faults.json (None where there is none), read through the input layer
+    (harness/store/reading.py: a regular file, its size, strict JSON, its depth) and checked as
+    `merged` reads it - `runs` and `clean` fault runs with each field of its type, `commands` and
+    `env_key` text - so a file that is not one is one line naming it (`InputError` / `UsageError`),
+    before any fault runs."""
+    from harness.store.reading import read_json
+
+    if not os.path.lexists(path):
+        return None
+    data = read_json(path)
+    problem = _committed_problem(data)
+    if problem:
+        raise UsageError(f"{path}: not a fault table ({problem}); restore it from git or delete it")
+    return data
+
+
+def _committed_problem(data: Any) -> str:
+    if not isinstance(data, dict):
+        return f"a JSON object expected, got {type(data).__name__}"
+    if not isinstance(data.get("runs", []), list):
+        return "'runs' must be a list"
+    if not isinstance(data.get("env_key", ""), str):
+        return "'env_key' must be text"
+    commands = data.get("commands", [])
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        return "'commands' must be a list of text"
+    runs = [(f"runs[{i}]", r) for i, r in enumerate(data.get("runs", []))]
+    if data.get("clean") is not None:
+        runs.append(("clean", data["clean"]))
+    defaults = {f.name: f for f in fields(FaultRun)}
+    for where, run in runs:
+        if not isinstance(run, dict):
+            return f"{where} must be an object"
+        unknown = sorted(set(run) - set(defaults))
+        if unknown or "status" not in run:
+            return f"{where}: unknown key {unknown[0]!r}" if unknown else f"{where}: no 'status'"
+        for name, value in run.items():
+            if name == "fault":
+                ok = value is None or isinstance(value, str)
+            elif name == "status":
+                ok = isinstance(value, str)
+            else:
+                default = defaults[name].default if defaults[name].default is not MISSING \
+                    else defaults[name].default_factory()  # type: ignore[misc]
+                kind = (int, float) if isinstance(default, (int, float)) else type(default)
+                ok = isinstance(value, kind) and not isinstance(value, bool)
+                if ok and isinstance(value, list):
+                    ok = all(isinstance(v, (dict, str)) for v in value)
+                if ok and name == "empty_by_dtype":
+                    ok = all(isinstance(v, dict) for v in value.values())
+            if not ok:
+                return f"{where}.{name}: {type(value).__name__} is not what a fault run holds there"
+    return ""
 
 
 def suite_file(root: Path, suite: str) -> Path:
@@ -414,7 +472,7 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
     settings = RunSettings(project.config, project.store.root, project.reports_dir / "results.json", dtype=args.dtype)
     key = current_env_key(settings)
     committed = project.root / "docs" / "faults.json"
-    old = json.loads(committed.read_text()) if committed.exists() else None
+    old = load_committed(committed) if args.merge or args.empty_caught else None
     if args.empty_caught:
         caught = [r["fault"] for r in (old or {}).get("runs", []) if r.get("empty_store") == CAUGHT]
         args.only = [n for n in (args.only or BY_NAME) if n in caught]
@@ -424,6 +482,9 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise UsageError(f"no records for this env ({key}) under {project.store.root}: a fault is caught against the "
                          "env's own records; record them first with `harness regen`")
     faults = [BY_NAME[n] for n in args.only] if args.only else list(FAULTS)
+    if args.merge:  # what the merge would refuse after the runs (no committed fp32 entry...), refused before them
+        merged(copy.deepcopy(old), [FaultRun(f.name, "") for f in faults], FaultRun(None, ""), args.dtype,
+               args.empty_only)
     out = Path(args.out) if args.out else (project.reports_dir / "faults.md" if args.only and not args.merge
                                            else project.root / "docs" / "faults.md")
 
