@@ -1511,6 +1511,27 @@ def probe_faults_json_through_the_reading_layer(tmp_path: Path) -> None:
     assert "harness: 1 faults" not in proc.stdout
 
 
+def probe_records_never_written_through_a_symlink_out_of_the_store(tmp_path: Path) -> None:
+    """The env directory (then a suite directory) a symlink to a directory outside the store: `check`
+    wrote the first run's records there; now nothing is written outside, the run is not a pass, and
+    regen refuses in one line."""
+    project = make_project(tmp_path / "p")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project.store.root / KEY).symlink_to(outside, target_is_directory=True)
+    proc = project.harness("check", "-n", "0")
+    assert not list(outside.rglob("*.json")), "records were written outside the store"
+    assert_not_green(project, proc)
+    one_line_exit_2(project.harness("regen", "--yes"), "outside the store")
+    assert not list(outside.rglob("*.json"))
+    (project.store.root / KEY).unlink()
+    (project.store.root / KEY).mkdir()
+    (project.store.root / KEY / "toy").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OSError, match="outside the store"):
+        project.record("one")
+    assert not list(outside.rglob("*.json"))
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1626,6 +1647,8 @@ PROBES = [
     Probe("target/path", "repro / bisect ../../x/y, outputs/../../x, outputs/a/b", probe_repro_and_bisect_refuse_a_path_as_target),
     Probe("faults-json/reading-layer", "docs/faults.json 100k deep, not JSON, another shape, a FIFO; a bf16 merge without fp32",
           probe_faults_json_through_the_reading_layer),
+    Probe("store/symlink-out", "the env dir / a suite dir a symlink out of the store: check, regen, update",
+          probe_records_never_written_through_a_symlink_out_of_the_store),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

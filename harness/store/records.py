@@ -31,6 +31,8 @@ Safety:
 - OS errors (read-only store, full disk, a lock that cannot be taken) propagate as `OSError`; the
   plugin turns them into a test failure message and a write error of the run (its verdict is then
   ERROR, never PASS), `harness regen` into one line and exit 2;
+- records are written only inside the store: an env or suite directory that is a symlink out of it
+  is refused (`OutsideStoreError`, an OSError naming both) before anything is written;
 - every record is read through harness/store/reading.py (a regular file inside the store, at most
   `MAX_RECORD_BYTES`, strict JSON nested at most `MAX_DEPTH`, clean text) and written as strict
   JSON: a non-finite float as the text "NaN" / "Infinity" / "-Infinity", a lone surrogate as U+FFFD.
@@ -224,6 +226,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
     _atomic_write_text(Path(path), dumps(data))
 
 
+class OutsideStoreError(OSError):
+    """A record's directory (an env or suite directory that is a symlink) leads out of the store:
+    nothing is written there (an OSError: a run's write error, `harness regen`'s one line)."""
+
+
 class UnknownEnvError(ValueError):
     """An env key that is malformed or has no records; the message lists the known keys."""
 
@@ -237,6 +244,17 @@ class GoldenStore:
     # paths and listing --------------------------------------------------------------------
     def path(self, env_key: str, suite: str, case: str) -> Path:
         return self.root / safe_name(env_key) / safe_name(suite) / (safe_name(case) + RECORD_SUFFIX)
+
+    def check_inside(self, path: Path) -> None:
+        """`OutsideStoreError` unless `path`'s directory, its symlinks resolved, lies inside the store
+        (an env or suite directory that is a symlink out of it would take the records elsewhere; the
+        store's root itself may be a symlink)."""
+        root = self.root.resolve()
+        where = path.parent.resolve()
+        if where != root and root not in where.parents:
+            raise OutsideStoreError(errno.EXDEV, f"resolves to {where}, outside the store {root}; records are "
+                                                 "written only inside it (an env or suite directory is a symlink)",
+                                    str(path.parent))
 
     def env_keys(self) -> list[str]:
         """Env keys that have at least one record, sorted."""
@@ -382,6 +400,7 @@ class GoldenStore:
     def write(self, env_key: str, record: Record) -> Path:
         """Write a whole record atomically (no merge; prefer `update`)."""
         path = self.path(env_key, record.suite, record.case)
+        self.check_inside(path)
         with self.lock(env_key):
             write_record_json(path, record.to_json())
         return path
@@ -415,6 +434,7 @@ class GoldenStore:
         report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable, refs)
         if record is None:
             return report  # nothing to write: no lock taken (a read-only run creates no lock file)
+        self.check_inside(report.path)
         with self.lock(env_key):  # merge again under the lock: another writer may have been first
             report, record = self._merge(env_key, suite, case, env, fields, overwrite, replace_unreadable, refs)
             if record is not None:
@@ -493,6 +513,7 @@ class GoldenStore:
         then left in place)."""
         env_dir = self.root / safe_name(env_key)
         scratch, parked = self.scratch_dirs(env_key)
+        self.check_inside(env_dir / "x")
         with self.lock(env_key):
             self._recover(env_key)
             try:
