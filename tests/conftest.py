@@ -97,7 +97,8 @@ DEEP = (
         "merge/reindented-16mib", "interrupt/sigint", "surrogate/check", "verdict/failing-plain-test",
         "verdict/collection-error", "strict/no-test-modes-ci", "golden-dir/pytest-typo", "preflight/long-message",
         "interrupt/sigkill", "interrupt/sigint-partial", "verdict/full-reports-dir", "input/hostile-claims", "verdict/untakeable-lock",
-        "verdict/unwritable-store", "strict/force-regen-ini-addopts", "store/symlink-out")),
+        "verdict/unwritable-store", "strict/force-regen-ini-addopts", "store/symlink-out",
+        "pytest-paths/plugin")),
 )
 
 

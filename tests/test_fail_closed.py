@@ -1532,6 +1532,49 @@ def probe_records_never_written_through_a_symlink_out_of_the_store(tmp_path: Pat
     assert not list(outside.rglob("*.json"))
 
 
+def probe_pytest_paths_never_point_at_the_store(tmp_path: Path) -> None:
+    """`harness check -- --basetemp=golden/records` deleted the store (pytest empties its basetemp):
+    an option pointing pytest's temp, cache or output at the store, the models or the reports -
+    after --, in PYTEST_ADDOPTS, for check and regen - is one line, exit 2, naming the option and
+    the path; nothing is deleted. Harmless paths (a junit.xml inside the reports) stay allowed."""
+    from harness.settings.config import parse_config
+    from harness.settings.run import clobbering_option, kept_paths
+
+    project = changed_project(tmp_path / "p")
+    (project.root / "suites" / "test_tmp.py").write_text("def test_tmp(tmp_path):\n    pass\n")
+    store = project.store.root
+    for extra in (("--basetemp=records",), ("--basetemp", "."), ("--basetemp", str(tmp_path)), ("-o", "cache_dir=records/c"),
+                  ("-ocache_dir=models",), (f"--junitxml=records/{KEY}/toy/one.json",), ("--junit-xml", "reports"),
+                  ("--override-ini=cache_dir=records",)):
+        one_line_exit_2(project.harness("check", extra=extra, timeout=60), extra[0].split("=")[0].split(" ")[0][:10],
+                        "pytest would empty or overwrite it")
+    one_line_exit_2(project.harness("check", env={"PYTEST_ADDOPTS": "--basetemp=records"}, timeout=60),
+                    "--basetemp", "PYTEST_ADDOPTS")
+    one_line_exit_2(project.harness("regen", "--yes", extra=("--basetemp", "records"), timeout=60), "--basetemp", str(store))
+    assert_records_kept(project)
+    config = parse_config(project.root, {"golden_dir": "records", "models_dir": "models", "reports_dir": "reports"})
+    kept = kept_paths(config)
+    for fine in (["--junitxml=reports/junit.xml"], ["--basetemp", "tmp"], ["-o", "cache_dir=.cache"], ["--debug"],
+                 ["-k", "records"]):
+        assert clobbering_option(fine, kept, project.root, project.root) == "", fine
+
+
+def probe_plugin_refuses_pytest_paths_on_the_store(tmp_path: Path) -> None:
+    """Plain pytest, the other front end: --basetemp on the command line or in ini addopts pointing at
+    the store is a usage error (exit 4) before any test makes its tmp_path; the store is kept."""
+    project = changed_project(tmp_path / "p")  # (on the code before, the store was emptied, then re-recorded: a pass)
+    (project.root / "suites" / "test_tmp.py").write_text("def test_tmp(tmp_path):\n    pass\n")  # runs first
+    pytest_cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q"]
+    proc = subprocess.run([*pytest_cmd, "--basetemp=records"], cwd=project.root, env=_env(), capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 4 and "--basetemp" in proc.stderr, proc.stdout[-1500:] + proc.stderr[-1500:]
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.pytest.ini_options]\naddopts = "--basetemp=."\n')
+    proc = subprocess.run(pytest_cmd, cwd=project.root, env=_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 4 and "--basetemp" in proc.stderr, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert_records_kept(project)
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1649,6 +1692,10 @@ PROBES = [
           probe_faults_json_through_the_reading_layer),
     Probe("store/symlink-out", "the env dir / a suite dir a symlink out of the store: check, regen, update",
           probe_records_never_written_through_a_symlink_out_of_the_store),
+    Probe("pytest-paths/cli", "check / regen -- --basetemp=golden/records, -o cache_dir=, --junitxml=a record; PYTEST_ADDOPTS",
+          probe_pytest_paths_never_point_at_the_store),
+    Probe("pytest-paths/plugin", "plain pytest --basetemp=records; ini addopts --basetemp=.",
+          probe_plugin_refuses_pytest_paths_on_the_store),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

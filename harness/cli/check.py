@@ -29,6 +29,7 @@ from harness.cli.project import (
     UsageError,
     check_extra,
     check_fixtures,
+    check_pytest_paths,
     check_workers,
     current_env_key,
     one_off_store,
@@ -55,6 +56,7 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     check_workers(args.workers)
     check_fixtures(project.config)
     run = run_settings(project, args)  # a refused --model stops here, before a one-off store is made
+    check_pytest_paths(project, run, extra)
     one_off_store(project)
     require_store(project, args)
     key = current_env_key(run)

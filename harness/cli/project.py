@@ -235,6 +235,25 @@ def check_extra(extra: Sequence[str]) -> None:
         previous = token
 
 
+def check_pytest_paths(project: Project, run: RunSettings, extra: Sequence[str]) -> None:
+    """Refuse pytest options - after --, or in PYTEST_ADDOPTS - that point pytest's temp, cache or
+    output at the golden store, the models or the reports (harness/settings/run.py
+    `clobbering_option`; the plugin checks what pytest parsed, ini addopts included). pytest runs in
+    the project's root: a relative path is from there."""
+    import shlex
+
+    from harness.settings.run import clobbering_option, kept_paths
+
+    try:
+        addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        addopts = []  # refused by the owned-options check (harness/cli/__init__.py)
+    for where, items in (("after --", extra), ("in PYTEST_ADDOPTS", addopts)):
+        problem = clobbering_option(items, kept_paths(project.config, run.golden_dir), project.root, project.root)
+        if problem:
+            raise UsageError(f"{problem} ({where})")
+
+
 def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace, extra: Sequence[str],
                    workers: str | None = None) -> list[str]:
     suite = one_suite(project, args, run)

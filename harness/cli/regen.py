@@ -19,6 +19,7 @@ from harness.cli.project import (
     UsageError,
     check_extra,
     check_fixtures,
+    check_pytest_paths,
     check_workers,
     current_env_key,
     narrowed_suites,
@@ -83,6 +84,7 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
     check_workers(args.workers)
     check_fixtures(project.config)
     run = run_settings(project, args)
+    check_pytest_paths(project, run, extra)
     key = current_env_key(run)
     target = project.store.root / key
     if not args.dry_run:  # a store that cannot be written fails now, not after the suites ran

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from harness.settings.run import FRONT_INI, NO_TEST_MODES, OPTIONS, OWNED_OPTIONS, no_test_mode, owned_option
+from harness.settings.run import (
+    FRONT_INI,
+    NO_TEST_MODES,
+    OPTIONS,
+    OWNED_OPTIONS,
+    RunSettings,
+    clobbers,
+    kept_paths,
+    no_test_mode,
+    owned_option,
+)
 
 GROUP = "harness"
 TERMINAL_SUMMARY = "harness_terminal_summary"
@@ -74,3 +84,34 @@ def check_front(config: pytest.Config, regen: bool, ci: bool) -> None:
         raise pytest.UsageError(f"not checked: pytest {mode} runs no test" +
                                 (" - a regen of nothing would remove every record" if regen else
                                  " (CI: a check that compared nothing fails)"))
+
+
+# where pytest keeps the path of each option that empties or writes one (harness/settings/run.py
+# PATH_OPTIONS): pytest's own and its common plugins' dests (a plugin that is not installed: absent)
+PATH_DESTS = {"basetemp": "--basetemp", "xmlpath": "--junitxml", "resultlog": "--result-log", "report_log": "--report-log",
+              "htmlpath": "--html", "debug": "--debug"}
+
+
+def check_paths(config: pytest.Config, settings: RunSettings) -> None:
+    """Refuse a run whose pytest temp, cache or output path - as pytest parsed it, from the command
+    line, PYTEST_ADDOPTS or ini addopts - is, holds or lies in the golden store or the models, or is
+    or holds the reports directory: --basetemp is emptied (`--basetemp=golden/records` deleted every
+    record), the cache written and emptied by --cache-clear, a report file written over."""
+    from pathlib import Path
+
+    given: list[tuple[str, Path]] = []
+    for dest, flag in PATH_DESTS.items():
+        value = getattr(config.option, dest, None)
+        if isinstance(value, (str, Path)) and str(value):
+            given.append((flag, Path(config.invocation_params.dir) / Path(value).expanduser()))
+    try:
+        cache_dir = str(config.getini("cache_dir") or "")
+    except ValueError:  # the cache provider is off (-p no:cacheprovider): no cache is written
+        cache_dir = ""
+    if cache_dir and cache_dir != ".pytest_cache":  # the default lives in the rootdir, next to what the harness keeps
+        given.append(("cache_dir", config.rootpath / Path(cache_dir).expanduser()))
+    for flag, target in given:
+        for what, path, inside_too in kept_paths(settings.config, settings.golden_dir):
+            if clobbers(target, path, inside_too):
+                raise pytest.UsageError(f"pytest {flag} points at {target.resolve()}, which is or holds {what} "
+                                        f"({path.resolve()}): pytest would empty or overwrite it; point it elsewhere")

@@ -32,7 +32,7 @@ from harness.checking.causes import crashed_cases
 from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
-from harness.plugin.options import TERMINAL_SUMMARY, check_front, no_test_run
+from harness.plugin.options import TERMINAL_SUMMARY, check_front, check_paths, no_test_run
 from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name, tier_left_out
 from harness.report.writes import writes_lines
 from harness.schema import (
@@ -509,6 +509,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except (ConfigError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from exc
     check_front(config, settings.regen, ci=bool(os.environ.get("CI")))
+    check_paths(config, settings)  # no --basetemp / cache_dir / report file on the store, the models, the reports
     config.stash[SETTINGS] = settings
     import torch
 

@@ -154,6 +154,70 @@ def no_test_mode(args: Sequence[str]) -> str | None:
     return next((a for a in args if a.split("=", 1)[0] in NO_TEST_MODES), None)
 
 
+# pytest options that empty or write a path: --basetemp is emptied when the first tmp_path is made,
+# cache_dir is written (and emptied by --cache-clear), the others are files pytest or a plugin writes.
+# None of them may point at what the harness keeps (`clobbering_option`): `harness check --
+# --basetemp=golden/records` deleted every record.
+PATH_OPTIONS = ("--basetemp", "--junitxml", "--junit-xml", "--result-log", "--resultlog", "--report-log", "--html",
+                "--debug")
+INI_PATHS = ("cache_dir",)  # ini keys that name such a path, set with -o / --override-ini
+
+
+def path_options(args: Sequence[str]) -> list[tuple[str, str]]:
+    """(the option as given, its path) for each item of `args` that points pytest's temp, cache or
+    output at a path: ``--opt VALUE``, ``--opt=VALUE``, ``-o cache_dir=X`` / ``-ocache_dir=X`` /
+    ``--override-ini[=]cache_dir=X``."""
+    items, found = list(args), []
+    for i, item in enumerate(items):
+        name, eq, value = item.partition("=")
+        following = items[i + 1] if i + 1 < len(items) else ""
+        if name in PATH_OPTIONS:
+            if eq:
+                found.append((item, value))
+            elif following and not (following.startswith("-") and name == "--debug"):
+                found.append((f"{item} {following}", following))
+            elif name == "--debug":
+                found.append((item, "pytestdebug.log"))
+            continue
+        override = item[2:] if item.startswith("-o") and len(item) > 2 and not item.startswith("--") else \
+            following if item in ("-o", "--override-ini") else value if name == "--override-ini" else ""
+        key, eq, path = override.partition("=")
+        if eq and key.strip() in INI_PATHS:
+            found.append((item if override is not following else f"{item} {following}", path.strip()))
+    return found
+
+
+def clobbers(target: Path, kept: Path, inside_too: bool = True) -> bool:
+    """Whether pytest emptying or writing `target` touches `kept`: the same path, a directory above
+    it, or (`inside_too`) a path inside it - both resolved."""
+    target, kept = target.resolve(), kept.resolve()
+    return target == kept or target in kept.parents or (inside_too and kept in target.parents)
+
+
+def kept_paths(config: HarnessConfig, golden_dir: Path | None = None) -> list[tuple[str, Path, bool]]:
+    """What pytest's temp / cache / output may never touch: (what, path, inside too) - the golden
+    store and the models, and anything inside them; the reports directory itself (a junit.xml of
+    your own may go inside it)."""
+    stores = dict.fromkeys([golden_dir or config.golden_dir, config.golden_dir])
+    return [*(("the golden store", p, True) for p in stores), ("the models", config.models_dir, True),
+            ("the reports", config.reports_dir, False)]
+
+
+def clobbering_option(args: Sequence[str], kept: Sequence[tuple[str, Path, bool]], cwd: Path, rootdir: Path) -> str:
+    """Why one of `args` points pytest's temp / cache / output at something `kept` (`kept_paths`) -
+    '' when none does. A relative option path is pytest's: from `cwd` (an ini path: from `rootdir`)."""
+    for given, value in path_options(args):
+        if not value:
+            continue
+        base = rootdir if given.startswith(("-o", "--override-ini")) else cwd
+        target = base / Path(value).expanduser()
+        for what, path, inside_too in kept:
+            if clobbers(target, path, inside_too):
+                return (f"pytest option {given!r} points at {target.resolve()}, which is or holds {what} "
+                        f"({path.resolve()}): pytest would empty or overwrite it; point it elsewhere")
+    return ""
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """One run's settings. Paths are absolute; `config` is the project's `[tool.harness]`."""
