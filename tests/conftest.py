@@ -98,7 +98,7 @@ DEEP = (
         "verdict/collection-error", "strict/no-test-modes-ci", "golden-dir/pytest-typo", "preflight/long-message",
         "interrupt/sigkill", "interrupt/sigint-partial", "verdict/full-reports-dir", "input/hostile-claims", "verdict/untakeable-lock",
         "verdict/unwritable-store", "strict/force-regen-ini-addopts", "store/symlink-out",
-        "pytest-paths/plugin")),
+        "pytest-paths/plugin", "regen/project-pytest-config")),
 )
 
 

@@ -1575,6 +1575,21 @@ def probe_plugin_refuses_pytest_paths_on_the_store(tmp_path: Path) -> None:
     assert_records_kept(project)
 
 
+def probe_regen_reads_the_projects_pytest_config(tmp_path: Path) -> None:
+    """regen's scratch store lies outside the project, so pytest's search for its configuration
+    (the common ancestor of every path on its command line) found none: a project whose tests are
+    `check_*` functions (ini python_functions) recorded nothing. Now regen (and check) name the
+    project's configuration file to pytest."""
+    project = make_project(tmp_path / "p")
+    suite = project.root / "suites" / "test_toy.py"
+    suite.write_text(suite.read_text().replace("def test_toy(", "def check_toy("))
+    with (project.root / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.pytest.ini_options]\npython_functions = ["check_*"]\n')
+    proc = project.harness("regen", "--yes", "-n", "0")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in project.store.root.rglob("*.json")) == ["one.json", "two.json"]
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1696,6 +1711,8 @@ PROBES = [
           probe_pytest_paths_never_point_at_the_store),
     Probe("pytest-paths/plugin", "plain pytest --basetemp=records; ini addopts --basetemp=.",
           probe_plugin_refuses_pytest_paths_on_the_store),
+    Probe("regen/project-pytest-config", "regen of a project whose ini sets python_functions = check_*",
+          probe_regen_reads_the_projects_pytest_config),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

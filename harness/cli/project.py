@@ -261,12 +261,29 @@ def pytest_command(project: Project, run: RunSettings, args: argparse.Namespace,
         run = run.with_(cases=(f"{suite}:*",))
     target = default_suites(project).resolve() if suite else suites_dir(project, args)
     command = [sys.executable, "-m", "pytest", str(target), *QUIET_PYTEST,
-               "--rootdir", str(project.root), *run.to_pytest_args()]
+               "--rootdir", str(project.root), *pytest_config_file(project, target), *run.to_pytest_args()]
     if workers is not None:
         command += ["-n", workers]
     if not args.verbose:
         command.append("-q")
     return command + list(extra)
+
+
+def pytest_config_file(project: Project, target: Path) -> list[str]:
+    """`-c FILE`: the pytest configuration a plain `pytest <suites>` in the project's root reads (its
+    pytest.ini, pyproject.toml [tool.pytest.ini_options], tox.ini, setup.cfg - pytest's own search),
+    named explicitly. Without it pytest derives the file from the common ancestor of every path on
+    the command line, and a path outside the project - regen's scratch store, an upgrade check's -
+    made that '/', where no configuration is found: the run ignored the project's markers, addopts,
+    python_files... ([] where pytest finds no file either)."""
+    try:
+        from _pytest.config.findpaths import locate_config
+
+        _, inipath, _, *_ = locate_config(project.root, [Path(target)])
+    except Exception:  # pytest's private search moved: the project's own files, in pytest's order
+        inipath = next((project.root / n for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+                        if (project.root / n).is_file()), None)
+    return ["-c", str(inipath)] if inipath is not None else []
 
 
 def default_workers(value: str | None) -> str | None:
