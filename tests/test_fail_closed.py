@@ -1590,6 +1590,44 @@ def probe_regen_reads_the_projects_pytest_config(tmp_path: Path) -> None:
     assert sorted(p.name for p in project.store.root.rglob("*.json")) == ["one.json", "two.json"]
 
 
+def probe_checkpoint_files_are_checked_before_reading(tmp_path: Path) -> None:
+    """`check --model M` where M's model.safetensors is a FIFO hung (the preflight opened it); a
+    garbage header length, a truncated / empty file, a symlink to /dev/zero, a header that is not
+    JSON, a malformed tokenizer.json were tracebacks (exit 1). Each is one line naming the file, exit 2."""
+    import struct
+
+    from harness.settings.models import files_problem
+
+    def weights(model: Path) -> Path:
+        return model / "model.safetensors"
+
+    def header_length(model: Path) -> int:
+        return struct.unpack("<Q", weights(model).read_bytes()[:8])[0]
+
+    spoils = {
+        "fifo": (lambda m: (weights(m).unlink(), os.mkfifo(weights(m))), "is a FIFO"),
+        "garbage-length": (lambda m: weights(m).write_bytes(struct.pack("<Q", 10**6) + b"{}"), "header length 1000000"),
+        "truncated": (lambda m: weights(m).write_bytes(weights(m).read_bytes()[:-1000]), "data_offsets"),
+        "empty": (lambda m: weights(m).write_bytes(b""), "shorter than its 8-byte header length"),
+        "dev-zero": (lambda m: (weights(m).unlink(), weights(m).symlink_to("/dev/zero")), "is a device"),
+        "header-not-json": (lambda m: weights(m).write_bytes(weights(m).read_bytes()[:8] + b"x" * header_length(m)
+                                                             + weights(m).read_bytes()[8 + header_length(m):]),
+                            "not valid JSON"),
+        "tokenizer-json": (lambda m: (m / "tokenizer.json").write_text("{not json"), "not valid JSON"),
+    }
+    project = make_project(tmp_path / "p")
+    clean = user_model(tmp_path / "clean")
+    assert files_problem(clean) == ""
+    for name, (spoil, says) in spoils.items():
+        model = tmp_path / name / "m"
+        shutil.copytree(clean, model)
+        spoil(model)
+        assert says in files_problem(model), (name, files_problem(model))
+        if name in ("fifo", "tokenizer-json", "dev-zero"):
+            proc = project.harness("check", "--model", str(model), timeout=60)
+            one_line_exit_2(proc, "tokenizer.json" if name == "tokenizer-json" else "model.safetensors", says)
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1713,6 +1751,8 @@ PROBES = [
           probe_plugin_refuses_pytest_paths_on_the_store),
     Probe("regen/project-pytest-config", "regen of a project whose ini sets python_functions = check_*",
           probe_regen_reads_the_projects_pytest_config),
+    Probe("preflight/checkpoint-files", "--model with model.safetensors a FIFO, /dev/zero, empty, truncated, a "
+          "garbage header; a malformed tokenizer.json", probe_checkpoint_files_are_checked_before_reading),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

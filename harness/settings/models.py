@@ -162,6 +162,9 @@ def check_checkpoint(directory: Path, key: str) -> dict[str, Any]:
                              "the file: model.save_pretrained(path, safe_serialization=True)")
         raise ModelError(f"{key}: {directory} has no *.safetensors weights; save them with "
                          "model.save_pretrained(path)")
+    problem = files_problem(directory)
+    if problem:
+        raise ModelError(f"{key}: {problem}; re-save the model with save_pretrained")
     try:
         data = read_json(config)
     except InputError as exc:
@@ -175,6 +178,94 @@ def check_checkpoint(directory: Path, key: str) -> dict[str, Any]:
     if problem:
         raise ModelError(f"{key}: {config}: {problem}")
     return data
+
+
+# what a checkpoint's files may be, checked before a byte of one is hashed or loaded (`files_problem`)
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a tokenizer.json of a 256k vocabulary is ~33 MB (Gemma 3)
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own bound on a header's length
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+              "special_tokens_map.json", "added_tokens.json", "model.safetensors.index.json")
+
+
+def files_problem(directory: Path) -> str:
+    """Why a checkpoint directory's files cannot be read safely ('' when they can), before anything
+    hashes or loads them: every entry - symlinks resolved - is a regular file or a directory (a FIFO
+    named model.safetensors blocked the first read forever; a symlink to /dev/zero never ends); each
+    safetensors file has a header that fits it (`safetensors_problem`); each JSON file the loaders
+    read (`JSON_FILES`) is strict JSON within the reading layer's limits (harness/store/reading.py)."""
+    import stat
+
+    for path in sorted(Path(directory).rglob("*")):
+        if any(part.startswith(".") for part in path.relative_to(directory).parts):
+            continue  # hidden: never read (harness/fixtures/checkpoint.py)
+        try:
+            mode = path.stat().st_mode  # follows a symlink to what it names
+        except OSError as exc:
+            return f"{path} cannot be read ({exc.strerror or exc}: a broken symlink?)"
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+            return f"{path} is {kind}{' (a symlink to ' + str(path.resolve()) + ')' if path.is_symlink() else ''}; " \
+                   "a checkpoint's files are regular files"
+        if stat.S_ISDIR(mode):
+            continue
+        if path.suffix == ".safetensors":
+            problem = safetensors_problem(path)
+            if problem:
+                return problem
+        elif path.name in JSON_FILES and path.parent == Path(directory):
+            try:
+                read_json(path, max_bytes=MAX_JSON_BYTES)
+            except InputError as exc:
+                return str(exc)
+    return ""
+
+
+def safetensors_problem(path: Path) -> str:
+    """Why `path` is not a safetensors file ('' when its header reads): 8 bytes of little-endian
+    header length N, N <= the file's size - 8 and <= `MAX_HEADER_BYTES`, the header strict JSON (the
+    reading layer's parse) and an object of tensors whose dtype is text, whose shape is sizes and
+    whose data_offsets lie inside the file's data - so a truncated, empty or garbage file is one line,
+    never a traceback from the loader."""
+    import struct
+
+    from harness.store.reading import parse_json
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            raw = handle.read(8)
+            if len(raw) < 8:
+                return f"{path}: not a safetensors file ({size} bytes, shorter than its 8-byte header length)"
+            (length,) = struct.unpack("<Q", raw)
+            if length > min(size - 8, MAX_HEADER_BYTES):
+                return (f"{path}: not a safetensors file (its header length {length} is over the file's remaining "
+                        f"{size - 8} bytes or the format's {MAX_HEADER_BYTES}: truncated, or not safetensors)")
+            text = handle.read(length)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    try:
+        header = parse_json(text.decode("utf-8"), path)
+    except UnicodeDecodeError as exc:
+        return f"{path}: its safetensors header is not UTF-8 (byte {exc.start})"
+    except InputError as exc:
+        return f"{path}: its safetensors header is {exc.problem}"
+    if not isinstance(header, dict):
+        return f"{path}: its safetensors header is not a JSON object"
+    data = size - 8 - length
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and isinstance(shape, list)
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+                and isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= data):
+            return (f"{path}: tensor {str(name)[:80]!r} of its safetensors header is not dtype / shape / data_offsets "
+                    f"inside the file's {data} bytes of data (truncated, or not safetensors)")
+    return ""
 
 
 # config sizes that shape the weights: each must be a positive integer
