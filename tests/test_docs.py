@@ -7,7 +7,9 @@
   (not the generated report folders) is accepted by the current parser as `harness` parses it (the
   pytest arguments after `--` cut off first), and a repro / bisect target is a name the command takes;
 - no page names a path of one machine (/work/, /tmp/, /root/, /home/);
-- every relative link of those pages points at a file of the checkout.
+- every relative link of those pages points at a file of the checkout (and at a heading of it);
+- the reference pages the README links to exist;
+- a figure a page states about the code (a default, a limit) is the code's.
 """
 
 from __future__ import annotations
@@ -219,16 +221,85 @@ def test_no_page_names_a_path_of_one_machine(page):
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation but '-' and '_' dropped,
+    spaces as '-', a repeated one suffixed -1, -2, ..."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", FENCE.sub("", path.read_text(encoding="utf-8")), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        out.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return out
 
 
 @pytest.mark.parametrize("page", [str(p.relative_to(REPO)) for p in pages()])
-def test_every_relative_link_points_at_a_file(page):
+def test_every_relative_link_points_at_a_file_and_heading(page):
     path = REPO / page
     broken = []
-    for target in LINK.findall(path.read_text(encoding="utf-8")):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+    for target in LINK.findall(FENCE.sub("", path.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):
             continue
-        file = target.split("#", 1)[0]
-        if file and not (path.parent / file).exists():
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file) if file else path
+        if not linked.exists():
             broken.append(target)
-    assert broken == [], f"{page} links to files that do not exist"
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(target)
+    assert broken == [], f"{page} links to files or headings that do not exist"
+
+
+
+
+def test_the_readme_links_the_reference_pages():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    for page in ("docs/cli.md", "docs/vocabulary.md", "docs/checks.md", "docs/commands.md", "docs/your-models.md",
+                 "docs/zoo-and-engine.md", "docs/faults.md", "docs/design.md", "docs/upgrades/README.md"):
+        assert f"]({page}" in text, f"README.md does not link {page}"
+        assert (REPO / page).exists(), page
+
+
+def figures() -> list[tuple[str, str]]:
+    """(page, phrase): a figure the prose states about the code, spelled from the code itself - a
+    default, a limit, a threshold. A changed constant fails here until the page says the new value."""
+    import dataclasses
+
+    from harness.designs import whitebox
+    from harness.settings import budget, config, preflight
+    from harness.store import reading, records
+
+    thresholds = config.Thresholds()
+    alpha = {f.name: f.default for f in dataclasses.fields(config.HarnessConfig)}["alpha"]
+    gib = preflight.GIB
+    return [
+        ("docs/commands.md", f"at most {reading.MAX_RECORD_BYTES >> 20} MiB\na record and {reading.MAX_RESULTS_BYTES >> 20} MiB a results.json"),
+        ("docs/commands.md", f"nested\nat most {reading.MAX_DEPTH} deep"),
+        ("docs/commands.md", f"(`LOCK_TIMEOUT_S`, {records.LOCK_TIMEOUT_S:.0f} s)"),
+        ("docs/checks.md", f"`alpha` (default {alpha})"),
+        ("docs/your-models.md", f"alpha = {alpha}            #"),
+        ("docs/your-models.md", f"tie_eps_bf16 = {thresholds.tie_eps_bf16}     #"),
+        ("docs/checks.md", f"`latency_run_sd` {thresholds.latency_run_sd} per decode step"),
+        ("docs/checks.md", f"`latency_run_sd_prefill` {thresholds.latency_run_sd_prefill} per prefill"),
+        ("docs/checks.md", f"`latency_run_sd_generate` {thresholds.latency_run_sd_generate} per generate() call"),
+        ("docs/checks.md", f"`latency_run_sd`\n{thresholds.latency_run_sd}, `latency_run_sd_prefill` {thresholds.latency_run_sd_prefill}, "
+                           f"`latency_run_sd_generate` {thresholds.latency_run_sd_generate}."),
+        ("docs/checks.md", f"`latency_tolerance` ({thresholds.latency_tolerance:.0%})".replace("%", " %")),
+        ("docs/checks.md", f"beyond x{thresholds.latency_calibration_drift} of the record's time"),
+        ("docs/checks.md", f"memory above x{1 + thresholds.memory_tolerance:.2f} of the record is a regression"),
+        ("docs/checks.md", f"`latency_max_detectable` ({thresholds.latency_max_detectable:.0%})".replace("%", " %")),
+        ("docs/checks.md", f"`detectable_tv` {repr(whitebox.TOLERANCE).replace('e-0', 'e-')} (a clean run"),
+        ("docs/your-models.md", f"A model over **{budget.THRESHOLD / 1e6:.0f}M parameters** gets the"),
+        ("docs/your-models.md", f"{budget.LATENCY_SAMPLES} latency samples a path"),
+        ("docs/your-models.md", f"~{preflight.BASE / gib:.1f} GiB + 2 x the weights in the load dtype + "
+                                f"{preflight.ACTIVATIONS / gib:.1f} GiB **per worker**"),
+    ]
+
+
+@pytest.mark.parametrize("page,phrase", figures())
+def test_a_figure_about_the_code_is_the_codes(page, phrase):
+    text = re.sub(r"[ \t]+\n", "\n", (REPO / page).read_text(encoding="utf-8"))
+    flat, wanted = " ".join(text.split()), " ".join(phrase.split())
+    assert wanted in flat, f"{page} does not say {wanted!r} (the code's value): update the page"

@@ -34,6 +34,10 @@ COVERED: dict[str, tuple[str, ...]] = {
     'pip install transformers==5.24.0 -c constraints.txt': (HERE, JOURNEY),
     'harness regen --yes': (JOURNEY, "tests/test_cli.py::test_regen_yes_prints_and_writes_only_the_current_env"),
     'harness compare tf5.14.0-torch2.13.0-cpu-x86_64-fp32 tf5.24.0-torch2.13.0-cpu-x86_64-fp32': (HERE,),
+    'harness init --ci github --transformers 5.14.0 5.24.0': ("tests/test_ci.py::test_init_ci_writes_the_workflow_once",),
+    'harness init --ci gitlab --transformers 5.14.0 5.24.0':
+        ("tests/test_ci_gitlab.py::test_init_ci_gitlab_writes_the_pipeline_once",),
+    'harness repro 2 --results docs/upgrades/5.14.0-to-5.24.0/results.json': (HERE,),
     'harness check --dtype bf16 --baseline tf5.24.0-torch2.13.0-cpu-x86_64-fp32':
         ("tests/test_numerics_axis.py::test_the_zoo_loads_in_the_runs_dtype",
          "tests/test_cli.py::test_check_baseline_and_strict_reach_the_run"),
@@ -85,6 +89,15 @@ def test_compare_runs_as_written(tmp_path):
     proc = harness(*command.split()[1:], "--reports-dir", str(tmp_path), cwd=REPO)
     assert proc.returncode in (0, 1), proc.stderr  # 1: the committed upgrade has regressions
     assert "distinct findings" in proc.stdout and list(tmp_path.glob("compare-*/*/summary.md"))
+
+
+def test_repro_runs_as_written(tmp_path):
+    """`harness repro 2 --results <the committed report>` writes the script and issue of that finding (its
+    script under a temporary --out; nothing is run: no --run / --python)."""
+    command = 'harness repro 2 --results docs/upgrades/5.14.0-to-5.24.0/results.json'
+    proc = harness(*command.split()[1:], "--out", str(tmp_path), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "repro.py").is_file() and (tmp_path / "issue.md").is_file() and "not run" in proc.stdout
 
 
 def test_installing_the_pinned_transformers_runs_as_written():
