@@ -46,7 +46,7 @@ def starter_block(name: str, model: str | None, assistant: str | None) -> str:
     helper = f"assistant = {q(assistant)}" if assistant else '# assistant = "path/to/a/smaller/model"'
     return f"""
 [tool.harness]
-# written by `harness init`: every key is described in genharness's README, "Configuration"
+# written by `harness init`: every key is described in genharness's docs/your-models.md, "Configuration"
 golden_dir = "golden/records"  # your golden records, <env-key>/<suite>/<case>.json: commit them
 reports_dir = "reports"        # HTML reports (git-ignored)
 # models_dir = "..."           # the fixture zoo (default: the one installed with genharness, hash-checked)
@@ -130,7 +130,7 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
         raise UsageError(f"{exc}; fix it before `harness init`") from None
     text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""  # a regular UTF-8 file: read above
     if has:
-        raise UsageError(f"{pyproject} already has [tool.harness]; edit it (README, 'Configuration') "
+        raise UsageError(f"{pyproject} already has [tool.harness]; edit it (genharness's docs/your-models.md, 'Configuration') "
                          "instead of running init again")
     block = starter_block(name, project_path(directory, model) if model else None,
                           project_path(directory, assistant) if assistant else None)

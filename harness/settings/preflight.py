@@ -21,8 +21,8 @@ generate() tokens, the reference engine's decode at the engine's fp32 cost, the 
 a forward of P parameters costs `SECONDS_PER_GPARAM_UNIT * P / 1e9` seconds at the calibration
 workload's speed (`CALIBRATION`: benchmarks/time_to_verdict.py's, 0.0166 s on the 2-core machine the
 constants were fit on - a machine twice as fast halves both), plus `FIXED` seconds of start-up,
-collection and loading per run. The constants are fit by benchmarks/real_size.py (README: Your own
-checkpoints); the suites' shares are the work-unit model's, the total is the fit's.
+collection and loading per run. The constants are fit by benchmarks/real_size.py (docs/your-models.md: Your own
+checkpoints as subjects); the suites' shares are the work-unit model's, the total is the fit's.
 """
 
 from __future__ import annotations
