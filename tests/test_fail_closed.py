@@ -1628,6 +1628,36 @@ def probe_checkpoint_files_are_checked_before_reading(tmp_path: Path) -> None:
             one_line_exit_2(proc, "tokenizer.json" if name == "tokenizer-json" else "model.safetensors", says)
 
 
+def probe_chat_template_output_and_time_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 95-byte template of nested loops (17 MB in ~280 s seen; killed after 30 s on the code
+    before): the rendering stops at MAX_RENDERED_CHARS and the value is the refusal with its reason,
+    at once; a loop that prints nothing stops at MAX_RENDER_SECONDS (here 0.5 s), on every rendering
+    path (render_chat, chat_ids, render_family); a template refused once is refused at once after."""
+    from harness.subjects import hf_text
+
+    def refusal(value: object, says: str) -> None:
+        assert hf_text.is_error(value) and value["error"]["type"] == "TemplateLimit", value
+        assert says in value["error"]["message"], value
+
+    messages = [{"role": "user", "content": "hello"}]
+    loud = "{% for i in range(99999) %}{% for j in range(99999) %}xxxxxxxxxxxxxxxxx{% endfor %}{% endfor %}"
+    monkeypatch.setattr(hf_text, "MAX_RENDER_SECONDS", 0.5)
+    quiet = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}" + str(time.time_ns())
+    for template, says in ((loud, "over 1000000 characters"), (quiet, "for over 0.5 s")):
+        tok, error = hf_text.chat_tokenizer(REPO / "golden" / "models" / "llama-target", template)
+        assert error is None, error
+        started = time.monotonic()
+        got = hf_text.render_chat(tok, messages, None)
+        for value in (*got.rendered.values(), got.ids, *got.ids_by_return_dict.values()):
+            refusal(value, says)
+        refusal(hf_text.chat_ids(tok, messages), says)
+        refusal(hf_text.render_family(tok, messages, None, messages)["rendered"]["generation_prompt"], says)
+        assert time.monotonic() - started < 10, time.monotonic() - started
+    fine, _ = hf_text.chat_tokenizer(REPO / "golden" / "models" / "llama-target",
+                                     "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert hf_text.render_chat(fine, messages, None).rendered["generation_prompt"] == "hello"
+
+
 # ----------------------------------------------------------------------------------------------
 # the table
 
@@ -1753,6 +1783,8 @@ PROBES = [
           probe_regen_reads_the_projects_pytest_config),
     Probe("preflight/checkpoint-files", "--model with model.safetensors a FIFO, /dev/zero, empty, truncated, a "
           "garbage header; a malformed tokenizer.json", probe_checkpoint_files_are_checked_before_reading),
+    Probe("chat/render-bounds", "a 95-byte template rendering 1e11 characters; a loop that prints nothing",
+          probe_chat_template_output_and_time_are_bounded),
     Probe("preflight/tie-eps-8", "tie_eps_fp32 = 8.0 / 0.02, tie_eps_fp64 = 1, tie_eps_bf16 = 8", probe_tie_eps_that_hides_a_fault),
 ]
 

@@ -18,7 +18,12 @@ the types its batch calls return, and `apply_chat_template` rendered, tokenized 
   one tokenized call's ids (`sanitize_control_tokens` where `supports_sanitize()`);
 - every chat template renders on `TEMPLATE_DATE` (`pinned_date`): a template calling
   `strftime_now` (Llama 3.x's "Today Date") renders the same text on every day, so `rendered` and
-  `ids` never regress because the calendar moved.
+  `ids` never regress because the calendar moved;
+- every chat template renders within bounds (`bounded_templates`): at most `MAX_TEMPLATE_CHARS` of
+  template, `MAX_RENDERED_CHARS` of output, `MAX_RENDER_SECONDS` of rendering (an 80-byte template of
+  nested loops rendered 17 MB in ~280 s); past one, the call's value is the refusal as an error
+  (`{"error": {"type": "TemplateLimit", "message": ...}}`), which the chat cases stop on with the
+  reason - never a hang.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import inspect
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +47,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def _call(fn: Callable[[], Any]) -> Any:
-    """The call's result, or its error as data ({"error": {type, message}}) when transformers raised."""
-    result, error = observe(fn)
+    """The call's result, or its error as data ({"error": {type, message}}) when transformers raised
+    - or when a chat template went over the rendering limits (`TemplateLimit`, `bounded_templates`)."""
+    try:
+        result, error = observe(fn)
+    except TemplateLimit as exc:
+        return {"error": {"type": "TemplateLimit", "message": str(exc)}}
     return {"error": error} if error is not None else result
 
 
@@ -238,9 +248,128 @@ def pinned_date() -> Iterator[bool]:
         utils.datetime = clock
 
 
+MAX_TEMPLATE_CHARS = 1_000_000  # a chat template (the families' are 1-20 kB)
+MAX_RENDERED_CHARS = 1_000_000  # what one rendering may produce (the harness's chats render < 5 kB)
+MAX_RENDER_SECONDS = 10.0  # one rendering (the harness's take milliseconds)
+
+
+class TemplateLimit(Exception):
+    """A chat template over `MAX_TEMPLATE_CHARS`, or a rendering over `MAX_RENDERED_CHARS` or
+    `MAX_RENDER_SECONDS`: not rendered further (the message says which)."""
+
+
+# templates that went over a limit in this process -> the refusal: refused again at once (a chat
+# case renders one template five to ten times; each would wait out MAX_RENDER_SECONDS again)
+_OVER_LIMIT: dict[str, str] = {}
+
+
+class _Bounded:
+    """A compiled jinja template whose `render` / `generate` stop at the limits: the output counted
+    chunk by chunk, the time by a deadline per chunk and, on the main thread, an alarm (a loop that
+    prints nothing yields no chunk)."""
+
+    def __init__(self, template: Any, source: str) -> None:
+        self._template = template
+        self._source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._template, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Iterator[str]:
+        size, deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
+        try:
+            with _alarm(MAX_RENDER_SECONDS):
+                for chunk in self._template.generate(*args, **kwargs):
+                    size += len(chunk)
+                    if size > MAX_RENDERED_CHARS:
+                        raise TemplateLimit(f"the chat template rendered over {MAX_RENDERED_CHARS} characters; not "
+                                            "rendered further (a chat renders a few kB)")
+                    if time.monotonic() > deadline:
+                        raise TemplateLimit(_too_long())
+                    yield chunk
+        except TemplateLimit as exc:
+            _OVER_LIMIT[self._source] = str(exc)
+            raise
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        return "".join(self.generate(*args, **kwargs))
+
+
+def _too_long() -> str:
+    return f"the chat template rendered for over {MAX_RENDER_SECONDS:g} s; stopped (a chat renders in milliseconds)"
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """SIGALRM raising `TemplateLimit` after `seconds` (main thread only; an alarm already set to go
+    off sooner is left as it is, and one set for later is put back, less the time spent)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    pending, interval = signal.getitimer(signal.ITIMER_REAL)
+    if 0 < pending <= seconds:
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TemplateLimit(_too_long())
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if pending:
+            signal.setitimer(signal.ITIMER_REAL, max(pending - (time.monotonic() - start), 1e-3), interval)
+
+
+@contextlib.contextmanager
+def bounded_templates() -> Iterator[bool]:
+    """Within the block, every chat template transformers compiles (chat_template_utils
+    `_compile_jinja_template`, looked up at render time in 4.57 - 5.24) renders within the limits
+    (`_Bounded`). Yields whether the bound applies (False: the installed version compiles some
+    other way)."""
+    try:
+        from transformers.utils import chat_template_utils as utils
+    except ImportError:  # pragma: no cover - every supported version has the module
+        yield False
+        return
+    compile_ = getattr(utils, "_compile_jinja_template", None)
+    if not callable(compile_):
+        yield False
+        return
+
+    def bounded(chat_template: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(chat_template, str) and len(chat_template) > MAX_TEMPLATE_CHARS:
+            raise TemplateLimit(f"the chat template is {len(chat_template)} characters, over {MAX_TEMPLATE_CHARS}; "
+                                "not rendered")
+        if chat_template in _OVER_LIMIT:
+            raise TemplateLimit(_OVER_LIMIT[chat_template])
+        return _Bounded(compile_(chat_template, *args, **kwargs), chat_template)
+
+    utils._compile_jinja_template = bounded
+    try:
+        yield True
+    finally:
+        utils._compile_jinja_template = compile_
+
+
+@contextlib.contextmanager
+def rendering() -> Iterator[None]:
+    """What every chat rendering runs in: the pinned date and the bounds."""
+    with pinned_date(), bounded_templates():
+        yield
+
+
 def chat_ids(tok: Any, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
     """input_ids of apply_chat_template(messages, add_generation_prompt=True, **kwargs) (or its error)."""
-    with pinned_date():
+    with rendering():
         return _ids(_call(lambda: tok.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
                                                           **kwargs)))
 
@@ -257,8 +386,8 @@ def render_chat(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[di
     """apply_chat_template of `messages`: rendered (tokenize=False) with and without the generation
     prompt, and with `tools` (None: the version does not take them); tokenized with the generation
     prompt by default and with return_dict False and True; each return's type name. Rendered on
-    `TEMPLATE_DATE` (`pinned_date`)."""
-    with pinned_date():
+    `TEMPLATE_DATE` (`pinned_date`), within the limits (`bounded_templates`)."""
+    with rendering():
         return _render_chat(tok, messages, tools)
 
 
@@ -374,7 +503,7 @@ def render_family(tok: Any, messages: Sequence[dict[str, str]], tools: Sequence[
     assistant message) with continue_final_message=True; the default tokenized ids of the first and
     of the continued one."""
     msgs, cont = [dict(m) for m in messages], [dict(m) for m in continued]
-    with pinned_date():
+    with rendering():
         rendered = {"generation_prompt": _call(lambda: tok.apply_chat_template(msgs, tokenize=False,
                                                                                 add_generation_prompt=True)),
                     "no_generation_prompt": _call(lambda: tok.apply_chat_template(msgs, tokenize=False)),
