@@ -53,7 +53,17 @@ def test_a_clean_load_report_is_the_outcome():
 
 
 def test_without_the_outcome_rule_a_difference_stays_a_real_change():
-    assert _judge("value", {"raises": None}, {"raises": "ValueError"}) == (Status.REGRESSION, Category.REAL_CHANGE)
+    assert _judge("value", {"tokens": [1, 2]}, {"tokens": [1, 3]}) == (Status.REGRESSION, Category.REAL_CHANGE)
+
+
+def test_a_call_result_is_judged_by_its_contract_direction():
+    """A contract's call result without the outcome rule (compare.py `_refusal_transition`): refusing
+    what the baseline accepted is a regression (feature-removed), accepting what it refused a change
+    to review (feature-added) - never a fix, never silent."""
+    accepted, refused = {"raises": None}, {"raises": "ValueError", "message": "n must be <= 0"}
+    assert _judge("value", accepted, refused) == (Status.REGRESSION, Category.FEATURE_REMOVED)
+    assert _judge("value", refused, accepted) == (Status.CHANGED, Category.FEATURE_ADDED)
+    assert _judge("value", refused, dict(refused))[0] is Status.PASS
 
 
 def _honoured(old, new) -> tuple[Status, Category]:
