@@ -174,11 +174,13 @@ def test_two_served_streams_parting_after_the_engines_own_stream_went_elsewhere_
 @pytest.mark.parametrize(("rows", "forwards", "expected"), [
     ([[1] * 12, [2] * 12, [3] * 12], 12, "pass"),  # served together: max(len) forwards
     ([[1] * 12, [2] * 12, [3] * 12], 36, "fail"),  # one after another: sum(len) forwards
+    ([[1] * 12, [2] * 7, [3] * 12], 24, "fail"),  # the first alone, the others together: 24 < 31 but > 15
+    ([[1] * 12, [2] * 7, [3] * 12], 15, "pass"),  # a prefill forward per request on top: the bound itself
     ([[1] * 12, [2] * 3, [3] * 12], 14, "pass"),  # an early stop does not change the rule
     ([[1] * 12, [2] * 12, [3] * 12], 0, "not-checked"),  # no forward the harness could count
     ([[1] * 12, [2], [3]], 12, "not-applicable"),  # one request decodes: nothing to share
 ])
-def test_served_together_counts_shared_forwards_against_one_at_a_time(rows, forwards, expected):
+def test_served_together_bounds_the_forwards_by_the_shared_schedule(rows, forwards, expected):
     from harness.schema import Observation
 
     obs = Observation()
@@ -188,4 +190,5 @@ def test_served_together_counts_shared_forwards_against_one_at_a_time(rows, forw
         return
     ref = obs.references["served_together"]
     assert (ref.observed.value == ref.expected.value) is (expected == "pass")
-    assert ref.observed.extras == {"forwards": forwards, "one_at_a_time": sum(len(r) for r in rows)}
+    assert ref.observed.extras == {"forwards": forwards, "bound": max(map(len, rows)) + len(rows),
+                                   "one_at_a_time": sum(len(r) for r in rows)}

@@ -54,10 +54,11 @@ finding - and the references are `not checked` with it.
                              beside the served tokens the engine's after the served prefix - teacher-
                              forced, so a margin at the first divergence is the shared prefix's, never
                              that of the engine's own stream once it went another way)
-  served_together    exact   greedy: the requests shared the model's forwards - fewer forward calls than
-                             serving them one at a time takes (sum of the rows' lengths: one forward per
-                             new token alone); its oracle is that arithmetic on the served rows, so it
-                             holds on a model the engine does not implement too (the counts ride along)
+  served_together    exact   greedy: the requests were decoded on one shared schedule - at most the
+                             longest row's length in forwards plus one prefill per request (one at a
+                             time, or one request alone and the rest together, takes more); its oracle
+                             is that arithmetic on the served rows, so it holds on a model the engine
+                             does not implement too (the counts and the bound ride along)
   in_support         exact   sample: per request, the steps whose drawn token lies outside the engine's
                              kept set (top-k of the engine's logits after the drawn prefix) - expected
                              none; detects a dropped or mis-sized top-k only on a step that draws
@@ -278,12 +279,17 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
 
 
 def served_together(obs: Observation, served: Served) -> None:
-    """served_together: the requests shared the model's forwards - the call made fewer forward calls than
-    serving them one after another takes. Its oracle is that count, from the served rows alone: a
-    request served alone takes one forward per new token (its prefill's gives the first), so one at a
-    time is at least sum(len(row)); the forwards counted and that sum ride along. Deterministic where a
-    wall clock on a background thread is not (the latency suite times the call)."""
+    """served_together: the requests were decoded together, on the shared schedule. Its oracle is
+    arithmetic on the served rows alone: submitted at once, the requests advance one token per shared
+    forward, so the whole call takes at most the longest row's length (one forward per new token; the
+    prefill's gives the first) plus one prefill forward per request - a bound the version's prefill
+    chunking or padding cannot pass for rows this short. Serving one request alone and the others
+    together (24 forwards for rows 12 / 7 / 12 against 12 served together; transformers' clean 5.24.0
+    run makes exactly 12) passes "fewer than one at a time" (31) but not this bound (15). The counted
+    forwards, the bound and the one-at-a-time sum ride along. Deterministic where a wall clock on a
+    background thread is not (the latency suite times the call)."""
     alone = sum(len(r) for r in served.rows)
+    bound = max((len(r) for r in served.rows), default=0) + len(served.rows)
     if sum(1 for r in served.rows if len(r) > 1) < 2:
         obs.skipped("served_together", "exact", "fewer than two requests decoded more than one token: nothing "
                     "they could share")
@@ -291,9 +297,11 @@ def served_together(obs: Observation, served: Served) -> None:
         obs.skipped("served_together", "exact", "the version's generate_batch called no forward of the model the "
                     "harness counts (model.forward)", category="not-checked")
     else:
-        obs.reference("served_together", {"fewer forwards than one request at a time": served.forwards < alone},
-                      {"fewer forwards than one request at a time": True}, implementations_differ=False,
-                      observed_extras={"forwards": served.forwards, "one_at_a_time": alone})
+        obs.reference("served_together", {"within the shared schedule (longest row + one prefill per request)":
+                                          served.forwards <= bound},
+                      {"within the shared schedule (longest row + one prefill per request)": True},
+                      implementations_differ=False,
+                      observed_extras={"forwards": served.forwards, "bound": bound, "one_at_a_time": alone})
 
 
 def steps_as_engine(obs: Observation, rows: Sequence[Sequence[int]], forced: Sequence[Forced]) -> None:

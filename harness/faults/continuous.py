@@ -30,6 +30,20 @@ def _one_request_at_a_time(generate_batch: Callable[..., Any]) -> Callable[..., 
     return wrapped
 
 
+def _first_request_alone(generate_batch: Callable[..., Any]) -> Callable[..., Any]:
+    """generate_batch serves its first request alone, then the others together (the same tokens)."""
+    import functools
+
+    @functools.wraps(generate_batch)
+    def wrapped(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        out: dict[str, Any] = {}
+        for i, part in enumerate((list(inputs)[:1], list(inputs)[1:])):
+            for key, value in (generate_batch(self, part, *args, **kwargs) or {}).items() if part else ():
+                out[f"{i}-{key}"] = value
+        return out
+    return wrapped
+
+
 FAULTS: tuple[Fault, ...] = (
     Fault("cb-processor-dropped-silently", "batching",
           "continuous batching drops a logits processor whose support is unknown (SuppressTokensLogitsProcessor) "
@@ -94,4 +108,14 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on continuous batching's throughput regressions (transformers #48381: the decode fast path "
                 "off for sliding-window models; the performance items of the tracker #46516): right tokens, a slower "
                 "server - the tokens and the engine see nothing, the forwards counted do"),
+    Fault("cb-first-request-served-alone", "batching",
+          "generate_batch serves its first request alone and the others together afterwards: the same tokens, "
+          "twice the forwards - fewer than one request at a time takes, more than the shared schedule",
+          Catch("continuous", "llama-target.cb.greedy", "served_together"),
+          (Wrap(CB_API, "ContinuousMixin.generate_batch", _first_request_alone),),
+          notes="the class of EricLBuehler/candle-vllm #156 (the scheduler \"does not permit new requests to enter "
+                "the pipeline while other requests are still being processed\") and torch-spyre/sendnn-inference #66 "
+                "(a hard-coded max_prompt_batch_size = 1: \"we will not be able schedule more than one request in a "
+                "step\"): \"fewer forwards than one at a time\" passes it (24 < 31); the shared-schedule bound (15) "
+                "does not"),
 )
