@@ -12,9 +12,15 @@ suites ask `AnswerCache.get(key, compute)` and a rerun reads them back instead o
   then the value as `torch.save` wrote it, read with ``torch.load(weights_only=True)`` (tensors,
   dicts, lists, tuples and plain values only: nothing in a cache file can run code); written
   atomically (temporary file + rename);
-- an entry is trusted only if the key stored in it is the key asked for, byte for byte, and its
-  sha256 (over the key and the value's bytes) matches; an entry that cannot be read or does not
-  match is recomputed and rewritten, never used, and named once (a warning with its path);
+- an entry is trusted only if the key stored in it is the key asked for, byte for byte, its
+  sha256 (over the key and the value's bytes) matches, and so does its HMAC-SHA256 under this
+  user's secret (`secret_file`: $XDG_CONFIG_HOME/genharness/engine-cache.key, 32 random bytes
+  created 0600 on first use, outside the cache directory): a cache directory restored from
+  somewhere else (a CI cache, a shared or copied directory) cannot plant an answer, since whoever
+  wrote it could recompute a checksum but not the HMAC; an entry that cannot be read or does not
+  match is recomputed and rewritten, never used, and named once (a warning with its path). A
+  secret file that is not a regular 0600 file of this user (or cannot be made) turns the cache off
+  for the run, said once;
 - a write that fails (a full disk: OSError, or torch's RuntimeError) costs time, never a result;
 - `enabled=False` (``--no-cache``) computes every answer afresh and writes nothing;
   `writable=False` (a run with a fault injected) reads clean answers but never stores its own.
@@ -26,9 +32,12 @@ import ast
 import contextlib
 import functools
 import hashlib
+import hmac
 import io
 import json
 import os
+import secrets
+import stat
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
@@ -103,15 +112,79 @@ def checksum(text: str, payload: bytes) -> str:
     return hashlib.sha256(text.encode("utf-8") + b"\0" + payload).hexdigest()
 
 
+def signature(secret: bytes, text: str, payload: bytes) -> str:
+    """HMAC-SHA256 of an entry (its key and value's bytes) under this user's secret."""
+    return hmac.new(secret, text.encode("utf-8") + b"\0" + payload, hashlib.sha256).hexdigest()
+
+
+SECRET_BYTES = 32
+
+
+class SecretError(OSError):
+    """The cache's secret file cannot be made, or is not a 0600 regular file of this user."""
+
+
+def load_secret(path: Path) -> bytes:
+    """This user's cache secret from `path`, created (32 random bytes, mode 0600, its directory
+    0700) when absent - atomically, so concurrent workers agree on one. `SecretError` when it is
+    not a regular file owned by this user readable by nobody else, or not 32 bytes."""
+    if not path.exists() and not path.is_symlink():
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)  # created 0600
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(secrets.token_bytes(SECRET_BYTES))
+                with contextlib.suppress(FileExistsError):  # another worker made it first: theirs is the one
+                    os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
+        except OSError as exc:
+            raise SecretError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise SecretError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise SecretError(f"{path} is not a regular file of this user with mode 0600 "
+                              f"(mode {stat.filemode(info.st_mode)}, owner uid {info.st_uid})")
+        secret = handle.read(SECRET_BYTES + 1)
+    if len(secret) != SECRET_BYTES:
+        raise SecretError(f"{path} does not hold {SECRET_BYTES} bytes")
+    return secret
+
+
+def default_secret_file() -> Path:
+    """$XDG_CONFIG_HOME/genharness/engine-cache.key (~/.config/...): apart from the cache directory."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "genharness" / "engine-cache.key"
+
+
 class AnswerCache:
     """Deterministic answers on disk under `root` (see the module docstring)."""
 
-    def __init__(self, root: Path | None, enabled: bool = True, writable: bool = True):
+    def __init__(self, root: Path | None, enabled: bool = True, writable: bool = True,
+                 secret_file: Path | None = None):
         self.root = Path(root) if root is not None else None
         self.enabled = enabled and root is not None
         self.writable = writable
+        self.secret_file = Path(secret_file) if secret_file is not None else default_secret_file()
+        self._secret: bytes | None = None
         self.hits = self.misses = 0
         self.rejected: set[Path] = set()  # entries found unreadable or not matching (named once)
+
+    def secret(self) -> bytes | None:
+        """This user's secret (read once); None - the cache off for this run, said once - when
+        `load_secret` refuses it."""
+        if self._secret is None and self.enabled:
+            try:
+                self._secret = load_secret(self.secret_file)
+            except SecretError as exc:
+                self.enabled = False
+                warnings.warn(f"engine cache off: its key {exc}; every answer is computed", stacklevel=4)
+        return self._secret
 
     def path(self, text: str) -> Path:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -120,22 +193,23 @@ class AnswerCache:
 
     def get(self, key: Mapping[str, Any], compute: Callable[[], T]) -> T:
         """The stored answer for `key`, else `compute()` (stored for next time)."""
-        if not self.enabled:
+        secret = self.secret()
+        if not self.enabled or secret is None:
             return compute()
         text = canonical(key)
         path = self.path(text)
         if path.is_file():
-            found, value = self._read(path, text)
+            found, value = self._read(path, text, secret)
             if found:
                 self.hits += 1
                 return value
         self.misses += 1
         value = compute()
         if self.writable:
-            self._write(path, text, value)
+            self._write(path, text, value, secret)
         return value
 
-    def _read(self, path: Path, text: str) -> tuple[bool, Any]:
+    def _read(self, path: Path, text: str, secret: bytes) -> tuple[bool, Any]:
         """(True, the value) when the entry at `path` is this key's and intact; else (False, None),
         the entry named once."""
         import torch
@@ -148,6 +222,8 @@ class AnswerCache:
                 raise ValueError("it holds another key, or none")
             if header.get("sha256") != checksum(text, payload):
                 raise ValueError("its checksum does not match its content")
+            if not hmac.compare_digest(str(header.get("hmac", "")), signature(secret, text, payload)):
+                raise ValueError("its HMAC does not match this user's key (written elsewhere, or forged)")
             return True, torch.load(io.BytesIO(payload), weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unreadable entry is recomputed, never trusted
             if path not in self.rejected:
@@ -157,7 +233,7 @@ class AnswerCache:
             return False, None
 
     @staticmethod
-    def _write(path: Path, text: str, value: Any) -> None:
+    def _write(path: Path, text: str, value: Any, secret: bytes) -> None:
         """Write the entry atomically; any failure (OSError, torch's RuntimeError) costs time only."""
         import torch
 
@@ -165,7 +241,8 @@ class AnswerCache:
             buffer = io.BytesIO()
             torch.save(value, buffer)
             payload = buffer.getvalue()
-            header = json.dumps({"key": text, "sha256": checksum(text, payload)}).encode("utf-8") + b"\n"
+            header = json.dumps({"key": text, "sha256": checksum(text, payload),
+                                 "hmac": signature(secret, text, payload)}).encode("utf-8") + b"\n"
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
             try:

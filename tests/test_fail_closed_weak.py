@@ -1,0 +1,95 @@
+"""Fail closed, fourth pass (issue 63): the WEAK items, one probe each (the FAIL items are in
+tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code before its fix.
+
+- cache/forged-entry: an engine-cache entry written by someone else with a recomputed checksum;
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass
+class Probe:
+    id: str
+    tries: str
+    run: Callable[..., None]
+
+
+# ----------------------------------------------------------------------------------------------
+# a. the engine cache trusts only entries this user's key signed
+
+
+def forge(path: Path, value: object) -> None:
+    """Rewrite an entry as an attacker with write access to the cache dir could: the same key, a
+    wrong value, the checksum recomputed over both (the old rule's whole check)."""
+    import torch
+
+    from harness.store.cache import checksum
+
+    header = json.loads(path.read_bytes().split(b"\n", 1)[0])
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    payload = buffer.getvalue()
+    path.write_bytes(json.dumps({"key": header["key"], "sha256": checksum(header["key"], payload)}).encode() + b"\n"
+                     + payload)
+
+
+def probe_forged_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forged entry (right key, wrong value, recomputed checksum) and a cache directory copied
+    from another user (its own key) are recomputed with a warning naming the entry; the key lives
+    outside the cache directory, a 0600 file of this user; one readable by others turns the cache off."""
+    from harness.store import cache
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    root = tmp_path / "cache"
+    assert cache.AnswerCache(root).get({"q": 1}, lambda: [1, 2]) == [1, 2]
+    (entry,) = root.rglob("*.pt")
+    assert cache.AnswerCache(root).get({"q": 1}, lambda: "recomputed") == [1, 2]  # its own entry is trusted
+    forge(entry, ["planted"])
+    with pytest.warns(UserWarning, match=str(entry)):
+        assert cache.AnswerCache(root).get({"q": 1}, lambda: [1, 2]) == [1, 2]
+    assert cache.AnswerCache(root).get({"q": 1}, lambda: "recomputed") == [1, 2]  # rewritten under this user's key
+
+    AnswerCache, key_file = cache.AnswerCache, cache.default_secret_file()
+    assert key_file.is_file() and not key_file.is_relative_to(root)
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+    other = AnswerCache(root, secret_file=tmp_path / "other-user" / "engine-cache.key")  # a copied cache dir
+    with pytest.warns(UserWarning, match=str(entry)):
+        assert other.get({"q": 1}, lambda: "theirs") == "theirs"
+    with pytest.warns(UserWarning, match=str(entry)):
+        assert AnswerCache(root).get({"q": 1}, lambda: "mine") == "mine"
+
+    key_file.chmod(0o644)
+    with pytest.warns(UserWarning, match="engine cache off.*engine-cache.key"):
+        assert AnswerCache(root).get({"q": 1}, lambda: "computed") == "computed"
+    assert not os.environ.get("XDG_CONFIG_HOME", "").startswith(str(Path.home()))
+
+
+PROBES = [
+    Probe("cache/forged-entry", "an entry with a wrong value and a recomputed checksum; a cache dir from another user",
+          probe_forged_cache_entry_is_recomputed),
+]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
+def test_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Run one probe; it asserts the fail-closed behaviour (each failed on the code before its fix)."""
+    import inspect
+
+    wanted = inspect.signature(probe.run).parameters
+    fixtures = {name: request.getfixturevalue(name) for name in wanted if name != "tmp_path"}
+    probe.run(tmp_path, **fixtures)
+
+
+def test_probe_ids_are_unique() -> None:
+    assert len({p.id for p in PROBES}) == len(PROBES)
