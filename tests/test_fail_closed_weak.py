@@ -2,6 +2,7 @@
 tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code before its fix.
 
 - cache/forged-entry: an engine-cache entry written by someone else with a recomputed checksum;
+- faults/out-not-writable: `harness faults --out DIR` failed only after every fault had run;
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from test_fail_closed import make_project, one_line_exit_2
 
 
 @dataclass
@@ -75,9 +78,32 @@ def probe_forged_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.M
     assert not os.environ.get("XDG_CONFIG_HOME", "").startswith(str(Path.home()))
 
 
+# ----------------------------------------------------------------------------------------------
+# c. faults --out is checked before any fault runs
+
+
+def probe_faults_out_is_checked_before_the_runs(tmp_path: Path) -> None:
+    """`--out` a directory, its .json a directory, a path under a file: one line naming --out and
+    the path, exit 2, and no fault ran (the runs took their hours first, then the write failed)."""
+    from harness.faults import FAULTS
+
+    project = make_project(tmp_path / "p")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "json" / "t.json").mkdir(parents=True)
+    (tmp_path / "file").write_text("")
+    for out, says in ((tmp_path / "dir", "a directory"), (tmp_path / "json" / "t.md", "a directory"),
+                      (tmp_path / "file" / "t.md", "cannot write")):
+        proc = project.harness("faults", "--only", FAULTS[0].name, "--empty-only", "--out", str(out), timeout=120)
+        assert "harness: 1 faults" not in proc.stdout, proc.stdout[-2000:]  # nothing ran
+        one_line_exit_2(proc, "--out", says)
+    assert not list((tmp_path / "dir").iterdir())
+
+
 PROBES = [
     Probe("cache/forged-entry", "an entry with a wrong value and a recomputed checksum; a cache dir from another user",
           probe_forged_cache_entry_is_recomputed),
+    Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",
+          probe_faults_out_is_checked_before_the_runs),
 ]
 
 

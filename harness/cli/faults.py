@@ -437,6 +437,21 @@ def empty_cell(r: FaultRun) -> str:
 # the command
 
 
+def writable_table(out: Path, flag: str) -> None:
+    """Refuse, before any fault runs, a table path that cannot be written: a directory (the table or
+    its .json beside it), or a folder that cannot be made or written (one line, exit 2)."""
+    for path in (out, out.with_suffix(".json")):
+        if path.is_dir():
+            raise UsageError(f"{flag} {path}: a directory, not a file; pass the table's file (its .json goes beside it)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".faults-", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {out}: cannot write in {out.parent}: {exc.strerror or exc}; "
+                         "nothing was run") from exc
+
+
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("faults", parents=[common], help="inject every catalogued fault, check the suites catch it, "
                                                         "write the sensitivity table",
@@ -487,6 +502,7 @@ def cmd_faults(args: argparse.Namespace, extra: Sequence[str]) -> int:
                args.empty_only)
     out = Path(args.out) if args.out else (project.reports_dir / "faults.md" if args.only and not args.merge
                                            else project.root / "docs" / "faults.md")
+    writable_table(out, "--out" if args.out else "the table")
 
     def progress(r: FaultRun) -> None:
         print(f"  {r.fault or '(clean control)':32} {r.status:12} {r.seconds:6.1f} s  empty store: "
