@@ -39,9 +39,9 @@ and the stop and stream rules, never the library:
                             sampled one: temperature 1.5, top-3) - a setting taken from another request, or
                             the config's where the request set its own, is seen at every step; fp32 only,
                             `not checked` where the version returns none
-  stream_as_result  exact   per request, each streamed update extends the one before and the last equals the
-                            final result (the streaming contract; `not checked` where add_request takes no
-                            streaming)
+  stream_as_result  exact   per request, each streamed update extends the one before by at most one token
+                            (each token handed out in the step that decodes it) and the last equals the final
+                            result (the streaming contract; `not checked` where add_request takes no streaming)
 """
 
 from __future__ import annotations
@@ -98,12 +98,19 @@ def expected_end(row: Sequence[int], max_new_tokens: int, eos: Sequence[int]) ->
 
 def stream_violations(updates: Sequence[Sequence[int]], final: Sequence[int]) -> list[str]:
     """Where a request's streamed updates break the streaming contract: an update that does not extend
-    the one before (tokens taken back or changed), or a last update that is not the final result."""
+    the one before (tokens taken back or changed), one that hands out more than one new token (a
+    streamed request gets each token in the step that decodes it - one per step without speculation -,
+    so a request held back and handed out whole, or in chunks, is seen here: its count of updates
+    falls below its count of tokens), or a last update that is not the final result. An update adding
+    no token (a status change) is allowed."""
     out = []
-    for i in range(1, len(updates)):
-        prev, cur = updates[i - 1], updates[i]
+    for i in range(len(updates)):
+        prev, cur = (updates[i - 1] if i else []), updates[i]
         if len(cur) < len(prev) or list(cur[:len(prev)]) != list(prev):
             out.append(f"update {i} does not extend update {i - 1}")
+        elif len(cur) - len(prev) > 1:
+            out.append(f"update {i} hands out {len(cur) - len(prev)} new tokens at once (one per decoded token "
+                       f"expected; {len(updates)} updates for {len(final)} tokens)")
     if not updates or list(updates[-1]) != list(final):
         out.append("the last update is not the final result")
     return out

@@ -100,6 +100,17 @@ FAULTS: tuple[Fault, ...] = (
           notes="the class of vllm-project/vllm #14301 (\"Fix for mixed top_k batch\": requests of one batch with "
                 "and without their own top_k not handled) and paiml/aprender #2027 (the batched decode path never "
                 "consulted each request's temperature / top_k), in transformers' per-request processors (#45026)"),
+    Fault("cb-stream-only-when-finished", "batching",
+          "a request added with streaming=True gets one update, when it finishes: the tokens are right, nothing "
+          "is streamed while it decodes",
+          Catch("continuous", "llama-target.cb.requests", "stream_as_result"),
+          (edit(CB_API, "ContinuousBatchProcessor.update_batch",
+                ("if state.streaming or state.status == RequestStatus.FINISHED:",
+                 "if state.status == RequestStatus.FINISHED:")),),
+          notes="the class of transformers #40479 (streamed tokens of a request lost while get_result iterated the "
+                "shared output queue: `transformers serve` re-queued them) and #39149 (`transformers serve` with "
+                "continuous batching streaming its chunks wrongly): the final result is right, so only the updates "
+                "counted against the tokens show it"),
     Fault("cb-one-request-at-a-time", "batching",
           "generate_batch serves its requests one after another, each in a batch of its own: the same tokens, "
           "none of continuous batching's sharing (three times the forwards)",
