@@ -2,6 +2,7 @@
 tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code before its fix.
 
 - cache/forged-entry: an engine-cache entry written by someone else with a recomputed checksum;
+- report/disk-full: a reports dir out of space mid-report left a run folder holding only results.json;
 - faults/out-not-writable: `harness faults --out DIR` failed only after every fault had run;
 """
 
@@ -11,13 +12,14 @@ import io
 import json
 import os
 import stat
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from test_fail_closed import make_project, one_line_exit_2
+from test_fail_closed import REPO, make_project, one_line_exit_2
 
 
 @dataclass
@@ -79,6 +81,54 @@ def probe_forged_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.M
 
 
 # ----------------------------------------------------------------------------------------------
+# b. a report that cannot be written leaves no folder behind
+
+DISK_FULL = textwrap.dedent("""
+    import errno, os
+
+    _replace = os.replace
+
+
+    def replace(src, dst, *args, **kwargs):  # the report's page: the disk is full by then
+        if str(dst).endswith(os.environ["HARNESS_PROBE_FULL_AT"]):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return _replace(src, dst, *args, **kwargs)
+
+
+    os.replace = replace
+""")
+
+
+def probe_full_reports_dir_leaves_no_half_report(tmp_path: Path) -> None:
+    """`harness check` whose reports dir fills up while the report is written (results.json written,
+    index.html not): exit 2, one line naming the run folder, and no folder holding results.json alone;
+    likewise `harness compare` into its own folder, and `--out DIR` keeps nothing of the half report."""
+    project = make_project(tmp_path / "p")
+    project.record("one")
+    project.record("two")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(DISK_FULL)  # os.replace refusing the report's page, in every process
+    env = {"PYTHONPATH": f"{shim}{os.pathsep}{REPO}", "HARNESS_PROBE_FULL_AT": "index.html"}
+    proc = project.harness("check", env=env)
+    line = one_line_exit_2(proc, "cannot write the report", str(project.root / "reports"), "No space left")
+    left = [p.relative_to(project.root) for p in (project.root / "reports").rglob("*")] \
+        if (project.root / "reports").exists() else []
+    assert left == [], (left, line)
+    from harness.store.env import env_key, fingerprint
+
+    key = env_key(fingerprint())
+    for out in ((), ("--out", str(tmp_path / "mine"))):
+        proc = project.harness("compare", key, key, *out, env=env)
+        one_line_exit_2(proc, "cannot write the report", "No space left")
+        assert not [p for p in (project.root / "reports").rglob("*") if p.is_file()]
+        assert not (tmp_path / "mine").exists() or not list((tmp_path / "mine").iterdir())
+    proc = project.harness("check")  # the disk has room again: the report is whole
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert {p.name for p in (project.root / "reports").rglob("*") if p.is_file()} >= {"results.json", "index.html"}
+
+
+# ----------------------------------------------------------------------------------------------
 # c. faults --out is checked before any fault runs
 
 
@@ -102,6 +152,8 @@ def probe_faults_out_is_checked_before_the_runs(tmp_path: Path) -> None:
 PROBES = [
     Probe("cache/forged-entry", "an entry with a wrong value and a recomputed checksum; a cache dir from another user",
           probe_forged_cache_entry_is_recomputed),
+    Probe("report/disk-full", "check / compare whose reports dir fills up between results.json and index.html",
+          probe_full_reports_dir_leaves_no_half_report),
     Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",
           probe_faults_out_is_checked_before_the_runs),
 ]

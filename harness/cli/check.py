@@ -102,7 +102,7 @@ def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
             error("tests failed and no results.json was written (no test used the `golden` fixture?)")
             return EXIT_REGRESSION
         return not_checked(rc)
-    code = finish(results, run_dir, rc, results_json=upgrade is not None)  # meta gained the baseline and the write
+    code = finish(results, run_dir, rc, results_json=upgrade is not None, owned=True)  # meta gained the baseline and the write
     if upgrade is not None:
         print(f"harness: compared with {upgrade.key} ({upgrade.why}); `--baseline KEY` to choose")
     return code
@@ -154,7 +154,7 @@ def report_partial(results_path: Path, run_dir: Path) -> None:
             remove_run_dir(run_dir)
             return
         print("\nharness: stopped - reporting the tests that finished", flush=True)
-        finish(results, run_dir, 0, results_json=True)
+        finish(results, run_dir, 0, results_json=True, owned=True)
     except Exception as exc:  # the partial report is a courtesy: the interrupt still exits 130
         remove_run_dir(run_dir)
         error(f"stopped; the partial report could not be written: {exc}")

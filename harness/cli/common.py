@@ -12,7 +12,9 @@ traceback; a longer message is cut and names the file holding all of it (`one_li
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -124,13 +126,34 @@ def run_error(results: Results) -> str:
     return "the run did not complete"
 
 
+REPORT_FILES = ("index.html", "junit.xml", "summary.md")
+
+
+def discard_report(out_dir: Path, results_json: bool, owned: bool) -> None:
+    """What a report write that failed left behind: the whole folder when the run made it (`owned`:
+    a timestamped run dir, results.json the plugin wrote included), else the report's own files -
+    results.json only when this write made it - and the folder if that leaves it empty."""
+    if owned:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            if not any(out_dir.parent.iterdir()):
+                out_dir.parent.rmdir()  # an env folder the run made for it
+        return
+    for name in REPORT_FILES + (("results.json",) if results_json else ()):
+        with contextlib.suppress(OSError):
+            (out_dir / name).unlink()
+    with contextlib.suppress(OSError):
+        out_dir.rmdir()  # only if empty
+
+
 def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bool = True,
-           claims: ClaimsReport | None = None) -> int:
+           claims: ClaimsReport | None = None, owned: bool = False) -> int:
     """Render, print the summary and the paths, and return the exit code of the verdict - the
     same `Results.verdict` the report and JUnit show. A pytest run that broke (collection error,
     crash), failed a test the plugin did not see, or a report that cannot be written make it
     'error' or 'failed', never 'pass'. `claims`: the release-notes table shown in the report
-    (`harness compare --claims`)."""
+    (`harness compare --claims`). A report that cannot be written (a full disk) leaves nothing
+    behind (`discard_report`; `owned`: the run made `out_dir`) and says so in one line."""
     problem = pytest_problem(pytest_rc)
     if problem:
         results.meta["error"] = problem
@@ -144,8 +167,10 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
         summary.write_text(markdown_summary(results, [markdown_lines(claims)] if claims else []), encoding="utf-8")
     except OSError as exc:
         index = junit = summary = None
+        discard_report(out_dir, results_json, owned)
         results.meta["error"] = f"cannot write the report under {out_dir}: {exc.strerror or exc}" + (
-            f" ({exc.filename})" if exc.filename else "")
+            f" ({exc.filename})" if exc.filename else "") + (
+            "; its folder was removed" if owned else "; nothing of it was left there")
     meta = results.meta
     print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
     if isinstance(meta, dict) and "writes" in meta:  # a run (not a comparison of records)

@@ -27,7 +27,7 @@ def cmd_compare(args: argparse.Namespace, extra: Sequence[str]) -> int:
         results.meta["claims"] = claims  # kept in results.json, so `harness report` shows the table again
     checked = evaluate(claims, results.outcomes) if claims else None
     out = output_dir(args.out, "--out") if args.out else timestamped_dir(project.reports_dir / f"compare-{args.a}-vs-{args.b}")
-    code = finish(results, out, claims=checked)
+    code = finish(results, out, claims=checked, owned=not args.out)
     if checked:
         print("\n" + "\n".join(terminal_lines(checked)))
     return code
