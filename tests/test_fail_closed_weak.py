@@ -4,6 +4,7 @@ tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code be
 - cache/forged-entry: an engine-cache entry written by someone else with a recomputed checksum;
 - report/disk-full: a reports dir out of space mid-report left a run folder holding only results.json;
 - faults/out-not-writable: `harness faults --out DIR` failed only after every fault had run;
+- regen/not-run-keeps-records: `harness regen` removed the records of skip / skipif / xfail tests;
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from test_fail_closed import REPO, make_project, one_line_exit_2
+from test_fail_closed import KEY, REPO, make_project, one_line_exit_2
 
 
 @dataclass
@@ -149,11 +150,57 @@ def probe_faults_out_is_checked_before_the_runs(tmp_path: Path) -> None:
     assert not list((tmp_path / "dir").iterdir())
 
 
+# ----------------------------------------------------------------------------------------------
+# f. a test that did not run keeps its records
+
+NOT_RUN_SUITE = textwrap.dedent("""
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    DATA = json.loads((Path(__file__).parents[1] / "value.json").read_text())
+
+
+    @pytest.mark.parametrize("case", [
+        "one",
+        pytest.param("skipif", marks=pytest.mark.skipif(True, reason="not on this machine")),
+        pytest.param("skip", marks=pytest.mark.skip(reason="later")),
+        pytest.param("xfail", marks=pytest.mark.xfail(raises=RuntimeError, reason="known")),
+        pytest.param("xfail-norun", marks=pytest.mark.xfail(run=False, reason="hangs")),
+    ])
+    def test_toy(case, golden):
+        golden.check("value", DATA["value"])
+        if case == "xfail":
+            raise RuntimeError("fails before it finishes")
+""")
+
+
+def probe_regen_keeps_the_records_of_tests_that_did_not_run(tmp_path: Path) -> None:
+    """Records of a skip / skipif / xfail(run=False) test, and of an xfail test that raised (its
+    record is never written): regen removed them (the run was complete, rc 0); now kept as they
+    were and named, while the test that ran is regenerated."""
+    project = make_project(tmp_path / "p")
+    (project.root / "suites" / "test_toy.py").write_text(NOT_RUN_SUITE)
+    not_run = ("skipif", "skip", "xfail", "xfail-norun")
+    before = {case: project.record(case).read_bytes() for case in ("one", *not_run)}
+    project.values(2)
+    proc = project.harness("regen", "--yes")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for case in not_run:
+        path = project.store.root / KEY / "toy" / f"{case}.json"
+        assert path.is_file() and path.read_bytes() == before[case], (case, proc.stdout[-3000:])
+        assert f"toy/{case}" in proc.stdout, proc.stdout[-3000:]
+    assert "0 removed" in proc.stdout and "1 changed" in proc.stdout, proc.stdout[-3000:]
+
+
 PROBES = [
     Probe("cache/forged-entry", "an entry with a wrong value and a recomputed checksum; a cache dir from another user",
           probe_forged_cache_entry_is_recomputed),
     Probe("report/disk-full", "check / compare whose reports dir fills up between results.json and index.html",
           probe_full_reports_dir_leaves_no_half_report),
+    Probe("regen/not-run-keeps-records", "regen of a suite with skip / skipif / xfail / xfail(run=False) cases",
+          probe_regen_keeps_the_records_of_tests_that_did_not_run),
     Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",
           probe_faults_out_is_checked_before_the_runs),
 ]

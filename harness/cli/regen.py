@@ -110,10 +110,15 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         # a case skipped for an optional extra this venv lacks (MissingExtra: torchao) was recorded where it
         # was installed: its record is neither compared nor removed
         unobservable = {tuple(x.split("/", 1)) for x in meta.get("not_observable", [])}
+        # a test skipped (skip / skipif / xfail(run=False)) or xfailed before it finished wrote nothing: its
+        # records stay as they are
+        not_run = {tuple(x.split("/", 1)) for x in meta.get("not_run", [])} - unobservable
         kept: list[str] = []
+        skipped: list[str] = []
         for path in project.store.record_paths(key):
-            if (path.parent.name, path.stem) in unobservable:
-                kept.append(f"{path.parent.name}/{path.stem}")
+            if (path.parent.name, path.stem) in unobservable | not_run:
+                (kept if (path.parent.name, path.stem) in unobservable else skipped).append(
+                    f"{path.parent.name}/{path.stem}")
                 continue
             try:
                 old[(path.parent.name, path.stem)] = project.store.read_file(path)
@@ -133,6 +138,9 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         if kept:
             print(f"kept as recorded: {', '.join(sorted(kept))} (an optional extra this environment lacks; "
                   "regen where it is installed)")
+        if skipped:
+            print(f"kept as recorded: {', '.join(sorted(skipped))} (the test was skipped or xfailed before it "
+                  "finished: nothing of it was observed)")
         if not complete:
             why = (f"{len(broken)} test(s) broke before observing everything ({broken[0]}{', ...' if len(broken) > 1 else ''})"
                    if broken else f"the run broke: {run_errors[0]}" if run_errors else
