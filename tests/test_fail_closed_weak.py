@@ -4,6 +4,8 @@ tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code be
 - cache/forged-entry: an engine-cache entry written by someone else with a recomputed checksum;
 - report/disk-full: a reports dir out of space mid-report left a run folder holding only results.json;
 - faults/out-not-writable: `harness faults --out DIR` failed only after every fault had run;
+- boundary/harness-binding-error: a TypeError binding the harness's own arguments to a library call
+  was recorded as the library's error (it would pass in every version);
 - regen/not-run-keeps-records: `harness regen` removed the records of skip / skipif / xfail tests;
 """
 
@@ -151,6 +153,37 @@ def probe_faults_out_is_checked_before_the_runs(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# d. the harness's own bad arguments are the harness's bug, not a record
+
+
+def probe_a_binding_error_of_the_harness_is_no_record(tmp_path: Path) -> None:
+    """At the subject boundary (`observe`): arguments the harness built that do not bind to the
+    library's callee - called directly, or through torch's Module.__call__ - propagate (the test
+    fails), where they were recorded as the library's TypeError; a TypeError the library raises
+    inside its own code, or its own call binding wrong arguments, stays a record."""
+    import torch
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from harness.subjects import FAULT_SOURCE, observe
+
+    norm = LlamaRMSNorm(8)
+    for call in (lambda: DynamicCache(no_such_keyword=1), lambda: norm(torch.zeros(8), no_such_keyword=1),
+                 lambda: norm()):
+        with pytest.raises(TypeError):
+            observe(call)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, vocab_size=32))
+    _, err = observe(lambda: model.generate(torch.tensor([[1, 2]]), max_new_tokens="3", do_sample=False))
+    assert err is not None and err["type"] == "TypeError", err  # raised inside generate(): the library's
+    namespace: dict = {}  # library code (a fault's edited source counts as the library) calling with a bad keyword
+    exec(compile("def edited(make):\n    return make(no_such_keyword=1)\n", f"{FAULT_SOURCE}x: m.f>", "exec"), namespace)
+    _, err = observe(lambda: namespace["edited"](DynamicCache))
+    assert err is not None and err["type"] == "TypeError" and "no_such_keyword" in err["message"], err
+
+
+# ----------------------------------------------------------------------------------------------
 # f. a test that did not run keeps its records
 
 NOT_RUN_SUITE = textwrap.dedent("""
@@ -199,6 +232,8 @@ PROBES = [
           probe_forged_cache_entry_is_recomputed),
     Probe("report/disk-full", "check / compare whose reports dir fills up between results.json and index.html",
           probe_full_reports_dir_leaves_no_half_report),
+    Probe("boundary/harness-binding-error", "observe(DynamicCache(no_such_keyword=1)), a module called with a "
+          "keyword its forward lacks; generate(max_new_tokens='3')", probe_a_binding_error_of_the_harness_is_no_record),
     Probe("regen/not-run-keeps-records", "regen of a suite with skip / skipif / xfail / xfail(run=False) cases",
           probe_regen_keeps_the_records_of_tests_that_did_not_run),
     Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",

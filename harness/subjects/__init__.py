@@ -22,8 +22,13 @@ neutral (the standard library, torch and other installed packages: they run on b
 whoever called them). The exception is the library's iff the frames below the last harness frame
 - the library call a subject made - include a library frame: the library was running when it
 raised, and no harness code was called back in between. A call that fails before its callee
-starts (a changed signature: ``DynamicCache(no_such_keyword=1)``) has no frame of its own; the
-callee is read from the failing call expression (`_failed_callee`) and counts as the frame below.
+starts has no frame of its own; the callee is read from the failing call expression
+(`_failed_callee`): a C function (a tokenizers binding raising on its arguments) counts as the frame
+below, but a TypeError binding a Python callee's arguments (``DynamicCache(no_such_keyword=1)``,
+``model(bad=1)`` through torch's ``Module.__call__``) never entered it - the arguments were built
+by whoever made the call, and the frames above decide: the harness's call is the harness's bug
+(the run fails loudly; a record of it would pass in every version), the library calling its own
+code with a wrong argument stays the library's.
 """
 
 from __future__ import annotations
@@ -102,9 +107,10 @@ def side_of_file(filename: str) -> str:
     return _side_of_file(filename, _library_roots())
 
 
-def _side_of_callee(callee: Any) -> str:
+def _side_of_callee(callee: Any) -> tuple[str, bool]:
     """The side of the code a call to `callee` runs first: a function's own, a class's __init__,
-    an instance's __call__; a C function's module."""
+    an instance's __call__; a C function's module - and whether that code is Python (its frame
+    would be in the traceback had it started)."""
     func = getattr(callee, "__func__", callee)  # a bound method: its function
     if isinstance(func, type):
         init = func.__init__  # a class binds its arguments in __init__
@@ -114,18 +120,19 @@ def _side_of_callee(callee: Any) -> str:
         func = inspect.getattr_static(type(func), "__call__")  # an instance of a class with a __call__
     code = getattr(func, "__code__", None)
     if code is not None:
-        return side_of_file(code.co_filename)
+        return side_of_file(code.co_filename), True
     module = getattr(func, "__module__", None)
     if not isinstance(module, str):
         module = type(func).__module__
     file = getattr(sys.modules.get(module), "__file__", None)
-    return side_of_file(file) if file else NEUTRAL
+    return (side_of_file(file) if file else NEUTRAL), False
 
 
-def _failed_callee(tb: TracebackType) -> str | None:
+def _failed_callee(tb: TracebackType) -> tuple[str, bool] | None:
     """The side of the callable the innermost frame was calling when the exception was raised
-    (the call failed before its callee ran a frame: a binding error, or a C function raising), or
-    None when the frame was not at a call or the callee cannot be read back safely."""
+    (the call failed before its callee ran a frame: a binding error, or a C function raising), and
+    whether it is Python code (`_side_of_callee`), or None when the frame was not at a call or the
+    callee cannot be read back safely."""
     code, frame = tb.tb_frame.f_code, tb.tb_frame
     instruction = next((i for i in dis.get_instructions(code) if i.offset == tb.tb_lasti), None)
     if instruction is None or instruction.opname not in _CALLS:
@@ -166,15 +173,16 @@ def _failed_callee(tb: TracebackType) -> str | None:
 
 def sides(exc: BaseException) -> list[str]:
     """The side of every frame of the exception's traceback, outermost first, plus the failed
-    call's callee when the innermost frame was calling one (`_failed_callee`)."""
+    call's callee when the innermost frame was calling one (`_failed_callee`) - unless it is a
+    TypeError binding a Python callee's arguments: that callee never ran, the caller's frames decide."""
     out, tb, last = [], exc.__traceback__, None
     while tb is not None:
         out.append(side_of_file(tb.tb_frame.f_code.co_filename))
         tb, last = tb.tb_next, tb
     if last is not None:
         callee = _failed_callee(last)
-        if callee is not None:
-            out.append(callee)
+        if callee is not None and not (callee[1] and isinstance(exc, TypeError)):
+            out.append(callee[0])
     return out
 
 
