@@ -6,6 +6,8 @@ tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code be
 - faults/out-not-writable: `harness faults --out DIR` failed only after every fault had run;
 - boundary/harness-binding-error: a TypeError binding the harness's own arguments to a library call
   was recorded as the library's error (it would pass in every version);
+- tensor/one-extreme-element: one 1e30 element (fp32 -> bf16, a routed tensor) or > 1 % of masked
+  logits at float32's minimum (fp32) widened every other element's tolerance until any change passed;
 - regen/not-run-keeps-records: `harness regen` removed the records of skip / skipif / xfail tests;
 """
 
@@ -184,6 +186,48 @@ def probe_a_binding_error_of_the_harness_is_no_record(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# e. no extreme value widens another element's tolerance
+
+
+def probe_no_extreme_element_widens_the_others(tmp_path: Path) -> None:
+    """Across numerics, a change of 1 -> 500 or 2 -> -7 beside one 1e30 element (fp32 -> bf16's
+    per-element rule, whose s was rms(b); a mixture-of-experts tensor's k u max|old|), and a change
+    of one logit by 50 beside 2 % masked logits at float32's minimum (fp32: the typical magnitude
+    set aside only the top 1 %), passed: each is a regression now; a drift the dtype's rounding
+    explains still passes, and the masked logits themselves match."""
+    import numpy as np
+
+    from harness.checking.compare import compare_field
+    from harness.checking.policy import Policy
+    from harness.schema import Field
+    from harness.store.env import fingerprint
+
+    fp32, bf16 = fingerprint(dtype="fp32", threads=2), fingerprint(dtype="bf16", threads=2)
+    across = {"fp32 -> bf16": Policy(alpha=0.01, observed_env=bf16, baseline_env=fp32),
+              "fp32 threads": Policy(alpha=0.01, observed_env={**fp32, "threads": 1}, baseline_env=fp32)}
+    assert all(p.numerics_differences() for p in across.values())
+
+    def status(new, old, policy, **extras) -> str:
+        result = compare_field("t", Field("tensor", list(new), extras), Field("tensor", list(old), extras), policy)
+        json.dumps(result.diff, allow_nan=False)
+        return result.status.value
+
+    huge = [1e30, 1.0, 2.0]
+    for name, policy in across.items():
+        for extras in ({}, {"routing": True}):
+            assert status([1e30, 500.0, -7.0], huge, policy, **extras) == "regression", (name, extras)
+            assert status([1e30, 1.0 + 1e-6, 2.0], huge, policy, **extras) == "pass", (name, extras)
+    logits = np.random.default_rng(0).normal(0.0, 3.0, 400)
+    logits[:8] = float(np.finfo(np.float32).min)  # 2 % masked
+    moved = logits.copy()
+    moved[100] += 50.0
+    assert status(moved, logits, across["fp32 threads"]) == "regression"
+    drift = logits.copy()
+    drift[8:] *= 1 + 1e-6
+    assert status(drift, logits, across["fp32 threads"]) == "pass"
+
+
+# ----------------------------------------------------------------------------------------------
 # f. a test that did not run keeps its records
 
 NOT_RUN_SUITE = textwrap.dedent("""
@@ -234,6 +278,8 @@ PROBES = [
           probe_full_reports_dir_leaves_no_half_report),
     Probe("boundary/harness-binding-error", "observe(DynamicCache(no_such_keyword=1)), a module called with a "
           "keyword its forward lacks; generate(max_new_tokens='3')", probe_a_binding_error_of_the_harness_is_no_record),
+    Probe("tensor/one-extreme-element", "[1e30, 1, 2] vs [1e30, 500, -7] fp32 -> bf16 and routed; one logit +50 "
+          "beside 2 % at float32's minimum", probe_no_extreme_element_widens_the_others),
     Probe("regen/not-run-keeps-records", "regen of a suite with skip / skipif / xfail / xfail(run=False) cases",
           probe_regen_keeps_the_records_of_tests_that_did_not_run),
     Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",

@@ -42,7 +42,7 @@ from harness.checking import stats
 from harness.checking.compare_stats import compare_distribution, compare_latency, compare_memory, compare_rate
 from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
-from harness.checking.rounding import LOW_PRECISION, rounding_allowance, ulps_used
+from harness.checking.rounding import LOW_PRECISION, rounding_allowance, typical_magnitude, ulps_used
 from harness.checking.signatures import api_transition
 from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
@@ -319,29 +319,15 @@ def tensor_tolerance(dtype: str) -> tuple[float, float]:
     return TOLERANCES.get(dtype, TOLERANCES["fp32"])
 
 
-def typical_magnitude(magnitudes: np.ndarray) -> float:
-    """The largest finite magnitude once the largest 1 % (at least one) is set aside: the
-    cross-numerics allowance's scale. Two implementations of one matmul-shaped computation round
-    each output by about u * sqrt(d) * |h| |w| - the scale of the row's large values, not of the
-    element itself (an fp32 logit of 0.17 beside logits of 20 moves by 2e-5 between eager and SDPA
-    attention) - so the scale is the tensor's top magnitude; set aside its top 1 % so one huge
-    element (1e308 beside 1 and 2) does not make the allowance huge for every other."""
-    if magnitudes.size < 2:
-        return 0.0
-    drop = max(1, magnitudes.size // 100)
-    kept = np.partition(magnitudes.ravel(), magnitudes.size - drop)[: magnitudes.size - drop]
-    return float(kept.max())
-
-
 def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Elementwise ``|new - old| <= atol + rtol*|old|`` with torch.testing's defaults for the
     coarser of the two dtypes; when the envs' numerics differ, plus ``k * u(dtype) * (|old_i| + t)``
-    (k = thresholds.tensor_cross_env_ulps, t = `typical_magnitude`: the top magnitude without its top 1 %, robust to one huge element) in fp32 / fp64; in bf16 / fp16 across numerics, the
+    (k = thresholds.tensor_cross_env_ulps, t = `typical_magnitude`: the top magnitude without its top 1 % and fill values, robust to one huge element and to masked logits) in fp32 / fp64; in bf16 / fp16 across numerics, the
     per-element rounding rule of harness/checking/rounding.py instead
     (``atol + c * u * (max(|a_i|,|b_i|) + rms(b))``, c = thresholds.tensor_rounding_ulps) - except
     for a mixture-of-experts model's tensors (extra ``routing``: rounding flips a near-tied expert
     choice, moving a whole row; designs/backends.py `routes_experts`), which keep the coarse
-    ``k * u * max|old|`` allowance. A tensor through a linear-attention layer (extra ``recurrence``)
+    ``k * u * t`` allowance. A tensor through a linear-attention layer (extra ``recurrence``)
     takes k = thresholds.tensor_recurrent_ulps in fp32 / fp64 (its recurrent state's accumulation).
     NaN matches NaN and an infinity matches the same infinity. Reports max abs / rel error and where."""
     try:
@@ -359,7 +345,7 @@ def compare_tensor(name: str, observed: Field, baseline: Field, policy: Policy) 
     differs = policy.numerics_differences()
     u = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp32"])
     finite = np.abs(old[np.isfinite(old)])
-    scale = float(finite.max()) if finite.size else 0.0
+    scale = typical_magnitude(finite)  # a routed tensor's coarse allowance: neither one huge element nor fill values widen it
     routed = bool(observed.extras.get("routing") or baseline.extras.get("routing"))  # a top-k expert choice
     per_element = bool(differs) and dtype in LOW_PRECISION and not routed
     if differs and not per_element and not routed:  # fp32 / fp64: each element's magnitude + a typical one
