@@ -208,7 +208,7 @@ def test_the_checkpoint_step_names_the_projects_model_paths(tmp_path):
     text = workflow(tmp_path).read_text()
     assert "# - name: Provide the model checkpoint" in text
     assert "models/mine, models/small (pyproject.toml [tool.harness.models])" in text
-    assert "#   run: git lfs pull" in text and "actions/cache@v4" in text
+    assert "#   run: git lfs pull" in text and f"actions/cache@{ci.ACTIONS['actions/cache'][0]}" in text
 
 
 def test_init_ci_writes_the_workflow_once(tmp_path, monkeypatch, capsys):

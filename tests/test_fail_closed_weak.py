@@ -9,6 +9,8 @@ tests/test_fail_closed.py, after "# issue 63"). Each probe failed on the code be
 - tensor/one-extreme-element: one 1e30 element (fp32 -> bf16, a routed tensor) or > 1 % of masked
   logits at float32's minimum (fp32) widened every other element's tolerance until any change passed;
 - regen/not-run-keeps-records: `harness regen` removed the records of skip / skipif / xfail tests;
+- ci/pinned-and-fork-safe: the workflow `harness init --ci github` writes pinned actions by tag, installed
+  the harness without hashes or a word on why, and a fork's read-only token failed the comment step.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import io
 import json
 import os
 import stat
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,6 +274,53 @@ def probe_regen_keeps_the_records_of_tests_that_did_not_run(tmp_path: Path) -> N
     assert "0 removed" in proc.stdout and "1 changed" in proc.stdout, proc.stdout[-3000:]
 
 
+# ----------------------------------------------------------------------------------------------
+# g. the CI workflow: actions pinned by commit, hashes explained, a fork's token no red job
+
+
+def probe_ci_workflow_pins_actions_and_survives_a_fork(tmp_path: Path) -> None:
+    """Every `uses:` of the written workflow is a 40-hex commit with its tag in a comment; the install
+    says why it is not hash-checked; on a fork's pull request (read-only token) the chain job of
+    passing cells succeeds, the comment step does not run and a notice says so - and the comment's
+    script turns a refused write (403) into a notice. A same-repository pull request still comments."""
+    import re
+
+    import yaml
+
+    from harness.cli import ci
+    from test_ci import TORCH
+    from workflow_steps import harness_env, run_job
+
+    path = ci.write_workflow(tmp_path / "project", "github", ["5.14.0"], [TORCH], ["fp32"], "genharness==0.1.0")
+    text = path.read_text()
+    data = yaml.safe_load(text)
+    used = [s["uses"] for job in data["jobs"].values() for s in job["steps"] if "uses" in s]
+    assert used and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in used), used
+    for line in (line for line in text.splitlines() if line.strip().startswith(("- uses:", "uses:"))):
+        assert re.search(r"@[0-9a-f]{40}  # v\d+\.\d+\.\d+$", line), line
+    assert "--require-hashes" in text  # why the install is not hash-checked, said where it is
+    assert "error.status !== 403" in text and "core.notice" in text
+
+    key = "tf5.14.0-torch2.13.0-cpu-x86_64-fp32"
+    for fork in (True, False):  # the chain job after one passing cell (its artifact as the cell job leaves it)
+        artifacts = tmp_path / f"artifacts-{fork}"
+        cell = artifacts / ci.cell_name("5.14.0", TORCH, "fp32")
+        (cell / "reports" / key / "20260101-000000").mkdir(parents=True)
+        (cell / "check-exit-code").write_text("0\n")
+        (cell / "env-key").write_text(f"{key}\n")
+        (cell / "reports" / key / "20260101-000000" / "summary.md").write_text("# no findings\n")
+        (cell / "reports" / key / "20260101-000000" / "results.json").write_text(json.dumps({"meta": {"baseline_key": key}}))
+        (tmp_path / f"runner-{fork}").mkdir()
+        chain = run_job(path, "chain", cwd=tmp_path / f"runner-{fork}", env=harness_env(Path(sys.prefix)),
+                        artifacts_dir=artifacts, event="pull_request", fork=fork)
+        assert chain.conclusion == "success", chain.log()
+        posted = chain.step("Post summary.md as one sticky comment")
+        notice = chain.step("Skip the comment on a fork's pull request")
+        assert posted.ran is (not fork) and notice.ran is fork, (fork, chain.log())
+        if fork:
+            assert notice.rc == 0 and "::notice" in notice.log and "read-only token" in notice.log, notice.log
+
+
 PROBES = [
     Probe("cache/forged-entry", "an entry with a wrong value and a recomputed checksum; a cache dir from another user",
           probe_forged_cache_entry_is_recomputed),
@@ -282,6 +332,8 @@ PROBES = [
           "beside 2 % at float32's minimum", probe_no_extreme_element_widens_the_others),
     Probe("regen/not-run-keeps-records", "regen of a suite with skip / skipif / xfail / xfail(run=False) cases",
           probe_regen_keeps_the_records_of_tests_that_did_not_run),
+    Probe("ci/pinned-and-fork-safe", "init --ci github: uses: by tag; the install's hashes; the chain job on a "
+          "fork's pull request", probe_ci_workflow_pins_actions_and_survives_a_fork),
     Probe("faults/out-not-writable", "faults --out DIR / a .json that is a dir / a path under a file",
           probe_faults_out_is_checked_before_the_runs),
 ]

@@ -9,7 +9,9 @@ job's steps in order:
   `working-directory`, with the workflow's, the job's and the step's `env:` merged over the given
   `env` and what a runner sets (CI=true, GITHUB_ACTIONS, GITHUB_EVENT_NAME, GITHUB_WORKSPACE,
   RUNNER_TEMP, GITHUB_OUTPUT, GITHUB_ENV);
-- `${{ matrix.X }}`, `${{ env.X }}`, `${{ steps.X.outputs.Y }}` and `${{ github.event_name }}`
+- `${{ matrix.X }}`, `${{ env.X }}`, `${{ steps.X.outputs.Y }}`, `${{ github.event_name }}`,
+  `${{ github.repository }}` ("owner/project") and `${{ github.event.pull_request.head.repo.full_name }}`
+  (the same, or "a-fork/project" with `fork=True`; a property the event lacks is null, as in Actions)
   substituted in `run`, `env`, `with` and `working-directory`; any other expression (a secret, an
   unknown context, a matrix key the job lacks) raises WorkflowError - the test would otherwise pass
   on a script Actions would run differently;
@@ -195,7 +197,7 @@ class _Parser:
             raise WorkflowError(f"{self.text!r}: the context {path[0]!r} cannot be resolved here")
         value: Any = self.context[path[0]]
         for i, part in enumerate(path[1:], 1):
-            if path[0] == "steps" and i >= 2 and isinstance(value, dict):
+            if (path[0] == "steps" or path[:2] == ["github", "event"]) and i >= 2 and isinstance(value, dict):
                 value = value.get(part)  # an output a step did not set is null, as in Actions
                 if value is None:
                     return None
@@ -367,8 +369,9 @@ def _matrix(job: Mapping[str, Any], given: Mapping[str, Any] | None, name: str) 
 
 def run_job(workflow_path: Path, job: str, *, cwd: Path, env: Mapping[str, str], matrix: Mapping[str, Any] | None = None,
             artifacts_dir: Path, event: str = "push", stub_steps: Mapping[str, str] | None = None,
-            timeout: float = 1800, verbose: bool = False) -> JobResult:
-    """Run `job` of the workflow at `workflow_path` (module docstring); its conclusion and steps."""
+            timeout: float = 1800, verbose: bool = False, fork: bool = False) -> JobResult:
+    """Run `job` of the workflow at `workflow_path` (module docstring); its conclusion and steps.
+    `fork`: a pull request from a fork (its head repository is not `github.repository`)."""
     workflow = yaml.safe_load(Path(workflow_path).read_text(encoding="utf-8"))
     spec = (workflow.get("jobs") or {}).get(job)
     if spec is None:
@@ -381,15 +384,18 @@ def run_job(workflow_path: Path, job: str, *, cwd: Path, env: Mapping[str, str],
     cwd = Path(cwd).resolve()
     artifacts_dir = Path(artifacts_dir)
     artifacts_dir.mkdir(parents=True, exist_ok=True)
+    repository = "owner/project"
+    payload = {"pull_request": {"head": {"repo": {"full_name": "a-fork/project" if fork else repository}}}} \
+        if event == "pull_request" else {}
     context: dict[str, Any] = {"matrix": _matrix(spec, matrix, job), "steps": {},
-                               "github": {"event_name": event}}
+                               "github": {"event_name": event, "repository": repository, "event": payload}}
     results: list[StepResult] = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="runner-temp-") as temp:
         runner_temp = Path(temp)
         github_env = runner_temp / "github-env"
         github_env.touch()
-        base = {**env, "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event,
+        base = {**env, "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event, "GITHUB_REPOSITORY": repository,
                 "GITHUB_WORKSPACE": str(cwd), "RUNNER_TEMP": str(runner_temp), "GITHUB_ENV": str(github_env)}
         declared: dict[str, str] = {}  # the env context: the workflow's and the job's env (not the OS's)
         for level in (workflow.get("env") or {}, spec.get("env") or {}):  # env.X sees the levels above

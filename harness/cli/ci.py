@@ -11,7 +11,12 @@ Actions workflow (.github/workflows/genharness.yml) that runs the check on CI ru
   (whatever the check did), and then fails when the check did;
 - one `chain` job after them all: the cells' summary.md joined into one comment, posted (and
   updated on every push) as a single sticky pull-request comment, and the job fails when a cell
-  failed or left no report.
+  failed or left no report. A pull request from a fork gets a read-only token: the comment is
+  skipped with a notice (the summary stays in the `cells-summary` artifact), and a write the token
+  is refused (HTTP 403) is a notice too - never what turns the job red.
+
+Every action is pinned by its commit SHA, the tag it was in a comment beside it (`ACTIONS`: the
+commit each major tag pointed to when it was written), so a moved or compromised tag changes nothing.
 
 A commented step after the checkout says how the checkpoints can reach the runner. The scripts
 read only files and environment variables (no `${{ }}` inside them), so tests/test_ci.py runs the
@@ -44,6 +49,24 @@ from harness.cli.ci_scripts import (
 from harness.cli.project import UsageError
 
 WORKFLOW = Path(".github/workflows/genharness.yml")
+# action -> (commit, the tag it was): what each major tag (checkout@v4 ...) pointed to when pinned
+ACTIONS = {
+    "actions/checkout": ("11d5960a326750d5838078e36cf38b85af677262", "v4.4.0"),
+    "actions/setup-python": ("a26af69be951a213d495a4c3e4e4022e16d87065", "v5.6.0"),
+    "actions/upload-artifact": ("ea165f8d65b6e75b540449e92b4886f43607fa02", "v4.6.2"),
+    "actions/download-artifact": ("d3f86a106a0bac45b974a628896c90dbdf5c8093", "v4.3.0"),
+    "actions/github-script": ("f28e40c7f34bde8b3046d885e986cb6290c5673b", "v7.1.0"),
+    "actions/cache": ("0057852bfaa89a56745cba8c7296529d2fc39830", "v4.3.0"),
+}
+FORK_NOTICE = ("genharness: a pull request from a fork gets a read-only token, so the summary comment is skipped; "
+               "summary.md is in this run's cells-summary artifact")
+
+
+def uses(action: str) -> str:
+    """`action@<commit>  # <tag>`: a step's `uses:` value, pinned."""
+    commit, tag = ACTIONS[action]
+    return f"{action}@{commit}  # {tag}"
+
 INSTALL_STEP = "Install genharness and this cell's transformers and torch"
 CHECK_STEP = "harness check against the committed records (strict)"
 
@@ -58,12 +81,19 @@ const marker = process.env.MARKER;
 const body = fs.readFileSync('chain/summary.md', 'utf8').slice(0, 65000);
 const { owner, repo } = context.repo;
 const issue_number = context.issue.number;
-const comments = await github.paginate(github.rest.issues.listComments, { owner, repo, issue_number });
-const mine = comments.find((c) => c.body && c.body.startsWith(marker));
-if (mine) {
-  await github.rest.issues.updateComment({ owner, repo, comment_id: mine.id, body });
-} else {
-  await github.rest.issues.createComment({ owner, repo, issue_number, body });
+try {
+  const comments = await github.paginate(github.rest.issues.listComments, { owner, repo, issue_number });
+  const mine = comments.find((c) => c.body && c.body.startsWith(marker));
+  if (mine) {
+    await github.rest.issues.updateComment({ owner, repo, comment_id: mine.id, body });
+  } else {
+    await github.rest.issues.createComment({ owner, repo, issue_number, body });
+  }
+} catch (error) {
+  if (error.status !== 403) throw error;
+  // a token that cannot write (a fork's pull request): the summary stays in the cells-summary artifact
+  core.notice(`genharness: the token cannot write the summary comment (${error.message}); ` +
+              'summary.md is in the cells-summary artifact');
 }
 """
 
@@ -80,7 +110,7 @@ def checkpoint_step(project: Project) -> str:
       #   # without them the cell fails. Pick one:
       #   # - committed in the repository (a small checkpoint): nothing to do, leave this commented;
       #   # - Git LFS: `with: lfs: true` on the checkout above, or uncomment this step as it is;
-      #   # - a cache: `uses: actions/cache@v4` in place of `run:`, `with:` the checkpoint's directory
+      #   # - a cache: `uses: {uses("actions/cache")}` in place of `run:`, `with:` the checkpoint's directory
       #   #   as `path:` and a `key:` naming its version (a download step to fill it on a miss);
       #   # - a download to that path in place of `run:`, e.g.
       #   #   `run: huggingface-cli download ORG/NAME --local-dir path/to/your/model`.
@@ -128,9 +158,9 @@ jobs:
         torch: {_list(torch)}
         dtype: {_list(dtypes)}
     steps:
-      - uses: actions/checkout@v4
+      - uses: {uses("actions/checkout")}
 {checkpoint_step(project)}
-      - uses: actions/setup-python@v5
+      - uses: {uses("actions/setup-python")}
         with:
           python-version: "{PYTHON}"
 {_comment(install_comment(project), 6)}
@@ -147,7 +177,7 @@ jobs:
           DTYPE: ${{{{ matrix.dtype }}}}
         run: |
 {_block(CELL_SCRIPT, 10)}
-      - uses: actions/upload-artifact@v4
+      - uses: {uses("actions/upload-artifact")}
         if: always()
         with:
           name: cell-${{{{ matrix.transformers }}}}-${{{{ matrix.torch }}}}-${{{{ matrix.dtype }}}}
@@ -165,7 +195,7 @@ jobs:
       contents: read
       pull-requests: write
     steps:
-      - uses: actions/download-artifact@v4
+      - uses: {uses("actions/download-artifact")}
         with:
           pattern: cell-*
           path: cells
@@ -176,19 +206,23 @@ jobs:
           MARKER: "{MARKER}"
         run: |
 {_block(CHAIN_SCRIPT, 10)}
-      - uses: actions/upload-artifact@v4
+      - uses: {uses("actions/upload-artifact")}
         if: always()
         with:
           name: cells-summary
           path: chain/
       - name: Post summary.md as one sticky comment
-        if: github.event_name == 'pull_request'
-        uses: actions/github-script@v7
+        if: github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository
+        uses: {uses("actions/github-script")}
         env:
           MARKER: "{MARKER}"
         with:
           script: |
 {_block(STICKY_SCRIPT, 12)}
+      - name: Skip the comment on a fork's pull request
+        if: github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name != github.repository
+        run: |
+          echo "::notice title=genharness::{FORK_NOTICE}"
       - name: Fail when a cell failed
         if: steps.chain.outputs.status != '0'
         run: |
@@ -248,6 +282,8 @@ def cmd_ci(args) -> int:
     print("harness: genharness installed by " + (f"`{project.install.splitlines()[-1]}` ({project.found})"
           if project.found else f"`{project.install}` - no requirements file or pyproject.toml names genharness: "
           "replace it by your project's own dev requirements"))
+    print("harness: installs are not hash-checked (--require-hashes): each cell's transformers and torch are its "
+          "matrix's versions, whose hashes are unknown now; pip checks them where your requirements carry --hash=")
     print("harness: commit your golden records and the workflow; provide the checkpoints on the runner (the "
           "commented step after the checkout)")
     return 0

@@ -124,6 +124,9 @@ def install_comment(project: Project) -> str:
         text = (f"`harness init --ci` found no requirements*.txt or pyproject.toml naming genharness: "
                 f"REPLACE `{project.install}` below by your project's own dev requirements (e.g. "
                 "`python -m pip install -r requirements-dev.txt`), so that CI runs the harness you pin.")
+    text += (" Not installed with --require-hashes: each cell installs its matrix's transformers and torch, "
+             "whose hashes are unknown when this is written; pip checks hashes where your requirements file "
+             "carries them (--hash=, e.g. pip-compile --generate-hashes).")
     if project.constraints:
         text += (" constraints.txt is applied without its transformers / tokenizers / huggingface_hub / hf-xet / "
                  "torch pins (they would hold every cell at one version): the README's `grep -vE` line.")
