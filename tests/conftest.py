@@ -78,7 +78,7 @@ DEEP = (
     "test_repro.py::test_a_perturbed_baseline_makes_it_exit_1_naming_where",
     "test_repro.py::test_against_this_envs_own_record_the_script_matches",
     "test_plugin_workflow.py::test_xdist_two_workers_merge_records_and_results",
-    "test_stats.py::test_latency_slowdown_test_holds_alpha_at_the_boundary_and_has_its_stated_power",
+    "test_stats.py::test_latency_slowdown_test_holds_alpha_and_has_its_stated_power",
     "test_stats.py::test_the_sequential_monte_carlo_p_value_is_valid_and_reaches_below_small_levels",
     "test_whitebox.py::test_a_verifier_the_hooks_cannot_find_is_skipped_with_the_reason_and_the_black_box_still_runs",
     "test_readme.py::test_compare_runs_as_written",

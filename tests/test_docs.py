@@ -289,7 +289,6 @@ def figures() -> list[tuple[str, str]]:
         ("docs/checks.md", f"`latency_tolerance` ({thresholds.latency_tolerance:.0%})".replace("%", " %")),
         ("docs/checks.md", f"beyond x{thresholds.latency_calibration_drift} of the record's time"),
         ("docs/checks.md", f"memory above x{1 + thresholds.memory_tolerance:.2f} of the record is a regression"),
-        ("docs/checks.md", f"`latency_max_detectable` ({thresholds.latency_max_detectable:.0%})".replace("%", " %")),
         ("docs/checks.md", f"`detectable_tv` {repr(whitebox.TOLERANCE).replace('e-0', 'e-')} (a clean run"),
         ("docs/your-models.md", f"A model over **{budget.THRESHOLD / 1e6:.0f}M parameters** gets the"),
         ("docs/your-models.md", f"{budget.LATENCY_SAMPLES} latency samples a path"),

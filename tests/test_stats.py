@@ -283,27 +283,42 @@ def simulated_run(rng: np.random.Generator, slowdown: float, run_sd: float, n: i
     return stats.paired_log_ratios(samples, cal)
 
 
-def test_latency_slowdown_test_holds_alpha_at_the_boundary_and_has_its_stated_power():
-    """4000 simulated run pairs with the between-run SD the test assumes: a new run exactly
-    (1 + tolerance) slower fires at most alpha = 0.01 of the time, an unchanged one never, and one
-    slowed by the test's own stated detectable slowdown is caught at about DESIGN_POWER (0.8)."""
+def test_latency_slowdown_test_holds_alpha_and_has_its_stated_power():
+    """4000 simulated run pairs with the between-run SD the test assumes: an unchanged library is
+    called slower at most alpha = 0.01 of the time (and faster likewise), and one slowed by the
+    test's own stated detectable slowdown is caught at about DESIGN_POWER (0.8)."""
     rng = np.random.default_rng(61)
-    runs, tol, run_sd, alpha = 4000, 0.05, 0.01, 0.01
+    runs, run_sd, alpha = 4000, 0.01, 0.01
 
-    def fired(slowdown: float) -> tuple[int, float]:
-        hits, detectable = 0, 0.0
+    def fired(slowdown: float) -> tuple[int, int, float]:
+        slower = faster = 0
+        detectable = 0.0
         for _ in range(runs):
-            test = stats.slowdown_test(simulated_run(rng, slowdown, run_sd), simulated_run(rng, 1.0, run_sd), tol,
+            test = stats.slowdown_test(simulated_run(rng, slowdown, run_sd), simulated_run(rng, 1.0, run_sd),
                                        run_sd, alpha)
-            hits += test.p_slower < alpha
+            slower += test.p_slower < alpha
+            faster += test.p_faster < alpha
             detectable = test.detectable
-        return hits, detectable
+        return slower, faster, detectable
 
-    at_boundary, detectable = fired(1 + tol)
-    assert_rate_at_most(at_boundary, runs, alpha)
-    assert fired(1.0)[0] == 0
-    caught, _ = fired(1 + detectable)
+    slower, faster, detectable = fired(1.0)
+    assert_rate_at_most(slower, runs, alpha)
+    assert_rate_at_most(faster, runs, alpha)
+    caught, _, _ = fired(1 + detectable)
     assert 0.7 < caught / runs < 0.9, (caught, detectable)
+
+
+def test_latency_call_is_no_pass_without_power():
+    """`latency_call`: nothing detected passes only when the tolerance is detectable at power 0.8;
+    a detected change inside the tolerance is `within`; a slowdown whose interval reaches past the
+    tolerance is `slower`."""
+    quiet, loud = stats._slowdown(0.0, 0.005, 0.01), stats._slowdown(0.0, 0.05, 0.01)
+    assert quiet.detectable < 0.05 < loud.detectable
+    assert stats.latency_call(quiet, 0.05, 0.01) == "pass"
+    assert stats.latency_call(loud, 0.05, 0.01) == "not-checked"
+    assert stats.latency_call(stats._slowdown(0.02, 0.003, 0.01), 0.05, 0.01) == "within"
+    assert stats.latency_call(stats._slowdown(0.045, 0.01, 0.01), 0.05, 0.01) == "slower"
+    assert stats.latency_call(stats._slowdown(-0.2, 0.01, 0.01), 0.05, 0.01) == "faster"
 
 
 @pytest.mark.parametrize(("n", "k", "alpha"), [(3000, 4, 6e-5), (800, 10, 0.01), (10_000, 2, 0.05)])

@@ -262,19 +262,19 @@ def busy(entry: dict[str, Any], t: Any) -> str:
 def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy) -> Outcome:
     """Wall-clock samples, each paired with a matched calibration (harness/designs/latency.py),
     against the baseline record's measurement on the same hardware class and dtype
-    (`stats.slowdown_test`: the paired median log ratios, within-run and between-run variance).
+    (`stats.slowdown_test`: the paired median log ratios, within-run and between-run variance;
+    decided by `stats.latency_call` at policy.alpha with `latency_tolerance`).
 
     skipped, not-comparable   another hardware class (another ISA level torch dispatches to on the same
                               CPU says so first) or dtype, or a record of an older method
     skipped, not-judged       the machine was too busy to judge (here or when the record was made), or
                               its calibration ran beyond `latency_calibration_drift` of the record's
                               time: never a pass, never a false regression (`--latency-strict` fails it)
-    regression, slowdown      slower than (1 + tolerance) at alpha
-    changed, speedup          faster than 1 / (1 + tolerance) at alpha
-    skipped, not-checked      neither, but the smallest slowdown it detects exceeds latency_max_detectable
-                              (never a pass: the detail states the slowdown it would have detected)
-    pass                      neither; the detectable slowdown is stated in the diff
-    The CPU time rides along: a slowdown whose CPU time did not grow is a process that waits."""
+    then `latency_outcome`: regression (slowdown), changed (speedup), pass (tolerated-drift: a change
+    shown to lie inside the tolerance), skipped not-checked (nothing detected, but the smallest
+    slowdown detected at power 0.8 exceeds `latency_tolerance`: never a pass; the detail states the
+    figure), or pass. The CPU time rides along: a slowdown whose CPU time did not grow is a process
+    that waits."""
     obs_env, base_env = policy.observed_env, policy.baseline_env
     if not obs_env or not base_env:
         return verdict(name, "latency", Status.SKIPPED, "no environment fingerprint to match hardware", "not-comparable")
@@ -310,29 +310,74 @@ def compare_latency(name: str, observed: Field, baseline: Field, policy: Policy)
     a = stats.paired_log_ratios(new["samples"], new["calibration"])
     b = stats.paired_log_ratios(old["samples"], old["calibration"])
     run_sd = t.run_sd(name)
-    test = stats.slowdown_test(a, b, t.latency_tolerance, run_sd, policy.alpha)
+    test = stats.slowdown_test(a, b, run_sd, policy.alpha)
     cpu_ratio = (float(np.median(new["cpu"])) / float(np.median(new["cpu_calibration"]))) / (
         float(np.median(old["cpu"])) / float(np.median(old["cpu_calibration"])))
-    diff = {"ratio": test.ratio, "ratio_ci": [test.low, test.high], "cpu_ratio": cpu_ratio,
-            "tolerance": t.latency_tolerance, "p_slower": test.p_slower, "p_faster": test.p_faster,
-            "alpha": policy.alpha, "detectable_slowdown": test.detectable, "sd": test.sd,
-            "run_sd": run_sd, "n_old": len(old["samples"]), "n_new": len(new["samples"]),
+    diff = {"run_sd": run_sd, "n_old": len(old["samples"]), "n_new": len(new["samples"]),
             "median_old": float(np.median(old["samples"])), "median_new": float(np.median(new["samples"])),
             "calibration_of": new.get("calibration_of", "")}
-    text = (f"x{test.ratio:.3f} of the record (wall, against its calibration; {1 - policy.alpha:.5g} CI "
-            f"x{test.low:.3f}-x{test.high:.3f}), CPU x{cpu_ratio:.3f}; tolerance {t.latency_tolerance:.0%}, "
-            f"detects >= {test.detectable:.0%} (p slower {test.p_slower:.3g}, alpha {policy.alpha:.3g})")
-    if test.p_slower < policy.alpha:
-        waits = " - the wall time grew but the CPU time did not: the process waits" if cpu_ratio < 1 + (
-            test.ratio - 1) / 2 else ""
+    return latency_outcome(name, test, policy, diff, "of the record (wall, against its calibration", cpu_ratio)
+
+
+def latency_outcome(name: str, test: stats.Slowdown, policy: Policy, diff: dict[str, Any], what: str,
+                    cpu_ratio: float | None = None) -> Outcome:
+    """A latency test's outcome by `stats.latency_call` at policy.alpha and `latency_tolerance`
+    (the record path's and the paired mode's, one rule):
+
+    regression, slowdown        slower, and the interval cannot show it is within the tolerance
+    changed, speedup            faster beyond 1 / (1 + tolerance) (information: a fix)
+    pass, tolerated-drift       a change detected whose whole interval lies inside the tolerance
+    skipped, not-checked        nothing detected, but the smallest slowdown detected with power 0.8
+                                exceeds the tolerance: no pass without power (the figure in the detail)
+    pass                        nothing detected, and a slowdown of the tolerance would have been
+    The diff gains the ratio, its interval, both p-values, alpha, the detectable slowdown and speed-up."""
+    tol, alpha = policy.thresholds.latency_tolerance, policy.alpha
+    call = stats.latency_call(test, tol, alpha)
+    diff = {"ratio": test.ratio, "ratio_ci": [test.low, test.high], "tolerance": tol, "p_slower": test.p_slower,
+            "p_faster": test.p_faster, "alpha": alpha, "detectable_slowdown": test.detectable,
+            "detectable_speedup": test.detectable_speedup, "sd": test.sd, **diff}
+    cpu = ""
+    if cpu_ratio is not None:
+        diff["cpu_ratio"] = cpu_ratio
+        cpu = f", CPU x{cpu_ratio:.3f}"
+    text = (f"x{test.ratio:.3f} {what}; {1 - alpha:.5g} bounds x{test.low:.3f}-x{test.high:.3f}){cpu}; "
+            f"tolerance {tol:.0%}; detects a slowdown >= {test.detectable:.1%} and a speed-up >= "
+            f"{test.detectable_speedup:.1%} at power {stats.DESIGN_POWER:g} (p slower {test.p_slower:.3g}, "
+            f"p faster {test.p_faster:.3g}, alpha {alpha:.3g})")
+    if call == "slower":
+        waits = " - the wall time grew but the CPU time did not: the process waits" if (
+            cpu_ratio is not None and cpu_ratio < 1 + (test.ratio - 1) / 2) else ""
         return verdict(name, "latency", Status.REGRESSION, f"slower: {text}{waits}", "slowdown", diff, test.p_slower)
-    if test.p_faster < policy.alpha:
+    if call == "faster":
         return verdict(name, "latency", Status.CHANGED, f"faster: {text}", "speedup", diff, test.p_slower)
-    if test.detectable > t.latency_max_detectable:
+    if call == "within":
+        return verdict(name, "latency", Status.PASS, f"a change inside the tolerance: {text}", "tolerated-drift",
+                       diff, test.p_slower)
+    if call == "not-checked":
         return verdict(name, "latency", Status.SKIPPED, f"not checked: it detects only slowdowns >= "
-                       f"{test.detectable:.0%} (> {t.latency_max_detectable:.0%}): {text}", "not-checked", diff,
+                       f"{test.detectable:.1%} (> the {tol:.0%} tolerance): {text}", "not-checked", diff,
                        test.p_slower)
     return verdict(name, "latency", Status.PASS, text, "", diff, test.p_slower)
+
+
+def compare_paired(name: str, blocks: list[float], new: dict[str, list[float]], old: dict[str, list[float]],
+                   policy: Policy) -> Outcome:
+    """A paired A/B latency field (`harness check --against`, harness/designs/paired.py): the ABBA
+    blocks' log ratios d_k (new / old) of two envs timed in one time window, decided by
+    `stats.paired_slowdown_test` (Yuen's trimmed mean, SE from the blocks, t with h - 1 df) and
+    `latency_outcome` with `latency_tolerance`. Both directions are findings, so each one-sided test
+    runs at policy.alpha / 2: an unchanged library is a false alarm, either way, with probability <=
+    policy.alpha (the run's per-test alpha over the paired fields). `new` / `old`: each side's per-call
+    {"wall": [...], "cpu": [...]} seconds, for the medians and the CPU ratio (a slowdown whose CPU time
+    did not grow waits)."""
+    half = policy.with_alpha(policy.alpha / 2)
+    test = stats.paired_slowdown_test(blocks, half.alpha)
+    cpu_ratio = float(np.median(new["cpu"])) / float(np.median(old["cpu"]))
+    diff = {"test": "paired-abba-yuen", "blocks": len(blocks), "df": test.df, "alpha_run": policy.alpha,
+            "median_old": float(np.median(old["wall"])), "median_new": float(np.median(new["wall"])),
+            "wall_ratio_of_medians": float(np.median(new["wall"])) / float(np.median(old["wall"]))}
+    return latency_outcome(name, test, half, diff, f"of the other env (paired, {len(blocks)} ABBA blocks",
+                           cpu_ratio)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -111,9 +111,13 @@ class Thresholds:
         0.93-1.3 w from fp32 and two bf16 routes of the library (eager, SDPA) at most 1.45 w apart
         (a 1.1B model: witness 11.4, eager vs SDPA 16.5, c 12), so 2 covers the two routes with 1.4x
         to spare.
-    latency_tolerance: a slowdown below this fraction (0.05 = 5 %) is never a regression; above it
-        only when significant at the run's per-test alpha (`stats.slowdown_test`: one-sided z test
-        of the paired median log ratio to the calibration, within-run and between-run variance).
+    latency_tolerance: the smallest slowdown that matters (0.05 = 5 %), and the one a latency field
+        must detect with power 0.8 at the run's per-test alpha to pass: a field that cannot is
+        `not checked` with the slowdown it does detect, never a pass (`stats.latency_call`). A slowdown
+        significant at that alpha (against no change) is a regression unless its interval lies inside
+        the tolerance; a speed-up beyond it is changed (information). The record path's tests:
+        `stats.slowdown_test` (paired median log ratio to the calibration, within-run and between-run
+        variance); the paired mode's (`harness check --against`): `stats.paired_slowdown_test`.
     latency_run_sd / latency_run_sd_prefill / latency_run_sd_generate: tau,
         the between-run SD of one run's median log ratio beyond what that run's own samples show (a
         process's memory layout, clock, what else ran): tau^2 = SD across runs^2 - the runs' mean SE^2.
@@ -140,8 +144,6 @@ class Thresholds:
         does not cancel that for a subject and a calibration that use the CPU differently
         (2026-12-02, one quiet Intel Xeon: decode's calibration x1.75 and ensemble generate()'s x1.8
         of the morning's, both ratios moved beyond noise, wall / CPU 1.0).
-    latency_max_detectable: a field whose smallest detected slowdown (power 0.8) exceeds this is
-        `underpowered` (a pass that says it could not see much).
     memory_tolerance: a peak or allocated byte count above (1 + this) x the record's is a regression.
     tv_max: the total-variation distance a distribution check must be able to rule out; a check
         whose TV upper confidence bound exceeds it is reported as "underpowered".
@@ -165,7 +167,6 @@ class Thresholds:
     latency_busy_wall_cpu: float = 1.15
     latency_busy_spread: float = 0.25
     latency_calibration_drift: float = 1.3
-    latency_max_detectable: float = 0.5
     memory_tolerance: float = 0.10
     tv_max: float = 0.05
 
@@ -280,7 +281,7 @@ MAX_THRESHOLDS = {
     "witness_factor": 8.0,  # a model's allowances at most 8x its own measured rounding
     "latency_tolerance": 1.0, "latency_run_sd": 0.5, "latency_run_sd_prefill": 0.5, "latency_run_sd_generate": 0.5,
     "latency_busy_wall_cpu": 10.0, "latency_busy_spread": 10.0, "latency_calibration_drift": 10.0,
-    "latency_max_detectable": 1.0, "memory_tolerance": 1.0, "tv_max": 0.5,
+    "memory_tolerance": 1.0, "tv_max": 0.5,
 }
 
 
