@@ -52,6 +52,11 @@ FLAGS = ("baseline", "budget", "record", "strict", "latency_strict", "fault", "d
 
 def cmd_check(args: argparse.Namespace, extra: Sequence[str]) -> int:
     project = open_project(args)
+    if getattr(args, "against", None):  # paired A/B latency against another env's interpreter
+        from harness.cli.paired import cmd_paired
+
+        check_extra(extra)
+        return cmd_paired(project, args)
     check_extra(extra)
     check_workers(args.workers)
     check_fixtures(project.config)
@@ -187,4 +192,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("check", parents=[common, running_parser(*FLAGS)],
                        help="run the suites against the golden records",
                        description="Run the suites against golden records; extra pytest args go after --.")
+    p.add_argument("--against", metavar="PYTHON",
+                   help="paired latency instead of the suites: time this env and PYTHON's (an interpreter or a venv) "
+                        "call by call in ABBA blocks on this host (docs/checks.md, latency paired mode)")
+    p.add_argument("--pair-seconds", type=float, default=180.0, metavar="S",
+                   help="with --against: seconds of pairing, shared by the fields (default 180)")
+    p.add_argument("--pair-fields", metavar="NAMES",
+                   help="with --against: only the paired fields whose case/field contains one of these (comma-separated)")
     p.set_defaults(func=cmd_check, passthrough=True)

@@ -1,0 +1,131 @@
+"""`harness check --against PYTHON`: paired A/B latency of this env (new) against the env of another
+interpreter (old), in one time window on this host (harness/designs/paired.py: the workers and the
+ABBA schedule; harness/checking/compare_stats.py `compare_paired`: the statistic and the verdict).
+
+The run's family is its paired fields: each is decided at alpha / bucket(m) (m = the fields;
+`stats.per_test_alpha`), half of it per direction, so a run with nothing changed reports a latency
+finding with probability <= alpha. Memory: the bytes one call allocates, asked once per env,
+compared by `compare_memory` (deterministic for a torch build). Prints one line per field and the
+verdict; writes ``<reports_dir>/paired/<YYYYmmdd-HHMMSS>/paired.json`` (both envs, the load, every
+field's outcome and its blocks). Exit 1 on a regression, 0 otherwise, 2 for a usage error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.checking import stats
+from harness.checking.compare_stats import compare_memory, compare_paired
+from harness.checking.policy import Policy
+from harness.cli.common import EXIT_OK, EXIT_REGRESSION
+from harness.cli.project import Project, UsageError
+from harness.designs import paired
+from harness.report.terminal import timestamped_dir
+from harness.schema import Outcome, Status
+
+
+def python_of(spec: str) -> str:
+    """--against: an interpreter (a path, or a venv directory holding bin/python)."""
+    path = Path(spec)
+    if path.is_dir() and (path / "bin" / "python").exists():
+        return str(path / "bin" / "python")
+    found = shutil.which(spec)
+    if found is None or not os.access(found, os.X_OK):
+        raise UsageError(f"--against {spec}: not an interpreter (a python executable or a venv directory)")
+    return found
+
+
+def load_line() -> str:
+    try:
+        return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "load unknown"
+
+
+def cmd_paired(project: Project, args: argparse.Namespace) -> int:
+    python = python_of(args.against)
+    fields = paired.select([p for p in (args.pair_fields or "").split(",") if p])
+    if not fields:
+        raise UsageError(f"--pair-fields {args.pair_fields}: no paired field matches; fields: "
+                         + ", ".join(f.key for f in paired.FIELDS))
+    seconds = float(args.pair_seconds)
+    if seconds <= 0:
+        raise UsageError(f"--pair-seconds {args.pair_seconds}: must be > 0")
+    threads = int(getattr(args, "harness_threads", None) or 1)
+    cores = sorted(os.sched_getaffinity(0))
+    models = project.config.models_dir
+    alpha = stats.per_test_alpha(project.config.alpha, len(fields))
+    workers: list[paired.Worker] = []
+    try:
+        new = paired.Worker(sys.executable, models, cores, threads)
+        workers.append(new)
+        old = paired.Worker(python, models, cores, threads)
+        workers.append(old)
+        hello = {"new": new.ask({"op": "hello"}), "old": old.ask({"op": "hello"})}
+        if {h.get("protocol") for h in hello.values()} != {paired.PROTOCOL}:
+            raise UsageError(f"--against {python}: its timing worker speaks another protocol ({hello['old']})")
+        print(f"harness: paired latency, new transformers {hello['new']['transformers']} torch {hello['new']['torch']} "
+              f"({sys.executable}) vs old transformers {hello['old']['transformers']} torch {hello['old']['torch']} "
+              f"({python}); {len(fields)} fields, ~{seconds:.0f} s of pairing, cores {cores}, threads {threads}, "
+              f"alpha {alpha:.3g} a field; {load_line()}", flush=True)
+        outcomes, records = run_fields(new, old, fields, seconds / len(fields), alpha, project)
+    finally:
+        for w in workers:
+            w.close()
+    regressions = sum(o.status is Status.REGRESSION for o in outcomes)
+    out = timestamped_dir(project.reports_dir / "paired")
+    out.mkdir(parents=True)
+    path = out / "paired.json"
+    path.write_text(json.dumps({"envs": hello, "against": python, "alpha_field": alpha, "alpha": project.config.alpha,
+                                "cores": cores, "threads": threads, "seconds": seconds, "end": load_line(),
+                                "outcomes": [o.to_json() for o in outcomes], "fields": records}, indent=1) + "\n")
+    counts = {s.value: sum(o.status is s for o in outcomes) for s in Status if any(o.status is s for o in outcomes)}
+    verdict = "regression" if regressions else "pass"
+    print(f"harness: paired verdict {verdict}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+          + f"; {load_line()}; {path}")
+    return EXIT_REGRESSION if regressions else EXIT_OK
+
+
+def run_fields(new: paired.Asks, old: paired.Asks, fields: tuple[paired.PairedField, ...], budget: float,
+               alpha: float, project: Project) -> tuple[list[Outcome], list[dict[str, Any]]]:
+    """Each field paired for `budget` seconds and decided; its memory compared once."""
+    policy = Policy(alpha=alpha, thresholds=project.config.thresholds)
+    env = {"device": {"type": "cpu"}, "dtype": "fp32"}
+    memory_policy = Policy(alpha=alpha, thresholds=project.config.thresholds, observed_env=env, baseline_env=env)
+    outcomes: list[Outcome] = []
+    records: list[dict[str, Any]] = []
+    for field in fields:
+        got = paired.pair(new, old, field, budget)
+        if got.error:
+            outcome = Outcome("latency", field.case, field.name, "latency", Status.SKIPPED,
+                              f"not compared: {got.error}", "not-comparable", against="paired")
+        else:
+            outcome = compare_paired(field.name, {"wall": got.new, "cpu": got.new_cpu},
+                                     {"wall": got.old, "cpu": got.old_cpu}, policy)
+            outcome = Outcome("latency", field.case, field.name, outcome.kind, outcome.status, outcome.detail,
+                              outcome.category, outcome.diff, "paired", outcome.p_value)
+        outcomes.append(outcome)
+        records.append({"field": field.key, "seconds": got.seconds, "blocks": got.blocks, "new": got.new,
+                        "old": got.old, "new_cpu": got.new_cpu, "old_cpu": got.old_cpu, "error": got.error})
+        print(f"  {field.key}: {outcome.status.value}{' (' + outcome.category + ')' if outcome.category else ''} "
+              f"- {outcome.detail}", flush=True)
+        if got.error:
+            continue
+        mem = paired.memory(new, old, field)
+        if mem is not None:
+            m = compare_memory(f"memory_{field.name}", paired_field(mem[0]), paired_field(mem[1]), memory_policy)
+            m = Outcome("latency", field.case, m.field, m.kind, m.status, m.detail, m.category, m.diff, "paired")
+            outcomes.append(m)
+            print(f"  {field.case}/{m.field}: {m.status.value} - {m.detail}", flush=True)
+    return outcomes, records
+
+
+def paired_field(value: dict[str, Any]) -> Any:
+    from harness.schema import Field
+
+    return Field("memory", value)
