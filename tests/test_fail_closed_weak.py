@@ -82,6 +82,16 @@ def probe_forged_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest.M
     with pytest.warns(UserWarning, match=str(entry)):
         assert AnswerCache(root).get({"q": 1}, lambda: "mine") == "mine"
 
+    older = tmp_path / "older"  # a cache an older harness wrote (no HMAC): recomputed, the first entry named only
+    assert [AnswerCache(older).get({"q": i}, lambda i=i: i) for i in range(3)] == [0, 1, 2]
+    for path in older.rglob("*.pt"):
+        head, payload = path.read_bytes().split(b"\n", 1)
+        path.write_bytes(json.dumps({k: v for k, v in json.loads(head).items() if k != "hmac"}).encode() + b"\n" + payload)
+    with pytest.warns(UserWarning, match="no HMAC") as caught:
+        session = AnswerCache(older)  # one run's cache
+        assert [session.get({"q": i}, lambda i=i: -i) for i in range(3)] == [0, -1, -2]
+    assert len([w for w in caught if "engine cache" in str(w.message)]) == 1
+
     key_file.chmod(0o644)
     with pytest.warns(UserWarning, match="engine cache off.*engine-cache.key"):
         assert AnswerCache(root).get({"q": 1}, lambda: "computed") == "computed"

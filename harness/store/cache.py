@@ -18,7 +18,8 @@ suites ask `AnswerCache.get(key, compute)` and a rerun reads them back instead o
   created 0600 on first use, outside the cache directory): a cache directory restored from
   somewhere else (a CI cache, a shared or copied directory) cannot plant an answer, since whoever
   wrote it could recompute a checksum but not the HMAC; an entry that cannot be read or does not
-  match is recomputed and rewritten, never used, and named once (a warning with its path). A
+  match is recomputed and rewritten, never used, and named once (a warning with its path; of the
+  entries without an HMAC - a cache an older harness wrote - only the first is named). A
   secret file that is not a regular 0600 file of this user (or cannot be made) turns the cache off
   for the run, said once;
 - a write that fails (a full disk: OSError, or torch's RuntimeError) costs time, never a result;
@@ -120,6 +121,10 @@ def signature(secret: bytes, text: str, payload: bytes) -> str:
 SECRET_BYTES = 32
 
 
+class Unsigned(ValueError):
+    """An entry without an HMAC: an older harness's, or forged - recomputed; only the first is named."""
+
+
 class SecretError(OSError):
     """The cache's secret file cannot be made, or is not a 0600 regular file of this user."""
 
@@ -174,6 +179,7 @@ class AnswerCache:
         self._secret: bytes | None = None
         self.hits = self.misses = 0
         self.rejected: set[Path] = set()  # entries found unreadable or not matching (named once)
+        self.unsigned_named = False  # entries without an HMAC (an older harness's cache): the first one named
 
     def secret(self) -> bytes | None:
         """This user's secret (read once); None - the cache off for this run, said once - when
@@ -222,14 +228,20 @@ class AnswerCache:
                 raise ValueError("it holds another key, or none")
             if header.get("sha256") != checksum(text, payload):
                 raise ValueError("its checksum does not match its content")
-            if not hmac.compare_digest(str(header.get("hmac", "")), signature(secret, text, payload)):
+            if "hmac" not in header:
+                raise Unsigned("it carries no HMAC (written by an older harness, or forged)")
+            if not hmac.compare_digest(str(header["hmac"]), signature(secret, text, payload)):
                 raise ValueError("its HMAC does not match this user's key (written elsewhere, or forged)")
             return True, torch.load(io.BytesIO(payload), weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unreadable entry is recomputed, never trusted
-            if path not in self.rejected:
-                self.rejected.add(path)
+            unsigned = isinstance(exc, Unsigned)
+            if path not in self.rejected and not (unsigned and self.unsigned_named):
                 warnings.warn(f"engine cache entry {path} is unreadable or altered ({type(exc).__name__}: "
-                              f"{str(exc)[:200]}); recomputed and rewritten", stacklevel=3)
+                              f"{str(exc)[:200]}); recomputed and rewritten"
+                              + ("; further entries without an HMAC are recomputed without a warning" if unsigned
+                                 else ""), stacklevel=3)
+            self.rejected.add(path)
+            self.unsigned_named = self.unsigned_named or unsigned
             return False, None
 
     @staticmethod
