@@ -29,6 +29,21 @@ def test_a_compile_is_counted_a_call_of_the_same_shapes_is_not_and_a_new_shape_i
     assert counts == [1, 0, 1]
 
 
+def test_a_recompile_is_a_guard_that_failed_not_a_first_compile():
+    """first_call_compiles_once's count: a new shape (a guard on the size fails) or a Python int the
+    graph reads that moves (#44609's sliding length) fails the guards of the graphs cached before it
+    (each one checked counts); the first compile and a call that reuses its graph fail none."""
+    hf_compiled.reset()
+    fn = torch.compile(lambda x, n: torch.tanh(x) * n, backend="aot_eager", dynamic=False)
+    counts = []
+    for shape, n in (((3,), 2), ((3,), 2), ((5,), 2), ((5,), 3)):
+        before = hf_compiled.recompiles_so_far()
+        fn(torch.ones(shape), n)
+        counts.append(hf_compiled.recompiles_so_far() - before)
+    hf_compiled.reset()
+    assert counts[:2] == [0, 0] and all(c >= 1 for c in counts[2:])
+
+
 def test_the_calls_within_the_first_calls_cache_are_the_ones_held_to_no_recompile():
     lengths = {name: n for name, _, n in compiled.CALLS}
     assert set(compiled.WITHIN_CACHE) == {n for n, p, k in compiled.CALLS if n != "first" and k <= lengths["first"]}

@@ -26,6 +26,14 @@ and the first call once more without the config (eager), for the secondary refer
                                     compilation on every device (its oracle is the config's documented
                                     meaning; an auto-compile gate that leaves a device out - transformers
                                     PR #44757 / #44742 - runs eager instead, silently)
+  first_call_compiles_once  exact   the first call recompiles nothing: a static cache keeps the decode
+                                    step's shapes from step to step, so its forward is compiled once and
+                                    every later step runs that graph (the oracle is the static cache's
+                                    contract; dynamo's count of cached graphs whose guards failed, not
+                                    the time: 0 exactly when no step recompiled). A
+                                    value the graph guards on that moves per step - transformers #44609's
+                                    sliding-window length, a Python int - recompiles at every step until
+                                    dynamo's limit sends the rest eager (7 graphs for 8 tokens)
   no_recompile_within_cache exact   the calls that fit the cache an earlier call made (other, shorter)
                                     compile nothing (the static cache's contract, as transformers' own
                                     compile tests state it: a second call of the same shapes compiles no
@@ -80,6 +88,13 @@ def observe(zoo: Any, case: Case) -> Observation:
     ran = {name: g for name, g in got.items() if g.error is None}
     obs.reference("compiled_as_asked", {"first call compiled": got["first"].compiles > 0}, {"first call compiled": True},
                   implementations_differ=False)
+    if got["first"].error is not None or got["first"].recompiles is None:
+        obs.skipped("first_call_compiles_once", "exact", "the first call raised" if got["first"].error is not None
+                    else "this torch keeps no count of recompiles (torch._dynamo.utils.guard_failures)",
+                    category="not-checked")
+    else:
+        obs.reference("first_call_compiles_once", {"guards failed during the first call": got["first"].recompiles},
+                      {"guards failed during the first call": 0}, implementations_differ=False)
     obs.reference("no_recompile_within_cache", {n: got[n].compiles for n in WITHIN_CACHE},
                   dict.fromkeys(WITHIN_CACHE, 0), implementations_differ=False)
     gap = zoo.engine_gap(case.model)

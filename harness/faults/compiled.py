@@ -9,7 +9,7 @@ generate() (generation/utils.py)."""
 from __future__ import annotations
 
 from harness.faults.patches import Catch, Fault, edit
-from harness.faults.targets import GEN
+from harness.faults.targets import CACHE, GEN
 
 FAULTS: tuple[Fault, ...] = (
     Fault("compile-gate-ignores-all-devices", "compile",
@@ -23,6 +23,20 @@ FAULTS: tuple[Fault, ...] = (
                 "`_valid_auto_compile_criteria` gated compilation on a device list, so \"torch.compile never "
                 "triggers automatically on Neuron even when StaticCache is used\", #44742) - a gate that leaves a "
                 "device out; only whether the call compiled shows it, the tokens are eager's"),
+    Fault("static-cache-step-guarded", "compile",
+          "the static cache's layer keeps the length it has filled as a Python int the decode step reads: dynamo "
+          "guards on it, so every step of the first compiled call recompiles until its limit sends the rest eager",
+          Catch("compiled", "llama-target.compiled.*", "first_call_compiles_once"),
+          (edit(CACHE, "StaticLayer.update",
+                ("self.cumulative_length.add_(kv_length)",
+                 "self.cumulative_length.add_(kv_length)\n"
+                 "    self._filled = getattr(self, '_filled', 0) + kv_length\n"
+                 "    if self._filled < 0:\n"
+                 "        key_states = key_states + 0")),),
+          notes="transformers #44609 (Gemma 2 / Gemma 3's sliding-window static cache: the layer's length a Python "
+                "int dynamo guards on, 7 graphs for 8 tokens, every decode step recompiling until the limit) on a "
+                "full-attention layer; the tokens stay right and the calls that fit the cache compile nothing "
+                "new, so only the first call's own recompiles show it"),
     Fault("static-cache-length-not-kept", "compile",
           "each static-cache generate() call allocates its cache at its own length instead of the longest an "
           "earlier call used: a shorter call after a longer one gets a cache of another shape and recompiles "

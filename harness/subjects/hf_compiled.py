@@ -8,8 +8,9 @@ the config's `_compile_all_devices`, a class attribute every version from 4.57 r
   seconds on a CPU; `inductor`: the generated C++ kernels - tens of seconds), by name, so that a
   failure to compile the library's forward is the library's (no harness frame below the call);
 - `run(model, ids, new_tokens, config)` -> `Compiled`: the call's new tokens, the top-2 margins and
-  scales of its own scores, its exception as data, and how many graphs dynamo compiled during it
-  (`graphs_compiled`: its `unique_graphs` counter).
+  scales of its own scores, its exception as data, how many graphs dynamo compiled during it
+  (`graphs_compiled`: its `unique_graphs` counter) and how many of those were recompiles of code it
+  had compiled already (`recompiles_so_far`: its `guard_failures`).
 
 A compiled forward is state the library keeps on the model (`_compiled_call`, `_last_compile_config`:
 harness/subjects/hf_state.py restores the model before the next test) and torch keeps in dynamo's
@@ -36,6 +37,7 @@ class Compiled:
     margins: list[float] = field(default_factory=list)
     scales: list[float] = field(default_factory=list)
     compiles: int = 0  # graphs torch compiled during the call
+    recompiles: int | None = None  # guards of cached graphs that failed during the call (0: no recompile); None: not counted
     seconds: float = 0.0  # the call's wall time (a first call's includes compiling)
     error: dict[str, str] | None = None
 
@@ -59,6 +61,18 @@ def graphs_compiled() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+def recompiles_so_far() -> int | None:
+    """How many cached graphs' guards have failed in this process (dynamo's `guard_failures`: each
+    recompile adds the failed guard of every graph it checked first), so 0 while every call reuses a
+    graph and at least one per recompile of code compiled already - never for the first compile of
+    it. None where this torch keeps no such table."""
+    try:
+        from torch._dynamo.utils import guard_failures
+    except ImportError:
+        return None
+    return sum(len(reasons) for reasons in guard_failures.values())
+
+
 def reset() -> None:
     """Dynamo's caches emptied: the next compiled call compiles afresh."""
     torch._dynamo.reset()
@@ -72,7 +86,7 @@ def run(model: Any, input_ids: torch.Tensor, max_new_tokens: int, config: Any | 
                                   pad_token_id=model.config.pad_token_id)
     if config is not None:
         kwargs["compile_config"] = config
-    before = graphs_compiled()
+    before, recompiled = graphs_compiled(), recompiles_so_far()
     start = time.perf_counter()
     try:
         with torch.no_grad():
@@ -85,6 +99,8 @@ def run(model: Any, input_ids: torch.Tensor, max_new_tokens: int, config: Any | 
         return out
     out.seconds = time.perf_counter() - start
     out.compiles = graphs_compiled() - before
+    now = recompiles_so_far()
+    out.recompiles = None if now is None or recompiled is None else now - recompiled
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.scales = [top2_scale(s[0]) for s in result.scores]
