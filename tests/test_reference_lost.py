@@ -1,5 +1,6 @@
 """A reference that cannot run now (harness/checking/core.py `CaseCheck._cannot_run`): a skip of
 category not-applicable / unsupported - the installed version lacks the keyword the reference needs -
+or not-checked (the call it reads raised) -
 is `reference-lost` (a regression) against a baseline record where it ran, `not checked` on a first
 run (a regression under --strict), and stays skipped where the baseline could not run it either.
 The baseline's verdicts are computed by the comparers from values built here, never written by hand;
@@ -66,6 +67,19 @@ def test_a_reference_the_baseline_could_not_run_either_stays_skipped():
     got = _outcome(_cannot(), _record(_cannot()))
     assert (got.status, got.category) == (Status.SKIPPED, Category.NOT_APPLICABLE)
     assert _outcome(_ran(), _record(_ran())).status is Status.PASS
+
+
+def test_a_reference_not_checked_now_where_the_baseline_checked_it_is_lost():
+    """not-checked (the call it reads raised - a continuous-batching manager crashing -, the version
+    returned nothing to judge by) is a check gone like a removed keyword: reference-lost against a
+    baseline where it ran, quiet on a first run, a regression there under --strict (issue 58 item 11)."""
+    got = _outcome(_cannot("not-checked"), _record(_ran()))
+    assert (got.status, got.category) == (Status.REGRESSION, Category.REFERENCE_LOST) and WHY in got.detail
+    first = _outcome(_cannot("not-checked"), None)
+    assert (first.status, first.category) == (Status.SKIPPED, Category.NOT_CHECKED)
+    strict = _outcome(_cannot("not-checked"), None, strict=True)
+    assert (strict.status, strict.category) == (Status.REGRESSION, Category.NOT_CHECKED)
+    assert _outcome(_cannot("not-checked"), _record(_cannot("not-checked"))).status is Status.SKIPPED
 
 
 def test_a_statistical_skip_is_not_a_lost_reference():

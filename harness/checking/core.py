@@ -284,11 +284,18 @@ class CaseCheck:
           masks of a model that loads eager now, its logits at the engine's: `changed`, fixed);
         - a first run (no baseline record): `not checked` with the reason - nothing says it ever ran,
           so it is not a regression, but nothing was checked either; under --strict it fails;
-        - the baseline could not run it either: skipped, as it was."""
-        if o.against != "reference" or o.status is not Status.SKIPPED or o.category not in CANNOT_RUN:
+        - the baseline could not run it either: skipped, as it was.
+
+        A reference `not checked` in this run (the call it reads raised, the version returned nothing to
+        judge it by) follows the same rule: a check the baseline had is lost whatever the reason, and
+        --strict fails a first run that checked nothing there."""
+        if o.against != "reference" or o.status is not Status.SKIPPED or o.category not in (*CANNOT_RUN,
+                                                                                           Category.NOT_CHECKED):
             return o
         where = self.rules.baseline_key or "the baseline"
         if self.baseline is None and self.unreadable is None:
+            if o.category is Category.NOT_CHECKED and not self.rules.strict:
+                return o
             if self.rules.strict:
                 return replace(o, status=Status.REGRESSION, category=Category.NOT_CHECKED,
                                detail=f"not checked: {o.detail} (--strict: a reference that cannot run on a first "
