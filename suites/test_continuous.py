@@ -13,4 +13,4 @@ from harness.designs import continuous
 
 @pytest.mark.cases(table=cases.continuous)
 def test_continuous(case, golden, zoo, run_settings):
-    golden.check_all(continuous.observe(zoo, case, run_settings.config.thresholds))
+    golden.check_all(continuous.observe(zoo, case, run_settings.config.thresholds, golden.alpha))

@@ -502,14 +502,20 @@ def _user_batch_cases(model: UserModel) -> list[Case]:
 
 CONTINUOUS_CHECKS = ("greedy", "sample", "processors", "beam", "requests")
 CONTINUOUS_TOKENS = 12  # few steps: each case is one generate_batch of three requests (~0.2 s)
+# the sampled case's draws are tested as draws (continuous.py draws_as_engine): 3 x 32 of them, so that a
+# sampler stuck on the mode fails at a full run's per-test alpha in bf16 too, where near-ties make the
+# engine's mode another token now and then (3 x 12 did not: 34 of 36 modes, p > 2e-5)
+CONTINUOUS_SAMPLE_TOKENS = 32
 
 
 def continuous_case(model: str, check: str, prompts: tuple[str, ...]) -> Case:
     """`<model>.cb.<check>`: the prompts as requests of one generate_batch (harness/designs/continuous.py
-    says what each check runs), CONTINUOUS_TOKENS new tokens each."""
+    says what each check runs), CONTINUOUS_TOKENS new tokens each (the sampled case's
+    CONTINUOUS_SAMPLE_TOKENS)."""
     sampled = check in ("sample", "requests")  # requests: the manager, one request sampled (continuous_requests.py)
     return Case(model, prompt=prompts[0], decoding="sample" if sampled else "greedy",
-                seed=0 if sampled else None, new_tokens=CONTINUOUS_TOKENS, name=f"{model}.cb.{check}",
+                seed=0 if sampled else None, name=f"{model}.cb.{check}",
+                new_tokens=CONTINUOUS_SAMPLE_TOKENS if check == "sample" else CONTINUOUS_TOKENS,
                 params=_p(check=check, prompts=prompts))
 
 

@@ -71,6 +71,14 @@ finding - and the references are `not checked` with it.
                              scores read from another request's row; `not checked` where the version
                              returns no log-probabilities, and outside fp32 (the engine is an fp32
                              oracle; a log-probability's rounding is not bounded by the dtype's rule)
+  draws_as_engine    exact   sample: the draws themselves against the engine's processed distributions
+                             after each drawn prefix - the log-likelihood z-test of harness/engine/draws.py
+                             at the run's per-test alpha, fp32 and bf16 (a rounding of the logits moves
+                             log p far less than the shift it detects) joined with the count of draws
+                             that are their step's mode (all-mode: p = prod of the modes' probabilities);
+                             its key names z, the shift detected at power 0.8, the modes drawn and
+                             expected: a sampler that takes the argmax and reports that token's true
+                             log-probability passes the two checks above and fails this one
 """
 
 from __future__ import annotations
@@ -85,6 +93,7 @@ from harness.designs import continuous_requests
 from harness.designs.continuous_requests import engine_logprobs, outside_support, support_slack
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
+from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
@@ -193,7 +202,8 @@ def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) 
     return bool(why)
 
 
-def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
+def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
+    """The case's fields; `alpha`: the run's per-test level (draws_as_engine's)."""
     if case.param("check") == "requests":  # the manager, each request with its own settings, streamed
         return continuous_requests.observe(zoo, case, thresholds)
     obs = Observation()
@@ -254,7 +264,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
                 follows="tokens")
         return obs
     if check == "sample":
-        return _sampled(zoo, case, obs, served, prompts, thresholds)
+        return _sampled(zoo, case, obs, served, prompts, thresholds, alpha)
     chain: list[Processor] = []
     if check == "processors":
         chain = kept_chain(pipeline.build({"do_sample": False, **PROCESSORS, "eos_token_id": eos}, prompts[0]),
@@ -322,11 +332,27 @@ def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], 
                   expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
 
 
+def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequence[int], alpha: float) -> None:
+    """draws_as_engine: the served draws against the engine's distributions (harness/engine/draws.py's
+    log-likelihood z-test at the run's per-test `alpha`); `not checked` where no draw could tell
+    (every step had one token left, or none was drawn inside the support)."""
+    fit = draw_fit(steps, drawn, alpha)
+    if fit.n == 0 or fit.detectable == float("inf"):
+        obs.skipped("draws_as_engine", "exact", f"no draw could tell: {fit.n} draws inside the support, every step "
+                    "with one token left", category="not-checked")
+        return
+    claim = (f"the draws fit the engine's distributions (alpha {alpha:.2g}: log-likelihood z = {fit.z:.2f}, detects "
+             f"{fit.detectable:.3f} nats per draw at power 0.8; {fit.modes} of {fit.n} draws the mode, "
+             f"{fit.modes_expected:.1f} expected, all {fit.n} would have p = {fit.all_modes:.2g})")
+    obs.reference("draws_as_engine", {claim: fit.fits(alpha)}, {claim: True}, implementations_differ=False,
+                  observed_extras=fit.as_data())
+
+
 def _references(check: str) -> tuple[tuple[str, str], ...]:
     return {"greedy": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("tokens_as_generate", "tokens"),
                        ("served_together", "exact")),
             "processors": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens")),
-            "sample": (("in_support", "exact"), ("logprobs_as_engine", "tensor")),
+            "sample": (("in_support", "exact"), ("draws_as_engine", "exact"), ("logprobs_as_engine", "tensor")),
             "beam": ()}[check]
 
 
@@ -340,18 +366,22 @@ def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int],
 
 
 def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]],
-             thresholds: Thresholds) -> Observation:
+             thresholds: Thresholds, alpha: float) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", seeded_by="logprobs_as_engine")
     chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
-    outside, ours, theirs = [], [], []
+    outside, ours, theirs, steps, draws = [], [], [], [], []
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
         context = [*p, *drawn]
         logits = engine.logits_cached(zoo, case.model, context)
         outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model), thresholds)))
+        steps += [torch.log_softmax(apply(logits[len(p) - 1 + i].float(), context[:len(p) + i], chain), dim=-1)
+                  for i in range(len(drawn))]
+        draws += list(drawn)
         if logprobs:
             ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
             theirs.append(logprobs[:len(ours[-1])])
     obs.reference("in_support", outside, [[] for _ in prompts], implementations_differ=False)
+    draws_as_engine(obs, steps, draws, alpha)
     if zoo.dtype_of(case.model) != "fp32":
         obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
                     "a log-probability's rounding follows the logits' magnitude over the temperature (|z| u / T), not its "

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import CB_API, CB_PROC, CB_REQ
+from harness.faults.targets import CB_API, CB_PROC, CB_REQ, CB_RUNNER
 
 
 def _one_request_at_a_time(generate_batch: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,6 +111,18 @@ FAULTS: tuple[Fault, ...] = (
                 "shared output queue: `transformers serve` re-queued them) and #39149 (`transformers serve` with "
                 "continuous batching streaming its chunks wrongly): the final result is right, so only the updates "
                 "counted against the tokens show it"),
+    Fault("cb-sampler-takes-argmax", "batching",
+          "continuous batching's sampler takes the most probable token where it should draw one, and reports that "
+          "token's true log-probability: every draw is the mode, every reported number right",
+          Catch("continuous", "llama-target.cb.sample", "draws_as_engine"),
+          (edit(CB_RUNNER, "ModelRunner._sample",
+                ("next_tokens = torch.multinomial(probs, num_samples=1)",
+                 "next_tokens = torch.argmax(probs, dim=-1, keepdim=True)")),),
+          notes="transformers PR #40692 (\"fix do_sample=True in continuous batching\": generate_batch's sampling "
+                "was not sampling as asked until its _sample and the processors' shapes were fixed) and the greedy "
+                "strategy hard-wired in zai-org/GLM-130B PR #13's batch generation; the drawn tokens stay in the "
+                "top-k and their log-probabilities are the model's, so in_support and logprobs_as_engine pass - "
+                "only the draws, tested as draws, fail"),
     Fault("cb-one-request-at-a-time", "batching",
           "generate_batch serves its requests one after another, each in a batch of its own: the same tokens, "
           "none of continuous batching's sharing (three times the forwards)",
