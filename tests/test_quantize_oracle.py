@@ -47,3 +47,20 @@ def test_in_bf16_the_scale_is_held_to_bf16s_rounding_and_no_further():
     assert violations(w, q, rounded)["scale_not_absmax"] > 0  # fp32's 1e-5 sees bf16's rounding
     assert violations(w, q, rounded, 2.0 ** -8) == CLEAN
     assert violations(w, q, rounded * 1.01, 2.0 ** -8)["scale_not_absmax"] == 16  # 1 % is beyond bf16's 2u
+
+
+def test_the_promise_is_every_projection_of_the_file_but_embeddings_and_the_head():
+    """quantized_as_promised's expected side, read from the checkpoint: a load that quantizes nothing
+    or skips the MLP is told from one that keeps only the head, whatever the loaded pipeline says."""
+    from harness.engine.quantize import promised, promised_bytes
+
+    file = {"model.embed_tokens.weight": torch.zeros(32, 8), "lm_head.weight": torch.zeros(32, 8),
+            "model.layers.0.input_layernorm.weight": torch.zeros(8),
+            "model.layers.0.self_attn.q_proj.weight": torch.zeros(8, 8),
+            "model.layers.0.mlp.up_proj.weight": torch.zeros(16, 8), "model.layers.0.mlp.up_proj.bias": torch.zeros(16)}
+    shapes = promised(file)
+    assert shapes == {"model.layers.0.self_attn.q_proj": (8, 8), "model.layers.0.mlp.up_proj": (16, 8)}
+    full = sum(t.numel() * 4 for t in file.values())
+    bound = promised_bytes(full, shapes, 4)
+    int8 = full - (64 + 128) * 3 + (8 + 16) * 5  # int8 data, a float32 scale and an int8 zero point per row
+    assert int8 <= bound < full and full - 64 * 3 + 8 * 5 > bound  # nothing or only attention quantized: over it

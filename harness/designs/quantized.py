@@ -17,6 +17,14 @@ reference engine then runs the model with those dequantized weights in place of 
   tokens         tokens  greedy new tokens on the first prompt, with the dequantized engine's margins
                          after the row's own prefix (teacher-forced)
  references, computed in the run:
+  quantized_as_promised exact  what the scheme promises, from the checkpoint (harness/engine/quantize.py
+                               `promised`): every linear projection's weight quantized - the modules the
+                               load quantized against each 2-D weight of the file that is neither an
+                               embedding nor the output head -, each as int8 data of the weight's shape,
+                               and the model's bytes at most the full-precision model's less
+                               (element size - 1) per promised element plus 8 per row (its scale and a
+                               zero point): a load that quantizes nothing, or leaves the MLP in full
+                               precision, fails here while every reference below holds
   quantized_as_scheme   exact  per quantized weight, against the checkpoint's own weight read from its
                                safetensors and rounded to the load dtype (what the library quantized):
                                rows whose scale is not absmax / 127.5 (in that dtype's rounding),
@@ -40,7 +48,7 @@ from safetensors.torch import load_file
 
 from harness.engine.decode import decode
 from harness.engine.model import Config, Model
-from harness.engine.quantize import dequantized, violations
+from harness.engine.quantize import dequantized, promised, promised_bytes, violations
 from harness.engine.teacher_forced import teacher_forced
 from harness.schema import Case, Observation
 from harness.subjects import engine, fold_keys
@@ -82,7 +90,17 @@ def observe(zoo: Any, case: Case) -> Observation:
     sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
     obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4))
     checkpoint = load_file(str(directory / "model.safetensors"))
-    loaded = TORCH_DTYPES[dtype]  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
+    loaded = TORCH_DTYPES[dtype]
+    shapes = promised(checkpoint)
+    bound = promised_bytes(sizes["full"], shapes, torch.empty((), dtype=loaded).element_size())
+    obs.reference("quantized_as_promised",
+                  {"quantized": fold_keys(found),
+                   "int8 data of the weight's shape": all(q.dtype == torch.int8 and tuple(q.shape) == shapes.get(n)
+                                                           for n, (q, _, _) in found.items()),
+                   "bytes within the scheme's": sizes["quantized"] <= bound},
+                  {"quantized": fold_keys(shapes), "int8 data of the weight's shape": True,
+                   "bytes within the scheme's": True},
+                  implementations_differ=False, observed_extras={"bytes": sizes["quantized"], "bound": bound})  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
     u = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(loaded, 0.0)
     obs.reference("quantized_as_scheme",
                   {n: violations(checkpoint[f"{n}.weight"].to(loaded), q, s, u) for n, (q, s, _) in found.items()},

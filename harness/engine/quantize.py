@@ -49,3 +49,27 @@ def violations(w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, unit_round
     beyond = int((step > 1 + STEP_SLACK).sum())
     out_of_range = int(((q.to(torch.int32) < QMIN) | (q.to(torch.int32) > QMAX)).sum())
     return {"scale_not_absmax": bad_scale, "beyond_half_step": beyond, "out_of_range": out_of_range}
+
+
+# the scheme's promise: which weights it quantizes, into what, and what that saves
+
+KEPT = ("lm_head",)  # the output head stays in full precision (transformers' quantizers keep the output
+# embeddings: `get_modules_to_not_convert`); the input embeddings are no linear layer
+ROW_OVERHEAD = 8  # bytes a quantized row may add at most: its scale and a zero point, float32 each
+
+
+def promised(checkpoint: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    """The modules whose weight int8 weight-only quantization promises to quantize, read from the
+    checkpoint itself: every linear projection - each 2-D `<module>.weight` that is neither an
+    embedding table nor a kept module - with its shape [out, in]."""
+    return {key[:-len(".weight")]: tuple(w.shape) for key, w in checkpoint.items()
+            if key.endswith(".weight") and w.ndim == 2 and "embed" not in key
+            and not any(key.startswith(k + ".") for k in KEPT)}
+
+
+def promised_bytes(full: int, shapes: dict[str, tuple[int, ...]], element_size: int) -> int:
+    """The most bytes the model may hold once the promised weights are int8: the full-precision model's
+    `full` bytes, less (element_size - 1) per promised element, plus ROW_OVERHEAD per promised row."""
+    elements = sum(out * inp for out, inp in shapes.values())
+    rows = sum(out for out, _ in shapes.values())
+    return full - elements * (element_size - 1) + rows * ROW_OVERHEAD

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.faults.patches import Catch, Fault, Wrap
+from harness.faults.patches import Catch, Fault, Wrap, edit
+
+QUANTIZER = "transformers.quantizers.quantizer_torchao"
 
 
 def _neighbour_row_scale(linear: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,6 +42,27 @@ def _neighbour_row_scale(linear: Callable[..., Any]) -> Callable[..., Any]:
 
 
 FAULTS: tuple[Fault, ...] = (
+    Fault("int8-load-quantizes-nothing", "quantization",
+          "the torchao quantizer's filter accepts no parameter: the load asked for int8 weight-only returns the "
+          "model in full precision, without a word - the same tokens, none of the memory saved",
+          Catch("quantized", "llama-target.quantized.*", "quantized_as_promised"),
+          (edit(QUANTIZER, "TorchAoHfQuantizer.param_needs_quantization",
+                ('return isinstance(module, tuple(_QUANTIZABLE)) and tensor_name == "weight"', "return False")),),
+          notes="the class of pytorch/pytorch #33433 (quantize_dynamic on GPT-2: \"nothing is changed in the "
+                "quantized_model, as I getting the same model size\") and huggingface/optimum-quanto #347 (\"Weights "
+                "Still in FP32 after Quantization\"): every numeric reference holds - the dequantized engine of no "
+                "quantized weight is the full model -, only the scheme's promise of what is quantized fails"),
+    Fault("int8-mlp-left-full-precision", "quantization",
+          "the torchao quantizer's filter leaves the MLP projections in full precision (a module filter too "
+          "narrow): attention is int8, two thirds of the weights are not",
+          Catch("quantized", "llama-target.quantized.*", "quantized_as_promised"),
+          (edit(QUANTIZER, "TorchAoHfQuantizer.param_needs_quantization",
+                ('return isinstance(module, tuple(_QUANTIZABLE)) and tensor_name == "weight"',
+                 'return isinstance(module, tuple(_QUANTIZABLE)) and tensor_name == "weight" and ".mlp." not in '
+                 'param_name')),),
+          notes="the class of pytorch/pytorch #33433 and huggingface/optimum-quanto #347 in part: a filter (transformers' "
+                "modules_to_not_convert, torchao's filter_fn) that skips modules it should quantize; the quantized "
+                "modules' own data and the logits hold"),
     Fault("int8-scale-of-neighbour-row", "quantization",
           "torchao's int8 weight-only linear scales each output column by the next row's scale (an off-by-one "
           "in the scales' index): every logit off, the int8 data and the scales themselves still right",
