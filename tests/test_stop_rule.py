@@ -16,7 +16,7 @@ import pytest
 
 from harness.engine import stopping
 from harness.engine.detokenize import Decoder
-from harness.engine.stopping import StopRule, least_pieces, prefix_texts
+from harness.engine.stopping import StopRule, late_pieces, least_pieces, prefix_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["P", " one", " two", " three", " four", " five", " six", " seven", " eight"]  # token id i -> WORDS[i]
@@ -183,3 +183,13 @@ def test_a_first_run_without_a_fault_is_clean(tmp_path):
     judged = {o["field"] for o in outcomes if o["against"] == "reference" and o["status"] == "pass"}
     assert {"stops_as_specified", "criteria_as_specified", "pad_fill_as_specified", "streamed_equals_decode",
             "pieces_as_formed"} <= judged
+
+
+def test_a_piece_held_back_past_the_put_that_formed_it_is_late():
+    """pieces_in_time's rule: after k new ids at least the text up to the last space of texts[k] is out.
+    texts: "", "a", "a ", "a b", "a b " - the words are formed at puts 2 and 4."""
+    texts = ["", "a", "a ", "a b", "a b "]
+    assert late_pieces([(1, 0), (2, 2), (3, 2), (4, 4)], texts) == []  # each word out when formed
+    assert late_pieces([(1, 1), (2, 3), (3, 3), (4, 4)], texts) == []  # earlier (letters at once) is fine
+    late = late_pieces([(1, 0), (2, 0), (3, 2), (4, 2)], texts)  # one put late: the same pieces
+    assert late == ["after 2 new ids: 0 characters handed out, 2 formed", "after 4 new ids: 2 characters handed out, 4 formed"]

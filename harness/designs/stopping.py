@@ -60,6 +60,12 @@ which TextStreamer refuses ("only supports batch size 1") - recorded as the erro
                                  out once the space after it arrived, one put() per token (assisted:
                                  per draft tokens + 1) - so a streamer that holds its text until
                                  end() fails on a first run
+  pieces_in_time          exact  per combination, the put()s after which less text had been handed out
+                                 than formed by then (harness/engine/stopping.py `late_pieces`): the
+                                 harness watches the streamer while generate() runs (after each put(),
+                                 the ids fed and the characters handed out) - a streamer that hands
+                                 each piece out one put() late hands out the same pieces and fails here
+                                 only - expected none
   tokens_equal_unstreamed tokens a streamer does not change the ids: each combination's equal a run
                                  without one
 """
@@ -73,7 +79,7 @@ import torch
 
 from harness.engine import stopping as stop_rule
 from harness.engine.detokenize import Decoder
-from harness.engine.stopping import StopRule, least_pieces, prefix_texts
+from harness.engine.stopping import StopRule, late_pieces, least_pieces, prefix_texts
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_stopping import STREAMERS, Stopped, SuppressUntil, stop_run, stream_run
@@ -304,7 +310,7 @@ def stream(zoo: Any, case: Case) -> Observation:
     obs.add("pieces", {k: r.pieces for k, r in ok.items()}, follows="tokens", presentation=True)
     decode = _decoder(zoo, case.model)
     if isinstance(decode, str):
-        for name in ("streamed_equals_decode", "pieces_as_formed"):
+        for name in ("streamed_equals_decode", "pieces_as_formed", "pieces_in_time"):
             obs.skipped(name, "exact", f"the streamed text is judged on a decode that is not transformers': {decode}",
                         category="not-checkable")
     else:
@@ -316,6 +322,9 @@ def stream(zoo: Any, case: Case) -> Observation:
         least = {k: least_pieces(fed[k], window, prompt_streamed=not k.endswith("True")) for k in ok}
         obs.reference("pieces_as_formed", {k: min(counts[k], least[k]) for k in ok}, least,
                       observed_extras={"pieces": counts, "window": window}, implementations_differ=False)
+        obs.reference("pieces_in_time", {k: late_pieces(r.timeline, fed[k]) for k, r in ok.items()},
+                      {k: [] for k in ok}, implementations_differ=False,
+                      observed_extras={"timeline": {k: r.timeline for k, r in ok.items()}})
     if unstreamed.error is not None:
         obs.skipped("tokens_equal_unstreamed", "tokens",
                     f"generate() without a streamer raised {unstreamed.error['type']}: {unstreamed.error['message']}")

@@ -116,6 +116,20 @@ def formed(text: str) -> int:
     return text.rfind(" ") + 1
 
 
+def late_pieces(timeline: Sequence[tuple[int, int]], texts: Sequence[str]) -> list[str]:
+    """The put()s after which a streamer had handed out less than it must have: `timeline[j]` is
+    (new ids fed by then, characters handed out by then), observed while generate() ran; `texts[k]`
+    the text it holds after k new ids (see `least_pieces`). After k ids a word-by-word streamer has
+    handed out at least `formed(texts[k])` characters - the text up to its last space - so a piece
+    held back for a put or more is late at the put that formed it."""
+    out = []
+    for fed, handed in timeline:
+        need = formed(texts[min(fed, len(texts) - 1)])
+        if handed < need:
+            out.append(f"after {fed} new ids: {handed} characters handed out, {need} formed")
+    return out
+
+
 def least_pieces(texts: Sequence[str], window: int = 1, prompt_streamed: bool = False) -> int:
     """The fewest non-empty pieces a streamer can hand out (see the module doc): `texts[k]` is the
     text it holds after k new tokens (`texts[0]`: the decoded prompt when `prompt_streamed`, else

@@ -65,6 +65,23 @@ FAULTS: tuple[Fault, ...] = (
           notes="modelled on neuralmagic/deepsparse #1292 (\"streaming skips generated token added from last prompt "
                 "token\": the token the model adds after the last known token was returned but never streamed), in "
                 "the one loop that streams several tokens a step"),
+    Fault("streamer-one-put-late", "streaming",
+          "TextStreamer.put hands out the text the previous put() formed, and end() the rest: the same text in the "
+          "same pieces, each one token late (TextIteratorStreamer inherits it)",
+          Catch("stopping", "llama-target.stream.plain", "pieces_in_time"),
+          (edit(STREAM, "TextStreamer.put",
+                ("self.on_finalized_text(printable_text)",
+                 "printable_text, self._late = getattr(self, '_late', ''), printable_text\n"
+                 "    self.on_finalized_text(printable_text)")),
+           edit(STREAM, "TextStreamer.end",
+                ("self.next_tokens_are_prompt = True",
+                 "self.next_tokens_are_prompt = True\n"
+                 "    printable_text, self._late = getattr(self, '_late', '') + printable_text, ''"))),
+          notes="modelled on transformers PR #36708 (\"Fix long lagging when streaming text without spaces\": the "
+                "streamer's text arrived later than it was formed) and openvinotoolkit/openvino.genai PR #4097 "
+                "(\"Reduce streamer token delay for lower TTFT\": its TextStreamer held its output three tokens "
+                "back): the joined text and the pieces are right, only when each arrived is wrong - seen while "
+                "generate() runs"),
     Fault("streamer-holds-text-until-end", "streaming",
           "TextStreamer.put caches the new ids and returns: nothing is handed out until end(), which flushes the "
           "whole text at once (TextIteratorStreamer inherits it) - the text is right, it just is not streamed",

@@ -143,6 +143,34 @@ class Streamed:
     margins: list[float] = field(default_factory=list)
     scales: list[float] = field(default_factory=list)  # the same scores' `top2_scale`
     error: dict[str, str] | None = None
+    # after each put() of new ids while generate() ran: (new ids fed so far, characters handed out so far)
+    timeline: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _timed(cls: type) -> type:
+    """The version's streamer class, watched: after each put() the harness notes how many new ids
+    it was fed and how much text it had handed out (on_finalized_text) by then - when a piece came,
+    observed while generate() runs, not collected after it. Its behaviour is the version's own."""
+
+    class Timed(cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.harness_puts, self.harness_fed, self.harness_handed = 0, 0, 0
+            self.harness_timeline: list[tuple[int, int]] = []
+
+        def put(self, value: Any) -> None:
+            super().put(value)
+            self.harness_puts += 1
+            if self.harness_puts > 1:  # the first put is the prompt
+                self.harness_fed += int(value.shape[-1]) if value.dim() else 1
+                self.harness_timeline.append((self.harness_fed, self.harness_handed))
+
+        def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+            self.harness_handed += len(text)
+            super().on_finalized_text(text, stream_end=stream_end)
+
+    Timed.__name__ = cls.__name__
+    return Timed
 
 
 class _Writes(io.StringIO):
@@ -172,16 +200,18 @@ def stream_run(model, tokenizer, input_ids: torch.Tensor, max_new_tokens: int, s
 
     def run() -> Any:
         if streamer == "TextStreamer":
-            kwargs["streamer"] = transformers.TextStreamer(tokenizer, skip_prompt=skip_prompt)
+            kwargs["streamer"] = _timed(transformers.TextStreamer)(tokenizer, skip_prompt=skip_prompt)
             with contextlib.redirect_stdout(writes), torch.no_grad():
                 result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
             out.pieces = [w for w in writes.writes if w]
         else:
-            iterator = transformers.TextIteratorStreamer(tokenizer, skip_prompt=skip_prompt, timeout=DRAIN_TIMEOUT_S)
+            iterator = _timed(transformers.TextIteratorStreamer)(tokenizer, skip_prompt=skip_prompt,
+                                                                 timeout=DRAIN_TIMEOUT_S)
             kwargs["streamer"] = iterator
             with torch.no_grad():
                 result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
             out.pieces = list(iterator)
+        out.timeline = list(kwargs["streamer"].harness_timeline)
         return result
 
     result, out.error = observe(run)
