@@ -199,6 +199,19 @@ def test_a_seeded_stream_whose_distribution_no_longer_fits_stays_a_regression():
     assert got["distribution"][0] is Status.REGRESSION and got["tokens"] == (Status.REGRESSION, Category.REAL_CHANGE)
 
 
+def test_in_compare_the_other_envs_recorded_judge_decides_the_rng_stream():
+    """`harness compare` reads the draws' judge from the record (a reference the other env ran): a seeded
+    stream whose recorded judge passed is an rng-stream change, one whose judge failed stays a regression."""
+    from harness.schema import RecordedReference
+
+    for status, expected in (("pass", (Status.CHANGED, Category.RNG_STREAM)),
+                             ("regression", (Status.REGRESSION, Category.REAL_CHANGE))):
+        check = CaseCheck("suite", "case", rules(), baseline=record(tokens=Field("tokens", [[1, 2]])))
+        check.observe("tokens", Field("tokens", [[1, 3]], {"seeded_by": "draws_as_engine"}))
+        check.recorded("draws_as_engine", RecordedReference("exact", status, "", "the draws fit: True -> True"))
+        assert outcomes(check)["tokens"] == expected
+
+
 @pytest.mark.parametrize(("old", "new", "expected"), [
     ({"type": "ValueError", "message": "no"}, None, (Status.CHANGED, Category.FIXED)),
     (None, {"type": "ValueError", "message": "no"}, (Status.REGRESSION, Category.BROKEN)),

@@ -204,6 +204,9 @@ class CaseCheck:
         decided = decide_with_holm([(c.outcome, c.observed, c.expected, c.policy) for c in checks], self.rules.alpha)
         placed = {name: self._place(o, c.outcome.against) for name, c, o in zip(self._checks, checks, decided, strict=True)}
         resolved: dict[str, Outcome] = {}
+        # `harness compare`: the other env's recorded verdict of a reference judges its seeded streams too
+        recorded = {name: Outcome(self.suite, self.case, name, r.kind, Status(r.status), r.detail, Category(r.category),
+                                  {}, "reference") for name, r in self._recorded.items()}
 
         def resolve(name: str, seen: tuple[str, ...] = ()) -> Outcome:
             """The outcome after the rng-stream rule and inheriting the tie-flips / rng-streams of the
@@ -212,8 +215,9 @@ class CaseCheck:
                 check = self._checks[name]
                 follows = [f for f in check.follows if f in placed and f not in seen]
                 outcome = placed[name]
-                if check.seeded_by and check.seeded_by in placed:
-                    outcome = _rng_stream(outcome, placed[check.seeded_by])
+                judge = placed.get(check.seeded_by) or recorded.get(check.seeded_by)
+                if check.seeded_by and judge is not None:
+                    outcome = _rng_stream(outcome, judge)
                 resolved[name] = _inherit_tie_flip(outcome, [resolve(f, (*seen, name)) for f in follows])
             return resolved[name]
 
