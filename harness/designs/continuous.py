@@ -90,10 +90,14 @@ from typing import Any
 import torch
 
 from harness.designs import continuous_requests
-from harness.designs.continuous_requests import engine_logprobs, outside_support, support_slack
+from harness.designs.continuous_requests import (
+    draws_as_engine,
+    engine_logprobs,
+    outside_support,
+    support_slack,
+)
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
-from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
@@ -205,7 +209,7 @@ def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) 
 def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
     """The case's fields; `alpha`: the run's per-test level (draws_as_engine's)."""
     if case.param("check") == "requests":  # the manager, each request with its own settings, streamed
-        return continuous_requests.observe(zoo, case, thresholds)
+        return continuous_requests.observe(zoo, case, thresholds, alpha)
     obs = Observation()
     check, names = case.param("check"), list(case.param("prompts"))
     lm = zoo.load(case.model)
@@ -332,22 +336,6 @@ def _as_generate(obs: Observation, served: Served, solos: list[tuple[list[int], 
                   expected_extras={"margins": [s[1] for s in solos], "scales": [s[2] for s in solos]})
 
 
-def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequence[int], alpha: float) -> None:
-    """draws_as_engine: the served draws against the engine's distributions (harness/engine/draws.py's
-    log-likelihood z-test at the run's per-test `alpha`); `not checked` where no draw could tell
-    (every step had one token left, or none was drawn inside the support)."""
-    fit = draw_fit(steps, drawn, alpha)
-    if fit.n == 0 or fit.detectable == float("inf"):
-        obs.skipped("draws_as_engine", "exact", f"no draw could tell: {fit.n} draws inside the support, every step "
-                    "with one token left", category="not-checked")
-        return
-    claim = (f"the draws fit the engine's distributions (alpha {alpha:.2g}: log-likelihood z = {fit.z:.2f}, detects "
-             f"{fit.detectable:.3f} nats per draw at power 0.8; {fit.modes} of {fit.n} draws the mode, "
-             f"{fit.modes_expected:.1f} expected, all {fit.n} would have p = {fit.all_modes:.2g})")
-    obs.reference("draws_as_engine", {claim: fit.fits(alpha)}, {claim: True}, implementations_differ=False,
-                  observed_extras=fit.as_data())
-
-
 def _references(check: str) -> tuple[tuple[str, str], ...]:
     return {"greedy": (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("tokens_as_generate", "tokens"),
                        ("served_together", "exact")),
@@ -367,7 +355,7 @@ def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int],
 
 def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]],
              thresholds: Thresholds, alpha: float) -> Observation:
-    obs.add("tokens", served.rows, kind="tokens", seeded_by="logprobs_as_engine")
+    obs.add("tokens", served.rows, kind="tokens", seeded_by="draws_as_engine")
     chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
     outside, ours, theirs, steps, draws = [], [], [], [], []
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):

@@ -34,6 +34,9 @@ and the stop and stream rules, never the library:
   in_support        exact   the sampled request's steps drawn outside the engine's kept set (top-3 after the
                             drawn prefix) - expected none; outside fp32 a token within the dtype's tie epsilon
                             of the kept set's lowest logit is a boundary tie, not outside
+  draws_as_engine   exact   the sampled request's draws as draws against the engine's distributions (as the
+                            batch case's: harness/engine/draws.py at the run's per-test alpha; 6 draws, so
+                            its key states the large shift it can see - the batch case is the strong one)
   logprobs_as_engine tensor every request's returned log-probabilities against log_softmax of the engine's
                             logits processed with that request's own settings (top_k=1: 0 exactly; the
                             sampled one: temperature 1.5, top-3) - a setting taken from another request, or
@@ -52,6 +55,7 @@ from typing import Any
 import torch
 
 from harness.engine import pipeline
+from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
@@ -69,7 +73,8 @@ NEEDS = {"tokens_as_engine": ("logit_processor_kwargs", "eos_token_id"),
          "lengths_as_asked": ("max_new_tokens", "eos_token_id"),
          "logprobs_as_engine": ("logit_processor_kwargs",), "stream_as_result": ("streaming",)}
 REFERENCES = (("tokens_as_engine", "tokens"), ("steps_as_engine", "tokens"), ("lengths_as_asked", "exact"),
-              ("in_support", "exact"), ("logprobs_as_engine", "tensor"), ("stream_as_result", "exact"))
+              ("in_support", "exact"), ("draws_as_engine", "exact"), ("logprobs_as_engine", "tensor"),
+              ("stream_as_result", "exact"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,6 +139,22 @@ def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[in
     return out
 
 
+def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequence[int], alpha: float) -> None:
+    """draws_as_engine: the served draws against the engine's distributions (harness/engine/draws.py's
+    log-likelihood z-test at the run's per-test `alpha`); `not checked` where no draw could tell
+    (every step had one token left, or none was drawn inside the support)."""
+    fit = draw_fit(steps, drawn, alpha)
+    if fit.n == 0 or fit.detectable == float("inf"):
+        obs.skipped("draws_as_engine", "exact", f"no draw could tell: {fit.n} draws inside the support, every step "
+                    "with one token left", category="not-checked")
+        return
+    claim = (f"the draws fit the engine's distributions (alpha {alpha:.2g}: log-likelihood z = {fit.z:.2f}, detects "
+             f"{fit.detectable:.3f} nats per draw at power 0.8; {fit.modes} of {fit.n} draws the mode, "
+             f"{fit.modes_expected:.1f} expected, all {fit.n} would have p = {fit.all_modes:.2g})")
+    obs.reference("draws_as_engine", {claim: fit.fits(alpha)}, {claim: True}, implementations_differ=False,
+                  observed_extras=fit.as_data())
+
+
 def support_slack(dtype: str, thresholds: Thresholds) -> float:
     """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie: 0 in
     fp32 (the library's logits and the engine's agree to ~1e-6 there), the project's tie epsilon for the
@@ -162,7 +183,7 @@ def _chain(settings: dict[str, Any], prompt: list[int]) -> list:
     return pipeline.build({"do_sample": True, **SAMPLING, **settings}, prompt)
 
 
-def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
+def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p, *_ in REQUESTS]
@@ -197,7 +218,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
                              served.rows[i]) for i in greedy]
     obs.add("tokens", rows, kind="tokens", margins=[f.gaps for f in forced], scales=[f.scales for f in forced],
             oracle="tokens_as_engine")
-    obs.add("drawn", served.rows[1], seeded_by="logprobs_as_engine")
+    obs.add("drawn", served.rows[1], seeded_by="draws_as_engine")
     if zoo.engine_gap(case.model):
         for name, kind in REFERENCES:
             obs.skipped(name, kind, zoo.engine_gap(case.model))
@@ -223,7 +244,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds) -> Observation:
         obs.reference("lengths_as_asked", [len(r) for r in served.rows],
                       [expected_end(r, n, e) for r, (_, n, _, _), e in zip(served.rows, REQUESTS, eos, strict=True)],
                       implementations_differ=False)
-    _sampling_references(zoo, case, obs, served, prompts, lacks, thresholds)
+    _sampling_references(zoo, case, obs, served, prompts, lacks, thresholds, alpha)
     if not lacks("stream_as_result", "exact"):
         obs.reference("stream_as_result", [stream_violations(u, r) for u, r in zip(served.updates, served.rows, strict=True)],
                       [[] for _ in served.rows], implementations_differ=False)
@@ -237,12 +258,15 @@ def _cut(stream: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> list
 
 
 def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
-                         lacks: Any, thresholds: Thresholds) -> None:
+                         lacks: Any, thresholds: Thresholds, alpha: float) -> None:
     p, drawn = prompts[1], served.rows[1]
     context = [*p, *drawn]
-    outside = outside_support(engine.logits_cached(zoo, case.model, context), len(p), drawn, _chain({}, p), context,
+    logits = engine.logits_cached(zoo, case.model, context)
+    outside = outside_support(logits, len(p), drawn, _chain({}, p), context,
                               support_slack(zoo.dtype_of(case.model), thresholds))
     obs.reference("in_support", outside, [], implementations_differ=False)
+    draws_as_engine(obs, [torch.log_softmax(apply(logits[len(p) - 1 + i].float(), context[:len(p) + i], _chain({}, p)),
+                                            dim=-1) for i in range(len(drawn))], drawn, alpha)
     if lacks("logprobs_as_engine", "tensor"):
         return
     if zoo.dtype_of(case.model) != "fp32":
