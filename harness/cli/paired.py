@@ -57,7 +57,7 @@ def cmd_paired(project: Project, args: argparse.Namespace) -> int:
     if seconds <= 0:
         raise UsageError(f"--pair-seconds {args.pair_seconds}: must be > 0")
     threads = int(getattr(args, "harness_threads", None) or 1)
-    cores = sorted(os.sched_getaffinity(0))
+    cores = paired.shared_core()
     models = project.config.models_dir
     alpha = stats.per_test_alpha(project.config.alpha, len(fields))
     workers: list[paired.Worker] = []

@@ -3,8 +3,11 @@
 `harness check --against PYTHON` (harness/cli/paired.py) starts one long-lived timing worker per env -
 this interpreter (the new side) and PYTHON (the old side), each its own process running this module
 (`python -m harness.designs.paired`) with this harness on its path, so both time the same code
-against their own transformers and torch - pinned to the same core set, each loading the same zoo
-model and the same prompts. The driver (`pair`) then alternates them call by call in ABBA blocks:
+against their own transformers and torch - both pinned to the same one core (`shared_core`), each
+loading the same zoo model and the same prompts. Only one worker runs at a time (the driver waits
+for each reply), so one core costs nothing, and it removes a bias two cores had: on this 2-vCPU VM a
+worker that the scheduler kept on the other vCPU ran 2-6 % slower for the whole run (A/A decode
+x1.04-1.06, generate() x1.02, significant), where both on one core read x0.995-1.014. The driver (`pair`) then alternates them call by call in ABBA blocks:
 
     block k (k even):  new old old new        block k (k odd):  old new new old
     d_k = 1/2 [log(new_1 / old_1) + log(new_2 / old_2)]    (the two neighbouring pairs)
@@ -211,6 +214,11 @@ def serve(models_dir: str, threads: int) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # the driver
+
+
+def shared_core() -> list[int]:
+    """The one core both workers are pinned to: the lowest of this process's set."""
+    return [min(os.sched_getaffinity(0))]
 
 
 class Asks(Protocol):
