@@ -7,13 +7,15 @@ scale of a row is its absmax over 127.5, each int8 value the weight over the sca
 nearest, half a step from it at most) and the weights the int8 data and scales stand for; the
 reference engine then runs the model with those dequantized weights in place of the quantized ones.
 
-  setup          exact   the scheme, the load dtype, torchao's version (an optional extra: a version
-                         moved is a changed setup beside what it moved)
+  setup          exact   the scheme and torchao's version (an optional extra: a version moved is a
+                         changed setup beside what it moved); the load dtype is the env key's
   load_error     exact   the quantized load's exception, or None
   quantized      exact   which modules hold a quantized weight (folded names) and its class; which
                          linear layers stayed in full precision
   weight_bytes   exact   the bytes the quantized model's parameters and buffers hold, and the same model's
-                         in full precision (the quantized / full ratio beside them)
+                         in full precision (the quantized / full ratio beside them) - presentation: a
+                         difference is `changed` (across dtypes they halve by design); what the scheme
+                         must save is judged in-run by quantized_as_promised
   tokens         tokens  greedy new tokens on the first prompt, with the dequantized engine's margins
                          after the row's own prefix (teacher-forced)
  references, computed in the run:
@@ -77,7 +79,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     version = require()
     directory = zoo.directory(case.model)
     dtype = zoo.dtype_of(case.model)
-    obs.add("setup", {"scheme": SCHEME, "dtype": dtype, "torchao": version})
+    obs.add("setup", {"scheme": SCHEME, "torchao": version})  # the dtype is the env key's
     model, error = load(directory, TORCH_DTYPES[dtype])
     obs.add("load_error", error)
     if error is not None:
@@ -88,7 +90,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                           "full_precision": fold_keys(linear)})
     full = zoo.load(case.model).model
     sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
-    obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4))
+    obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4), presentation=True)
     checkpoint = load_file(str(directory / "model.safetensors"))
     loaded = TORCH_DTYPES[dtype]
     shapes = promised(checkpoint)
