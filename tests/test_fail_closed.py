@@ -1789,14 +1789,19 @@ PROBES = [
 ]
 
 
-@pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
-def test_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Run one probe; it asserts the fail-closed behaviour (each failed on the code before issue 30)."""
+def run_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Run one probe with the fixtures its function names besides tmp_path."""
     import inspect
 
     wanted = inspect.signature(probe.run).parameters
     fixtures = {name: request.getfixturevalue(name) for name in wanted if name != "tmp_path"}
     probe.run(tmp_path, **fixtures)
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
+def test_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Run one probe; it asserts the fail-closed behaviour (each failed on the code before issue 30)."""
+    run_probe(probe, request, tmp_path)
 
 
 def test_probe_ids_are_unique() -> None:

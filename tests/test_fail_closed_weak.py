@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from test_fail_closed import KEY, REPO, make_project, one_line_exit_2
+from test_fail_closed import KEY, REPO, make_project, one_line_exit_2, run_probe
 
 
 @dataclass
@@ -352,11 +352,7 @@ PROBES = [
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
 def test_probe(probe: Probe, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Run one probe; it asserts the fail-closed behaviour (each failed on the code before its fix)."""
-    import inspect
-
-    wanted = inspect.signature(probe.run).parameters
-    fixtures = {name: request.getfixturevalue(name) for name in wanted if name != "tmp_path"}
-    probe.run(tmp_path, **fixtures)
+    run_probe(probe, request, tmp_path)
 
 
 def test_probe_ids_are_unique() -> None:
