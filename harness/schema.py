@@ -129,7 +129,7 @@ STATUS_MEANING: dict[Status, str] = {
     Status.REGRESSION: "differs in a way no policy allows: fails the run; never written as golden",
     Status.NEW: "no baseline to compare with yet: written as this env's record (a first run, a new case)",
     Status.MISSING: "in the baseline, not observed this run (a regression under --strict and in CI)",
-    Status.SKIPPED: "not applicable here, with the reason",
+    Status.SKIPPED: "not checked here, with the reason: not applicable, unsupported by this version, or a check that could not decide (its smallest detectable effect is named) - never a pass",
     Status.INFO: "information shown beside the checks (an exact bias, a measured size): never a check, never a pass",
 }
 CATEGORY_MEANING: dict[Category, str] = {

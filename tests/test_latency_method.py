@@ -104,7 +104,7 @@ def test_a_slower_forward_is_a_regression_and_a_rerun_is_not(llama):
     not be a coin flip. The suite's own busy detection decides whether this machine can be judged
     now (a loaded test machine descheduled a clean rerun to x1.70): a measurement it would not
     judge skips the test with the reason, never passes or fails it. The 15 % figures and the
-    false-alarm rates of whole runs are measured by benchmarks/latency_power.py, as the README states."""
+    false-alarm rates of whole runs are measured by benchmarks/latency_power.py, as docs/checks.md states."""
     zoo, model, ids = llama
     env = fingerprint()
     policy = Policy(alpha=ALPHA, thresholds=Thresholds(), observed_env=env, baseline_env=env)

@@ -6,7 +6,7 @@ reading them back. `--harness-no-cache` computing without writing is
 `test_a_disabled_cache_computes_every_time_and_writes_nothing`; two workers computing and writing
 one cache at once is benchmarks/verdict_equality.py's. A subset of cases that exercises the engine's cached answers (greedy decode,
 a forward's logits, the rollback) keeps this inside the test budget; the whole run's equality is
-checked by benchmarks/verdict_equality.py (README, "Time to verdict")."""
+checked by benchmarks/verdict_equality.py (docs/commands.md, "Time to verdict")."""
 
 from __future__ import annotations
 

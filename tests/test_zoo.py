@@ -20,7 +20,7 @@ HELD_OUT = [p for p in prompts.PROMPTS if p.length == "short"]
 
 def test_manifest_lists_every_model_and_sizes_are_small():
     """Sizes are measured on the committed files (the manifest's `bytes` must agree with them),
-    and the README's limits hold: each model under 2 MB."""
+    and docs/zoo-and-engine.md's limit holds: each model under 2 MB."""
     models = load.manifest()["models"]
     assert sorted(models) == sorted(NAMES)
     sizes = {}
