@@ -282,6 +282,11 @@ def probe_regen_keeps_the_records_of_tests_that_did_not_run(tmp_path: Path) -> N
         assert path.is_file() and path.read_bytes() == before[case], (case, proc.stdout[-3000:])
         assert f"toy/{case}" in proc.stdout, proc.stdout[-3000:]
     assert "0 removed" in proc.stdout and "1 changed" in proc.stdout, proc.stdout[-3000:]
+    # and check never advises accepting a removal of what regen keeps: the test did not run
+    check = project.harness("check")
+    summary = (project.root / "reports").rglob("summary.md")
+    text = check.stdout + "".join(p.read_text() for p in summary)
+    assert "its test did not run" in text and "accept its removal" not in text, text[-3000:]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -399,14 +399,21 @@ def _inherit_tie_flip(outcome: Outcome, sources: list[Outcome]) -> Outcome:
                    diff={**outcome.diff, "follows": source.field})
 
 
-def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: str = "") -> list[Outcome]:
+def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: str = "",
+                   not_run: bool = False) -> list[Outcome]:
     """The baseline record's fields that no check of the case observed (several tests may share
     one record, so call this once all of them are in): a suite that stops checking something must
     not stay green. `missing` (accept with a regen), a regression under --strict / in CI. Where the
     case raises now (`crashed`: its error field's detail) the fields are lost to the crash: the advice
-    is about the crash, never to accept the loss (a regen would record the crash as golden)."""
+    is about the crash, never to accept the loss (a regen would record the crash as golden). Where the
+    case's test did not run (`not_run`: skipped or xfailed before it finished) nothing was removed: regen
+    keeps its records, so the advice is to run it, never to accept a removal."""
     where = rules.baseline_key or "the baseline"
-    if crashed:
+    if not_run:
+        status = Status.REGRESSION if rules.strict else Status.MISSING
+        detail = (f"recorded in {where}; not observed because its test did not run (skipped or xfailed) - the "
+                  "records are kept (harness regen keeps them too): run the test to check them")
+    elif crashed:
         status = Status.REGRESSION if rules.strict else Status.MISSING
         detail = (f"recorded in {where}; not observed because the case raises now ({crashed}): the crash is the "
                   "finding - accepting this loss with `harness regen` would record the crash as golden")

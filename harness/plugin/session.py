@@ -348,7 +348,8 @@ class HarnessSession:
                 record = self.store.read_file(path)
             except RecordError:
                 continue  # an unreadable record is reported where it is read (preflight / its test)
-            out += missing_fields(record, observed.get(key, set()), rules, crashed.get((record.suite, record.case), ""))
+            out += missing_fields(record, observed.get(key, set()), rules, crashed.get((record.suite, record.case), ""),
+                                  not_run=f"{key[0]}/{key[1]}" in self.not_run)
         return out
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
