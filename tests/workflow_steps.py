@@ -490,8 +490,9 @@ def workflow_gates(venv: Path, project: Path, tmp: Path, *, label: str = "run", 
     folder is removed; the committed records are never written: CI=true is read-only).
 
     Returns: cell / chain (JobResult), cell_conclusion, chain_conclusion, exit_code (the check's),
-    env_key, baseline (the cell's results.json meta.baseline_key), summary (the chain's summary.md)
-    and posted (whether the sticky-comment step would have run)."""
+    env_key, baseline (the cell's results.json meta.baseline_key), regressed (the categories of its
+    regressions), summary (the chain's summary.md) and posted (whether the sticky-comment step would
+    have run)."""
     from harness.cli import ci
 
     env = harness_env(venv)
@@ -516,14 +517,17 @@ def workflow_gates(venv: Path, project: Path, tmp: Path, *, label: str = "run", 
     kept = artifacts / ci.cell_name(matrix["transformers"], matrix["torch"], matrix["dtype"])
     code = (kept / "check-exit-code").read_text().strip() if (kept / "check-exit-code").is_file() else None
     key = (kept / "env-key").read_text().strip() if (kept / "env-key").is_file() else None
-    baseline = None
+    baseline, regressed = None, []
     if key:
         import json
 
         runs = sorted((kept / "reports" / key).glob("*/results.json"))
-        baseline = json.loads(runs[-1].read_text())["meta"].get("baseline_key") if runs else None
+        results = json.loads(runs[-1].read_text()) if runs else {}
+        baseline = results.get("meta", {}).get("baseline_key")
+        regressed = sorted({o.get("category", "") for o in results.get("outcomes", []) if o.get("status") == "regression"})
     summary = workspace / "chain" / "summary.md"
     post = next((s for s in chain.steps if s.would_run is not None), None)
     return {"cell": cell, "chain": chain, "cell_conclusion": cell.conclusion, "chain_conclusion": chain.conclusion,
             "exit_code": int(code) if code is not None else None, "env_key": key, "baseline": baseline,
+            "regressed": regressed,
             "summary": summary.read_text(encoding="utf-8") if summary.is_file() else "", "posted": post is not None}
