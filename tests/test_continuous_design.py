@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from harness import cases
-from harness.designs import continuous
+from harness.designs import continuous, continuous_requests
 from harness.engine.processors import Processor
 from harness.subjects import hf_continuous
 from harness.subjects.hf_continuous import Served
@@ -92,9 +92,9 @@ def test_a_draw_outside_the_engines_top_k_is_named_by_its_step():
 
 def test_the_engines_log_probability_of_a_draw_is_that_of_its_processed_distribution():
     logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
-    got = continuous.engine_logprobs(logits, 2, [0], [], [7, 7, 0])
+    got = continuous_requests.engine_logprobs(logits, 2, [0], [], [7, 7, 0])
     assert got == pytest.approx([math.log(0.75)])
-    hot = continuous.engine_logprobs(logits, 2, [0], [Processor.of("temperature", temperature=2.0)], [7, 7, 0])
+    hot = continuous_requests.engine_logprobs(logits, 2, [0], [Processor.of("temperature", temperature=2.0)], [7, 7, 0])
     assert hot == pytest.approx([math.log(3 ** 0.5 / (3 ** 0.5 + 1))])
 
 

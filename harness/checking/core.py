@@ -409,18 +409,17 @@ def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: st
     case's test did not run (`not_run`: skipped or xfailed before it finished) nothing was removed: regen
     keeps its records, so the advice is to run it, never to accept a removal."""
     where = rules.baseline_key or "the baseline"
+    status = Status.REGRESSION if rules.strict else Status.MISSING
     if not_run:
-        status = Status.REGRESSION if rules.strict else Status.MISSING
         detail = (f"recorded in {where}; not observed because its test did not run (skipped or xfailed) - the "
                   "records are kept (harness regen keeps them too): run the test to check them")
     elif crashed:
-        status = Status.REGRESSION if rules.strict else Status.MISSING
         detail = (f"recorded in {where}; not observed because the case raises now ({crashed}): the crash is the "
                   "finding - accepting this loss with `harness regen` would record the crash as golden")
     elif rules.strict:
-        status, detail = Status.REGRESSION, f"recorded in {where} but not observed (--strict: a field that disappears fails)"
+        detail = f"recorded in {where} but not observed (--strict: a field that disappears fails)"
     else:
-        status, detail = Status.MISSING, f"recorded in {where} but not observed; accept its removal with `harness regen`"
+        detail = f"recorded in {where} but not observed; accept its removal with `harness regen`"
     return [Outcome(record.suite, record.case, name, f.kind, status, detail, Category.MISSING_FIELD)
             for name, f in record.fields.items() if name not in observed]
 

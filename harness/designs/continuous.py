@@ -92,8 +92,8 @@ import torch
 from harness.designs import continuous_requests
 from harness.designs.continuous_requests import (
     draws_as_engine,
-    engine_logprobs,
     outside_support,
+    step_logprobs,
     support_slack,
 )
 from harness.engine import pipeline
@@ -362,11 +362,11 @@ def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: li
         context = [*p, *drawn]
         logits = engine.logits_cached(zoo, case.model, context)
         outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model), thresholds)))
-        steps += [torch.log_softmax(apply(logits[len(p) - 1 + i].float(), context[:len(p) + i], chain), dim=-1)
-                  for i in range(len(drawn))]
+        row = step_logprobs(logits, len(p), drawn, chain, context)
+        steps += row
         draws += list(drawn)
-        if logprobs:
-            ours.append(engine_logprobs(logits, len(p), drawn, chain, context)[:len(logprobs)])
+        if logprobs:  # the engine's log-probability of each drawn token: the same distributions, read at it
+            ours.append([float(lp[t]) for lp, t in zip(row, drawn, strict=True)][:len(logprobs)])
             theirs.append(logprobs[:len(ours[-1])])
     obs.reference("in_support", outside, [[] for _ in prompts], implementations_differ=False)
     draws_as_engine(obs, steps, draws, alpha)

@@ -162,15 +162,18 @@ def support_slack(dtype: str, thresholds: Thresholds) -> float:
     return 0.0 if dtype == "fp32" else thresholds.tie_eps(dtype)
 
 
+def step_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
+                  context: Sequence[int]) -> list[torch.Tensor]:
+    """Per step: log_softmax of the engine's processed logits after the drawn prefix (-inf off the
+    kept set) - the distribution each draw came from, as the engine's processors make it."""
+    return [torch.log_softmax(apply(logits[prompt_length - 1 + i].float(), list(context[:prompt_length + i]), chain),
+                              dim=-1) for i in range(len(drawn))]
+
+
 def engine_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
                     context: Sequence[int]) -> list[float]:
     """Per step: log_softmax of the engine's processed logits at the drawn token."""
-    out = []
-    for i, t in enumerate(drawn):
-        ctx = list(context[:prompt_length + i])
-        z = apply(logits[prompt_length - 1 + i], ctx, chain)
-        out.append(float(torch.log_softmax(z, dim=-1)[t]))
-    return out
+    return [float(lp[t]) for lp, t in zip(step_logprobs(logits, prompt_length, drawn, chain, context), drawn, strict=True)]
 
 
 
@@ -265,8 +268,7 @@ def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streame
     outside = outside_support(logits, len(p), drawn, _chain({}, p), context,
                               support_slack(zoo.dtype_of(case.model), thresholds))
     obs.reference("in_support", outside, [], implementations_differ=False)
-    draws_as_engine(obs, [torch.log_softmax(apply(logits[len(p) - 1 + i].float(), context[:len(p) + i], _chain({}, p)),
-                                            dim=-1) for i in range(len(drawn))], drawn, alpha)
+    draws_as_engine(obs, step_logprobs(logits, len(p), drawn, _chain({}, p), context), drawn, alpha)
     if lacks("logprobs_as_engine", "tensor"):
         return
     if zoo.dtype_of(case.model) != "fp32":

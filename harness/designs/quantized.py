@@ -92,7 +92,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
     obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4), presentation=True)
     checkpoint = load_file(str(directory / "model.safetensors"))
-    loaded = TORCH_DTYPES[dtype]
+    loaded = TORCH_DTYPES[dtype]  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
     shapes = promised(checkpoint)
     bound = promised_bytes(sizes["full"], shapes, torch.empty((), dtype=loaded).element_size())
     obs.reference("quantized_as_promised",
@@ -102,7 +102,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                    "bytes within the scheme's": sizes["quantized"] <= bound},
                   {"quantized": fold_keys(shapes), "int8 data of the weight's shape": True,
                    "bytes within the scheme's": True},
-                  implementations_differ=False, observed_extras={"bytes": sizes["quantized"], "bound": bound})  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
+                  implementations_differ=False, observed_extras={"bytes": sizes["quantized"], "bound": bound})
     u = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(loaded, 0.0)
     obs.reference("quantized_as_scheme",
                   {n: violations(checkpoint[f"{n}.weight"].to(loaded), q, s, u) for n, (q, s, _) in found.items()},
