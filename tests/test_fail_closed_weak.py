@@ -21,21 +21,11 @@ import os
 import stat
 import sys
 import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from test_fail_closed import KEY, REPO, make_project, one_line_exit_2, run_probe
-
-
-@dataclass
-class Probe:
-    id: str
-    tries: str
-    run: Callable[..., None]
-
+from test_fail_closed import KEY, REPO, Probe, make_project, one_line_exit_2, run_probe
 
 # ----------------------------------------------------------------------------------------------
 # a. the engine cache trusts only entries this user's key signed
