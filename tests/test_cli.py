@@ -954,3 +954,33 @@ def test_default_workers(monkeypatch, given, auto, cores, expected):
         monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", auto)
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert default_workers(given) == expected
+
+
+@pytest.mark.parametrize("left, phases", [(0, ["parallel"]), (3, ["parallel", "timing"])])
+def test_the_timing_phase_starts_only_when_the_parallel_one_left_it_tests(tmp_path, monkeypatch, left, phases):
+    """A selection without a timing test (`-k` on one case, `--suite outputs`) costs one pytest
+    session, not two: the parallel phase's results say how many timing tests it left."""
+    from types import SimpleNamespace
+
+    from harness.cli import plan
+    from harness.cli import project as cli_project
+    from harness.settings.config import load_config
+    from harness.settings.run import RunSettings
+
+    started: list[str] = []
+
+    def fake_pytest(command, cwd, guard=None):
+        phase, results = command
+        started.append(phase)
+        meta = {"timing_left": left} if phase == "parallel" else {}
+        outcome = Outcome("outputs" if phase == "parallel" else "latency", "c", "f", "exact", Status.PASS)
+        results.write_text(json.dumps(Results(env={}, baseline_env={}, outcomes=[outcome], meta=meta).to_json()))
+        return 0
+
+    monkeypatch.setattr(plan, "workers", lambda run, default, explicit=False: "2")
+    monkeypatch.setattr(cli_project, "pytest_command", lambda project, run, args, extra, n=None: [run.phase, run.results])
+    monkeypatch.setattr(cli_project, "run_pytest", fake_pytest)
+    run = RunSettings(load_config(tmp_path), tmp_path, tmp_path / "results.json")
+    rc, results = cli_project.run_phases(SimpleNamespace(root=tmp_path), run, SimpleNamespace(workers=None), [])
+    assert (rc, started) == (0, phases)
+    assert {o.suite for o in results.outcomes} == ({"outputs", "latency"} if left else {"outputs"})

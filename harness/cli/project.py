@@ -304,7 +304,8 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
     """The suites, in two phases when they run on several workers: every test but the timing ones
     on the workers, then the timing ones (the latency suite) alone in one process, so no worker
     disturbs what they measure; both decide at the whole run's per-test alpha (the phase narrows
-    what runs, not m). Returns pytest's exit code for the whole (the worst phase's) and the run's
+    what runs, not m); the timing phase is not started when the parallel one says it left no timing
+    test (its results' `timing_left`). Returns pytest's exit code for the whole (the worst phase's) and the run's
     results (None when no phase wrote any). A phase that collects nothing (exit 5: e.g. `-- -k`
     selecting no timing test) is no error while the other phase ran tests."""
     from harness.cli import plan
@@ -319,6 +320,8 @@ def run_phases(project: Project, run: RunSettings, args: argparse.Namespace, ext
         return rc, load_results(run.results) if run.results.exists() else None
     parts, codes, names = [], [], []
     for phase, n in (("parallel", workers), ("timing", None)):
+        if phase == "timing" and parts and parts[-1].meta.get("timing_left") == 0:
+            break  # the parallel phase's selection (-k, --suite, a case) left no timing test: no second session
         results = run.results.with_name(f"results-{phase}.json")
         try:
             rc = run_pytest(pytest_command(project, run.with_(phase=phase, results=results), args, extra, n),

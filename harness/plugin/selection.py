@@ -103,6 +103,12 @@ def in_phase(item: Any, phase: str) -> bool:
     return phase == "all" or (phase == "timing") == timing
 
 
+def split_phase(items: list[Any], phase: str) -> tuple[list[Any], list[Any]]:
+    """(kept, dropped) by the phase; run after every other selection, so the parallel phase's
+    dropped timing tests are exactly the ones the timing phase will run."""
+    return [i for i in items if in_phase(i, phase)], [i for i in items if not in_phase(i, phase)]
+
+
 def yours(case: Any, run: RunSettings) -> bool:
     """A case of one of your own models (never tiered: its plan is harness/settings/budget.py's)."""
     return getattr(case, "model", None) in {m.name for m in run.user_models}
@@ -117,15 +123,16 @@ def in_tier(item: Any, run: RunSettings, full: bool) -> bool:
 
 def select(items: list[Any], run: RunSettings, explicit: bool = False) -> tuple[list[Any], list[Any], int]:
     """(kept, dropped, m): the model filter, m counted, then the quick tier (unless the run is
-    full, or `explicit`: pytest's own selection - -k, a node id - names what to run), the
-    phase and the case filters (which narrow what runs, not the run's alpha)."""
+    full, or `explicit`: pytest's own selection - -k, a node id - names what to run) and the case
+    filters (which narrow what runs, not the run's alpha). The phase filter is `split_phase`,
+    applied after pytest's own -k / -m."""
     keep = [i for i in items if wanted_model(i, run)]
     dropped = [i for i in items if not wanted_model(i, run)]
     m = sum(is_golden(i) for i in keep)
     full = run.full or explicit
 
     def wanted(i: Any) -> bool:
-        return in_tier(i, run, full) and wanted_case(i, run.cases) and in_phase(i, run.phase)
+        return in_tier(i, run, full) and wanted_case(i, run.cases)
 
     narrowed = [i for i in keep if wanted(i)]
     dropped += [i for i in keep if not wanted(i)]

@@ -33,7 +33,15 @@ from harness.checking.core import Rules, missing_fields
 from harness.checking.humane import relative_to
 from harness.plugin.golden import Golden
 from harness.plugin.options import TERMINAL_SUMMARY, check_front, check_paths, no_test_run
-from harness.plugin.selection import case_id, is_golden, parametrize_cases, select, suite_name, tier_left_out
+from harness.plugin.selection import (
+    case_id,
+    is_golden,
+    parametrize_cases,
+    select,
+    split_phase,
+    suite_name,
+    tier_left_out,
+)
 from harness.report.writes import writes_lines
 from harness.schema import (
     Category,
@@ -85,6 +93,7 @@ class HarnessSession:
         self.deselected: set[tuple[str, str]] = set()  # (suite, case) not run on purpose: not `missing`
         self.not_observable: set[str] = set()  # "suite/case" skipped for an optional extra (MissingExtra): regen keeps it
         self.not_run: set[str] = set()  # "suite/case" of a test skipped or xfailed before it finished: regen keeps it
+        self.timing_left = 0  # the timing tests the parallel phase left to the timing phase (PhaseFilter)
         self.tier_line = ""  # what the quick tier of the zoo did not run (harness/settings/tier.py)
         self.streamed: dict[str, dict[str, Any]] = {}  # nodeid -> a finished worker test's outcomes and writes
         self.interrupted = ""  # the run was stopped (SIGINT): its results are partial
@@ -359,7 +368,7 @@ class HarnessSession:
                        "golden_tests": self.golden_tests, "suites": sorted(self.suites),
                        "deselected": sorted(self.deselected), "not_observable": sorted(self.not_observable),
                        "not_run": sorted(self.not_run),
-                       "tier_line": self.tier_line,
+                       "tier_line": self.tier_line, "timing_left": self.timing_left,
                        "env": self._run_env.fingerprint if self._run_env else None}
             self.config.workeroutput[WORKER_KEY] = json.dumps(payload)  # type: ignore[attr-defined]
             return
@@ -404,6 +413,7 @@ class HarnessSession:
         self.not_observable |= set(payload.get("not_observable", []))
         self.not_run |= set(payload.get("not_run", []))
         self.tier_line = self.tier_line or payload.get("tier_line", "")
+        self.timing_left = max(self.timing_left, int(payload.get("timing_left", 0)))
         if payload.get("env"):
             self._worker_envs.append(payload["env"])
 
@@ -442,6 +452,8 @@ class HarnessSession:
             meta["write_errors"] = sorted(set(self.write_errors))
         if self.not_observable:  # skipped for an optional extra not installed: neither missing nor removed by regen
             meta["not_observable"] = sorted(self.not_observable)
+        if self.settings.phase == "parallel":  # `harness check` starts the timing phase only if some are left
+            meta["timing_left"] = self.timing_left
         if self.not_run:  # skipped / xfailed before finishing: regen keeps their records
             meta["not_run"] = sorted(self.not_run)
         left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/settings/tier.py)
@@ -509,6 +521,25 @@ def session_of(config: pytest.Config) -> HarnessSession:
     return session
 
 
+class PhaseFilter:
+    """The phase filter, applied after every other selection - pytest's -k and -m too, whose hook
+    runs between the session's and this one: the parallel phase counts the timing tests it leaves
+    to the timing phase (`HarnessSession.timing_left`, in results.json's meta), so `harness check`
+    starts no timing session when none is left (a pytest start, ~3-6 s)."""
+
+    def __init__(self, session: HarnessSession) -> None:
+        self.session = session
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep, drop = split_phase(items, self.session.settings.phase)
+        if self.session.settings.phase == "parallel":
+            self.session.timing_left = len(drop)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cases(table): parametrize `case` over table(run settings) "
                                        "(harness/cases/; harness/plugin/selection.py)")
@@ -524,7 +555,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import torch
 
     torch.set_num_threads(settings.threads)
-    config.pluginmanager.register(HarnessSession(config, settings), PLUGIN_NAME)
+    session = HarnessSession(config, settings)
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(PhaseFilter(session), PLUGIN_NAME + "-phase")
     if not hasattr(config, "workerinput") and (_front(config) == "cli" or settings.user_models):
         # the controller (or a serial run) of `harness check` / `regen`, or of a run on your models, says how far it is
         from harness.plugin.progress import Progress
