@@ -1,5 +1,5 @@
 """The text suite's pure logic (harness/designs/text.py, harness/cases/ `tokenizers` / `chats`):
-when a pipeline promises a lossless round trip, messages found in order, the generation prompt as
+the round trip's promise read from the files, the declared known deviation, messages found in order, the generation prompt as
 what follows the prompt-less text, the zoo's tokenizers grouped by their files' digests; and that
 the suite's references fail on a perturbed tokenizer and a perturbed template."""
 
@@ -16,18 +16,64 @@ from harness.engine import detokenize
 from harness.fixtures.zoo import MODELS_DIR
 
 
-@pytest.mark.parametrize(("stages", "promised"), [
-    ({"normalizer": None, "pre_tokenizer": "ByteLevel", "decoder": "ByteLevel", "model": "BPE"}, True),
-    ({"normalizer": None, "pre_tokenizer": ["Split", "ByteLevel"], "decoder": "ByteLevel", "model": "BPE"}, True),
-    ({"normalizer": "NFC", "pre_tokenizer": "ByteLevel", "decoder": "ByteLevel", "model": "BPE"}, False),  # rewrites
-    ({"normalizer": None, "pre_tokenizer": "Whitespace", "decoder": None, "model": "WordLevel"}, False),  # <unk>s
-    ({"normalizer": None, "pre_tokenizer": "Metaspace", "decoder": "Metaspace", "model": "Unigram"}, False),
-    ({}, False),  # no tokenizers backend: nothing to read the promise from
-])
-def test_a_lossless_round_trip_is_promised_by_a_byte_level_pipeline_without_normalizer(stages, promised):
-    why = text.round_trip_promise(stages)
-    assert (why == "") is promised
-    assert promised or why  # a refusal says why
+def test_the_round_trip_promise_is_read_from_the_files_not_from_the_loaded_pipeline():
+    """round_trip_lossless asks the harness's reading of the files (bpe.py), so a normalizer slipped
+    into the load (fault nfkc-normalizer-slipped-in) no longer makes it skip itself: it runs, and the
+    probe of compatibility characters comes back rewritten."""
+    from harness.faults.catalogue import inject
+    from harness.fixtures.load import load_hf
+
+    zoo, case = _Zoo(), cases.tokenizers()[0]
+    obs = text.tokenizer(zoo, case)
+    assert "round_trip_lossless" in obs.references and _failed(obs) == set()
+    undo = inject("nfkc-normalizer-slipped-in")
+    try:
+        _, faulty = load_hf(cases.TARGET)
+    finally:
+        undo()
+    assert text.pipeline(faulty)["normalizer"] is not None  # what the old promise read, and skipped on
+    obs = text.tokenizer(_Zoo(faulty), case)
+    ref = obs.references["round_trip_lossless"]
+    assert ref.observed.value["probe:compat-chars"] != text.PROBES["compat-chars"]
+    assert {"round_trip_lossless", "encode_as_tokenizers_lib"} <= _failed(obs)
+
+
+def test_the_known_deviation_is_the_files_flags_reset_for_tokens_named_as_bare_strings_in_5x_only():
+    added = MODELS_DIR / "tok-added"
+    reset = {"<mask>": {"lstrip": False, "rstrip": False}, "<tool_call>": {"lstrip": False, "rstrip": False}}
+    assert text.strip_flags_reset(added, "5.24.0") == text.strip_flags_reset(added, "5.0.0") == reset
+    assert text.strip_flags_reset(added, "4.57.6") == {}  # 4.57 honours the flags: the same loss there fails
+    assert text.strip_flags_reset(MODELS_DIR / "tok-spm", "5.24.0") == {}  # no flagged token named so
+
+
+def test_a_known_deviation_explains_only_the_texts_it_reproduces_exactly(monkeypatch):
+    """A text whose encode equals the files read with the declared mechanism is held to that answer
+    and listed as information; a text that differs in any other way still fails the reference."""
+    from harness.engine.detokenize import Oracle
+
+    monkeypatch.setattr(text.hf, "version", lambda: "5.24.0")
+    directory = MODELS_DIR / "tok-added"
+    oracle = Oracle.of(directory)
+    texts = {"mask": "x <mask> y", "plain": "Hello world"}
+    known = oracle.with_added(text.strip_flags_reset(directory, "5.24.0"))
+    got = {part: {k: known.encode(t, add) for k, t in texts.items()}
+           for part, add in (("plain", False), ("special", True))}
+    got["plain"]["plain"] = {**got["plain"]["plain"], "ids": [1, 2]}  # another deviation on another text
+    expected = {part: {k: oracle.encode(t, add) for k, t in texts.items()}
+                for part, add in (("plain", False), ("special", True))}
+    assert got["plain"]["mask"] != expected["plain"]["mask"]  # the files' reading strips the space
+    obs = text.Observation()
+    text._known_deviation(obs, oracle, directory, texts, got, expected)
+    assert expected["plain"]["mask"] == got["plain"]["mask"] and expected["plain"]["plain"] != got["plain"]["plain"]
+    note = obs.notes["known_upstream_deviation"]
+    assert note.status == "info" and note.category == "known-deviation"
+    assert note.diff["texts"] == ["plain.mask", "special.mask"]
+    monkeypatch.setattr(text.hf, "version", lambda: "4.57.6")  # not known there: nothing explained
+    fresh = {part: {k: oracle.encode(t, add) for k, t in texts.items()}
+             for part, add in (("plain", False), ("special", True))}
+    obs = text.Observation()
+    text._known_deviation(obs, oracle, directory, texts, got, fresh)
+    assert "known_upstream_deviation" not in obs.notes and fresh["plain"]["mask"] != got["plain"]["mask"]
 
 
 @pytest.mark.parametrize(("rendered", "contents", "found"), [

@@ -1,6 +1,7 @@
 """The tokenizer zoo (harness/fixtures/tokzoo.py): a deterministic build equal to the committed
 files, the manifest's hashes, the SentencePiece prefix-space contract (harness/engine/spm_contract.py)
-read against the `tokenizers` library, and the contract's power to see the legacy prefix space."""
+read against the harness's own reading of the files (harness/engine/bpe.py), the contract's power to
+see the legacy prefix space, and the probes that tell the faults of the pipeline's load apart."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SPM = load.MODELS_DIR / "tok-spm"
 
 def spm_texts() -> dict[str, str]:
     oracle = Oracle.of(SPM)
-    specials = [t.content for t in oracle.backend.get_added_tokens_decoder().values() if t.special]
+    specials = [t.content for t in oracle.reader.added.values() if t.special]
     return tokenizer_zoo.texts("sentencepiece", specials, "<s>"), specials
 
 
@@ -49,7 +50,7 @@ SLOW = load.MODELS_DIR / "tok-slow-bpe"
 
 
 def test_the_slow_files_oracle_is_gpt2s_pipeline_read_from_the_two_files(tmp_path):
-    """`Oracle.of_gpt2_files` builds GPT-2's pipeline from vocab.json + merges.txt: the same encode as
+    """The reader builds GPT-2's pipeline from vocab.json + merges.txt (bpe.py `gpt2_spec`): the same encode as
     the `tokenizers` library's pipeline trained for the fixture, the special token whole, the merges the
     file holds (not ones derived from the vocabulary), and a config's add_prefix_space."""
     oracle = Oracle.of(SLOW)
@@ -161,3 +162,24 @@ def test_padding_side_ignored_at_call_time_is_seen(name):
     pytest.importorskip("transformers.tokenization_utils_tokenizers", reason="the fault edits v5's tokenizers backend")
     ref = _padding_reference(name, "padding-side-kwarg-ignored").references["padding_as_specified"]
     assert ref.observed.value != ref.expected.value
+
+
+def test_the_probes_tell_apart_what_the_recorded_texts_cannot():
+    """With a 512-id vocabulary no merge crosses the split's cuts on the recorded texts: the split read
+    as a literal (llama3-split-regex-lost) changes no id of them, but it does on `glued-contractions`;
+    NFKC in front (nfkc-normalizer-slipped-in) rewrites `compat-chars` on every tokenizer."""
+    from harness.designs import text as text_design
+    from harness.engine.bpe import Reader
+
+    data = json.loads((load.MODELS_DIR / "tok-bytelevel" / "tokenizer.json").read_text())
+    lost = json.loads(json.dumps(data))
+    lost["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"String": data["pre_tokenizer"]["pretokenizers"][0]
+                                                            ["pattern"]["Regex"]}
+    nfkc = {**data, "normalizer": {"type": "NFKC"}}
+    clean, split_lost, normalized = Reader.from_spec(data), Reader.from_spec(lost), Reader.from_spec(nfkc)
+    recorded = tokenizer_zoo.texts("bytelevel", ["<|begin_of_text|>"], "<|begin_of_text|>")
+    assert all(clean.encode(t).ids == split_lost.encode(t).ids for t in recorded.values())
+    probes = text_design.PROBES
+    assert clean.encode(probes["glued-contractions"]).ids != split_lost.encode(probes["glued-contractions"]).ids
+    assert clean.encode(probes["compat-chars"]).ids != normalized.encode(probes["compat-chars"]).ids
+    assert normalized.decode(normalized.encode(probes["compat-chars"], False).ids) != probes["compat-chars"]

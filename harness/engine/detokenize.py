@@ -1,17 +1,19 @@
-"""Token ids -> text without transformers: the `tokenizers` library reading the checkpoint's own
-tokenizer.json, decoding with the special tokens kept (what `tokenizer.decode` does by default).
+"""Token ids -> text, and text -> ids, without transformers.
 
-The stopping and streaming oracles (harness/engine/stopping.py) match stop strings and build the
-text a streamer must hand out on this decode, so a defect in transformers' decode, streamer or
-stop-string code does not move the expected side. `Decoder.of(directory)` says why not when it
-cannot stand in for the library's decode: no tokenizer.json (a slow-only tokenizer), or a
-tokenizer_config.json asking for `clean_up_tokenization_spaces` (a rewrite transformers applies,
-version by version, after the pipeline - not the pipeline's own decode).
+`Decoder.of(directory)` (the stopping suite's): the `tokenizers` library reading the checkpoint's own
+tokenizer.json, decoding with the special tokens kept (what `tokenizer.decode` does by default). The
+stopping and streaming oracles (harness/engine/stopping.py) match stop strings and build the text a
+streamer must hand out on this decode, so a defect in transformers' decode, streamer or stop-string
+code does not move the expected side. It says why not when it cannot stand in for the library's
+decode: no tokenizer.json (a slow-only tokenizer), or a tokenizer_config.json asking for
+`clean_up_tokenization_spaces` (a rewrite transformers applies, version by version, after the
+pipeline - not the pipeline's own decode).
 
-`Oracle.of(directory)`: the same file's encode (ids, tokens, offsets), decode with and without the
-special tokens, and its incremental decode (`tokenizers.decoders.DecodeStream`) - the oracle of the
-tokenizer zoo's fields; for a directory with GPT-2's slow files only (vocab.json + merges.txt), the
-pipeline those files define, built here (`Oracle.of_gpt2_files`).
+`Oracle.of(directory)` (the text suite's): the tokenizer files read and run by the harness itself
+(harness/engine/bpe.py, no `tokenizers`): the encode (ids, tokens, offsets), decode with and without
+the special tokens, the incremental decode, the round trip the files promise; for a directory with
+GPT-2's slow files only (vocab.json + merges.txt), the pipeline those files define. `NoOracle` says
+why there is none (no files; a component the reader does not implement, named).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.engine.bpe import GPT2_FILES, Reader, Unsupported
 
 
 @dataclass
@@ -45,73 +49,70 @@ class Decoder:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
-GPT2_FILES = ("vocab.json", "merges.txt")  # a byte-level BPE tokenizer shipped as slow files only
+class NoOracle(Exception):
+    """No reading of a checkpoint's tokenizer files to judge by, and why (`category`: not-checkable
+    where there are no files to read, not-checked where the reader lacks a component they use)."""
+
+    def __init__(self, reason: str, category: str) -> None:
+        super().__init__(reason)
+        self.reason, self.category = reason, category
 
 
 @dataclass
 class Oracle:
-    """A tokenizer.json read by the `tokenizers` library alone: the expected side of the tokenizer
-    zoo's fields (harness/designs/tokenizer_zoo.py). transformers builds its tokenizer from the same
-    file, but through its own class (v5 rebuilds the pipeline from the class's code and the file's
-    vocabulary), its own added-token table and its own decode wrapper; none of that runs here."""
+    """A checkpoint's tokenizer files read and run by the harness (harness/engine/bpe.py `Reader`):
+    the expected side of the text suite's tokenizer references (harness/designs/text.py,
+    harness/designs/tokenizer_zoo.py). Neither transformers nor the `tokenizers` library runs here -
+    transformers' fast tokenizer runs that library, so an oracle built on it would repeat its bugs
+    (an NFKC normalizer slipped into the load, a split regex lost) as expected values."""
 
-    backend: Any  # tokenizers.Tokenizer
+    reader: Reader
 
     @classmethod
     def of(cls, directory: Path | str) -> Oracle:
-        """The directory's tokenizer.json; where it ships only GPT-2's slow files, `of_gpt2_files`."""
-        from tokenizers import Tokenizer
-
+        """The directory's tokenizer.json, or GPT-2's slow files (vocab.json + merges.txt) where it
+        ships only those, read as their format defines the pipeline (bpe.py `gpt2_spec`: not by
+        transformers' converter); `NoOracle` saying why there is none."""
         directory = Path(directory)
-        if not (directory / "tokenizer.json").is_file() and all((directory / f).is_file() for f in GPT2_FILES):
-            return cls.of_gpt2_files(directory)
-        return cls(Tokenizer.from_file(str(directory / "tokenizer.json")))
+        if not (directory / "tokenizer.json").is_file() and not all((directory / f).is_file() for f in GPT2_FILES):
+            raise NoOracle(f"{directory} has neither a tokenizer.json nor GPT-2's vocab.json + merges.txt for the "
+                           "harness to read (a SentencePiece .model alone: no oracle here)", "not-checkable")
+        try:
+            return cls(Reader.of(directory))
+        except Unsupported as e:
+            raise NoOracle(f"{directory.name}'s tokenizer uses {e}, which the harness's reader "
+                           "(harness/engine/bpe.py) does not implement", "not-checked") from e
 
-    @classmethod
-    def of_gpt2_files(cls, directory: Path | str) -> Oracle:
-        """GPT-2's slow files (vocab.json + merges.txt) read as their format defines the pipeline,
-        built here from that definition, not by transformers' converter (4.57's `GPT2Converter`, 5.x's
-        tokenizers backend): byte-level BPE with the merges ranked by their line order in merges.txt, the
-        byte-level pre-tokenizer with GPT-2's split and tokenizer_config.json's add_prefix_space (default
-        false), the byte-level decoder, no template (GPT-2 adds no special token), and the added tokens
-        of tokenizer_config.json's added_tokens_decoder with their flags."""
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-
-        directory = Path(directory)
-        config_path = directory / "tokenizer_config.json"
-        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-        tok = Tokenizer(models.BPE.from_file(str(directory / "vocab.json"), str(directory / "merges.txt")))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(config.get("add_prefix_space", False)))
-        tok.decoder = decoders.ByteLevel()
-        tok.post_processor = processors.ByteLevel(trim_offsets=False)
-        for index, t in sorted((config.get("added_tokens_decoder") or {}).items(), key=lambda kv: int(kv[0])):
-            added = AddedToken(t["content"], single_word=t.get("single_word", False), lstrip=t.get("lstrip", False),
-                               rstrip=t.get("rstrip", False), normalized=t.get("normalized", not t.get("special")),
-                               special=bool(t.get("special")))
-            (tok.add_special_tokens if added.special else tok.add_tokens)([added])
-            if tok.token_to_id(t["content"]) != int(index):
-                raise ValueError(f"{config_path}: added token {t['content']!r} is id {index} there, "
-                                 f"{tok.token_to_id(t['content'])} in vocab.json")
-        return cls(tok)
+    def with_added(self, changes: dict[str, dict[str, bool]]) -> Oracle:
+        """The same files with some added tokens' flags changed ({content: {flag: value}})."""
+        return Oracle(self.reader.with_added(changes))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> dict[str, Any]:
         """{ids, tokens, offsets} of `text`: tokens as the vocabulary names each id (what
-        convert_ids_to_tokens promises - an Encoding's own `tokens` hold the matched text instead, `" <mask>"`
-        for an lstrip token), offsets as [start, end] character spans."""
-        enc = self.backend.encode(text, add_special_tokens=add_special_tokens)
-        return {"ids": list(enc.ids), "tokens": [self.backend.id_to_token(i) for i in enc.ids],
+        convert_ids_to_tokens promises - not the matched text, `" <mask>"` for an lstrip token), offsets
+        as [start, end] character spans."""
+        enc = self.reader.encode(text, add_special_tokens)
+        return {"ids": list(enc.ids), "tokens": [self.reader.id_to_token(i) for i in enc.ids],
                 "offsets": [list(o) for o in enc.offsets]}
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return self.reader.decode([int(i) for i in ids], skip_special_tokens)
 
     def stream(self, ids: list[int], skip_special_tokens: bool = False) -> list[str]:
-        """The pieces `tokenizers.decoders.DecodeStream` hands out, one step per id ('' where a step
-        holds its text back: an incomplete UTF-8 sequence, a prefix space still undecided)."""
-        from tokenizers.decoders import DecodeStream
+        """The pieces of the incremental decode, one step per id ('' where a step holds its text back:
+        an incomplete UTF-8 sequence, a prefix space still undecided)."""
+        return self.reader.stream([int(i) for i in ids], skip_special_tokens)
 
-        stream = DecodeStream(skip_special_tokens=skip_special_tokens)
-        return [stream.step(self.backend, int(i)) or "" for i in ids]
+    def token_to_id(self, token: str) -> int | None:
+        return self.reader.token_to_id(token)
+
+    @property
+    def model_type(self) -> str:
+        return str((self.reader.spec.get("model") or {}).get("type", "BPE"))
+
+    def round_trip_promise(self) -> str:
+        """'' when the files promise decode(encode(x)) == x; else why not (bpe.py `Reader.round_trip_promise`)."""
+        return self.reader.round_trip_promise()
 
 
 # what `clean_up_tokenization_spaces=True` rewrites after the pipeline's decode: the WordPiece-era rule
