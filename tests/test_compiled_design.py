@@ -55,10 +55,9 @@ def test_the_table_runs_aot_eager_by_default_and_inductor_in_deep_mode():
     full run: the quick tier keeps llama-target alone."""
     from types import SimpleNamespace
 
-    from harness.settings import tier
 
     assert [c.id for c in cases.compiled()] == ["llama-target.compiled.aot_eager", "mistral-sliding.compiled.aot_eager"]
-    assert [c.id for c in cases.compiled() if tier.keeps("compiled", c)] == ["llama-target.compiled.aot_eager"]
+    assert [c.id for c in cases.compiled() if cases.suite("compiled").keeps(c)] == ["llama-target.compiled.aot_eager"]
     deep = cases.compiled(SimpleNamespace(deep=True, user_models=()))
     assert [c.id for c in deep] == ["llama-target.compiled.aot_eager", "llama-target.compiled.inductor",
                                     "mistral-sliding.compiled.aot_eager"]

@@ -1,4 +1,4 @@
-"""The quick tier (harness/settings/tier.py): what `harness check` runs of the zoo by default is a
+"""The quick tier (harness/cases/tier.py): what `harness check` runs of the zoo by default is a
 selection of the recorded grid that keeps every suite, model, path and cache covered, leaves the
 per-test alpha that of the whole grid, and gives way to a full run whenever one is asked for."""
 
@@ -12,7 +12,11 @@ import pytest
 from harness import cases
 from harness.plugin.selection import select, tier_left_out
 from harness.schema import Case
-from harness.settings import tier
+from harness.cases.sampling import COMBINED, QUICK_WEIGHT
+
+
+def keeps(suite: str, case) -> bool:
+    return cases.suite(suite).keeps(case)
 from harness.settings.config import load_config
 from harness.settings.run import RunSettings
 
@@ -38,24 +42,24 @@ def zoo_items() -> list[SimpleNamespace]:
 
 def test_the_tier_keeps_every_model_path_and_cache_of_outputs():
     every = {(c.model, c.path, c.weight, c.cache) for c in cases.outputs(None)}
-    kept = {(c.model, c.path, c.weight, c.cache) for c in cases.outputs(None) if tier.keeps("outputs", c)}
+    kept = {(c.model, c.path, c.weight, c.cache) for c in cases.outputs(None) if keeps("outputs", c)}
     assert kept == every
-    dropped = [c for c in cases.outputs(None) if not tier.keeps("outputs", c)]
+    dropped = [c for c in cases.outputs(None) if not keeps("outputs", c)]
     assert dropped and all(c.decoding == "sample" or (c.path != "plain" and c.prompt != "short-0") for c in dropped)
     # plain decoding keeps the long prompt on every model (it crosses the sliding / chunked windows)
     assert {c.model for c in cases.outputs(None) if c.path == "plain" and c.prompt.startswith("long")} == \
-        {c.model for c in cases.outputs(None) if tier.keeps("outputs", c) and c.path == "plain"
+        {c.model for c in cases.outputs(None) if keeps("outputs", c) and c.path == "plain"
          and c.prompt.startswith("long")}
 
 
 def test_the_tier_samples_every_path_and_every_plain_setting():
     grid = cases.sampling(None)
-    kept = [c for c in grid if tier.keeps("sampling", c)]
+    kept = [c for c in grid if keeps("sampling", c)]
     assert {c.path for c in kept} == {c.path for c in grid}
-    assert {c.weight for c in kept if c.path == "ensemble"} == {tier.SAMPLING_WEIGHT}  # w0.7: the bias suite's
-    assert any(tier.keeps("bias", c) and c.weight == 0.7 for c in cases.bias(None))
+    assert {c.weight for c in kept if c.path == "ensemble"} == {QUICK_WEIGHT}  # w0.7: the bias suite's
+    assert any(keeps("bias", c) and c.weight == 0.7 for c in cases.bias(None))
     plain = {c.param("setting") for c in grid if c.path == "plain"}
-    assert {c.param("setting") for c in kept if c.path == "plain"} == plain - set(tier.COMBINED)
+    assert {c.param("setting") for c in kept if c.path == "plain"} == plain - set(COMBINED)
     combined = cases.SAMPLING_SETTINGS["combined"]  # ... whose processors the combined case chains, each set
     assert all(getattr(combined, name) not in (None, 1.0, 0, 0.0) for name in
                ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"))
@@ -63,10 +67,10 @@ def test_the_tier_samples_every_path_and_every_plain_setting():
 
 
 def test_the_tier_keeps_each_verifier_and_the_prefill_and_decode_timings():
-    assert {c.weight for c in cases.bias(None) if tier.keeps("bias", c)} == {c.weight for c in cases.bias(None)}
-    assert sorted(c.id.rsplit(".", 1)[1] for c in cases.latency(None) if tier.keeps("latency", c)) == \
+    assert {c.weight for c in cases.bias(None) if keeps("bias", c)} == {c.weight for c in cases.bias(None)}
+    assert sorted(c.id.rsplit(".", 1)[1] for c in cases.latency(None) if keeps("latency", c)) == \
         ["decode", "prefill"]
-    assert all(tier.keeps("beam", c) for c in cases.beam(None))  # a suite without a rule runs whole
+    assert all(keeps("beam", c) for c in cases.beam(None))  # a suite without a rule runs whole
 
 
 def test_the_tier_narrows_what_runs_not_the_alpha():
@@ -99,7 +103,7 @@ def test_an_explicit_pytest_selection_runs_what_it_names():
 def test_a_case_of_your_own_model_is_never_tiered():
     ours = Case("mine", "assisted", prompt="long-0", decoding="greedy", assistant="x")
     run = settings()
-    assert not tier.keeps("outputs", ours)  # the zoo's rule would drop it ...
+    assert not keeps("outputs", ours)  # the zoo's rule would drop it ...
     users = (SimpleNamespace(name="mine"),)
     object.__setattr__(run, "user_models", users)
     kept, dropped, _ = select([item("outputs", ours)], run)

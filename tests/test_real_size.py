@@ -82,13 +82,13 @@ def test_memory_per_worker_decides_the_workers_and_the_refusal_names_the_ways_ou
 
 
 def test_the_time_estimate_grows_with_the_parameters_and_the_cases():
-    counts = {"outputs": 3, "sampling": 2, "latency": 1}
-    small, big = preflight.estimate(100_000_000, counts), preflight.estimate(1_000_000_000, counts)
-    assert set(small) == {*counts, "total"}
+    work = {"outputs": 3 * 90, "sampling": 2 * 25, "latency": 160}  # single-token forwards per suite
+    small, big = preflight.estimate(100_000_000, work), preflight.estimate(1_000_000_000, work)
+    assert set(small) == {*work, "total"}
     assert big["total"] > small["total"] and big["outputs"] == pytest.approx(10 * small["outputs"], rel=0.02)
-    more = preflight.estimate(1_000_000_000, {**counts, "outputs": 6})
+    more = preflight.estimate(1_000_000_000, {**work, "outputs": 6 * 90})
     assert more["outputs"] == pytest.approx(2 * big["outputs"], rel=0.02)
-    slower = preflight.estimate(1_000_000_000, counts, calibration=2 * preflight.CALIBRATION)
+    slower = preflight.estimate(1_000_000_000, work, calibration=2 * preflight.CALIBRATION)
     assert slower["total"] == pytest.approx(2 * big["total"], rel=0.02)  # a slower machine, in proportion
 
 
@@ -117,7 +117,8 @@ def _model(plan: budget.Plan) -> UserModel:
 
 def test_the_budget_plan_covers_every_suite_and_lists_what_it_left_out():
     full, planned = _Run(_model(budget.Plan("full"))), _Run(_model(budget.Plan("budget", 300.0, "test")))
-    tables = {**{t: getattr(cases, t) for t in budget.RULES}, "latency": cases.latency, "loading": cases.loading,
+    planned_tables = [t for s in cases.SUITES for t in s.tables if t.plan is not None]
+    tables = {**{t.name: t for t in planned_tables}, "latency": cases.latency, "loading": cases.loading,
               "beam_modes": cases.beam_modes, "models": cases.models}
     lines = cases.left_out(planned)
     for name, table in tables.items():
@@ -128,7 +129,7 @@ def test_the_budget_plan_covers_every_suite_and_lists_what_it_left_out():
         listed = [ln for ln in lines if ln.startswith(f"mine: {name}:")]
         assert bool(dropped) == bool(listed), name
         if dropped:
-            assert all(i in listed[0] for i in dropped) and budget.RULES[name][1] in listed[0]
+            assert all(i in listed[0] for i in dropped) and tables[name].plan.why in listed[0]
         assert {c.path for c in table(planned) if c.model == "mine"} == {c.path for c in table(full) if c.model == "mine"} \
             or name in ("batching",), name  # every path the model runs is still run (batching: the plain batch)
     assert cases.left_out(full) == []

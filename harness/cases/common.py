@@ -1,14 +1,14 @@
-"""What every case table shares: the zoo's roles, the generation lengths, and the helpers that
-add your own models' rows (harness/cases/__init__.py holds the tables)."""
+"""What every case table shares: the zoo's roles, the generation lengths, the helpers of the budget
+plan's rules, and the model-level suites' table (each suite's tables: harness/cases/<suite>.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.cases.registry import Table
 from harness.fixtures.zoo import SPECS
 from harness.schema import Case
-from harness.settings import budget
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
@@ -26,13 +26,6 @@ def _users(run: RunSettings | None) -> Sequence[UserModel]:
     return run.user_models if run is not None else ()
 
 
-def _planned(run: RunSettings | None, table: str, make: Callable[[UserModel], list[Case]]) -> list[Case]:
-    """Each user model's cases of `table`, as its plan runs them (harness/settings/budget.py: the
-    full grid, or the budget plan's selection)."""
-    return [c for m in _users(run) for c in budget.select(table, m.plan, make(m))]
-
-
-
 def _deep(run: RunSettings | None) -> bool:
     return bool(run is not None and run.deep)
 
@@ -46,7 +39,19 @@ def draft_tokens_of(path: str) -> int | None:
     layer, DRAFT_TOKENS for an assistant or prompt lookup."""
     return None if path == "plain" else 1 if path == "mtp" else DRAFT_TOKENS
 
-def models(run: RunSettings | None = None) -> list[Case]:
-    """One case per checkpoint (its id is the model's name): the model-level suites."""
-    return ([Case(s.name, name=s.name) for s in SPECS if s.role != LONG_CONTEXT]
-            + [Case(m.name, name=m.name) for m in _users(run)])
+def named(*suffixes: str) -> Callable[[Case, Sequence[Case]], bool]:
+    """A budget plan's rule: keep the cases whose id ends with one of `suffixes`."""
+    return lambda case, cases: any(case.id.endswith("." + s) for s in suffixes)
+
+
+def setting(name: str) -> Callable[[Case, Sequence[Case]], bool]:
+    """A budget plan's rule: keep the sampling cases at setting `name`."""
+    return lambda case, cases: case.param("setting") == name
+
+
+def _zoo_models(run: RunSettings | None = None) -> list[Case]:
+    return [Case(s.name, name=s.name) for s in SPECS if s.role != LONG_CONTEXT]
+
+
+# one case per checkpoint (its id is the model's name): the model-level suites (caches, backends)
+models = Table("models", _zoo_models, user=lambda m: [Case(m.name, name=m.name)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.cases.common import MTP, TARGET, _p, models
+from harness.cases.registry import Suite, Table
 from harness.engine.cache import has_linear_attention
 from harness.fixtures.zoo import SPECS
 from harness.schema import Case
@@ -176,6 +177,11 @@ API_V4: tuple[Case, ...] = (
 )
 
 
-def contracts(run: RunSettings | None = None) -> list[Case]:
+def _contracts(run: RunSettings | None = None) -> list[Case]:
     """The contracts suite's table (the same in every run)."""
     return [*CONTRACTS, *API, *API_V4]
+
+
+contracts = Table("contracts", _contracts)
+
+SUITE = Suite("contracts", (contracts,))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.cases.common import TARGET, _p, _users
+from harness.cases.common import TARGET, _p
+from harness.cases.registry import Suite, Table
 from harness.fixtures import load as fixtures_load
 from harness.fixtures import tokzoo
 from harness.fixtures.zoo import SPECS
@@ -37,15 +38,18 @@ def _zoo_manifest(run: RunSettings | None) -> dict[str, Any] | None:
         return None  # every model its own group; loading it reports the missing manifest
 
 
-def tokenizers(run: RunSettings | None = None) -> list[Case]:
+def _zoo_model_tokenizers(run: RunSettings | None = None) -> list[Case]:
     """`<model>.tokenizer`: the first model of each distinct zoo tokenizer (`shared_by` names the
-    group), then each user model's own tokenizer."""
+    group); a user model's: its own tokenizer."""
     groups = tokenizer_groups(_zoo_manifest(run), [s.name for s in SPECS])
-    return ([Case(g[0], name=f"{g[0]}.tokenizer", params=_p(shared_by=g)) for g in groups]
-            + [Case(m.name, name=f"{m.name}.tokenizer", params=_p(own=True)) for m in _users(run)])
+    return [Case(g[0], name=f"{g[0]}.tokenizer", params=_p(shared_by=g)) for g in groups]
 
 
-def zoo_tokenizers(run: RunSettings | None = None) -> list[Case]:
+tokenizers = Table("tokenizers", _zoo_model_tokenizers,
+                   user=lambda m: [Case(m.name, name=f"{m.name}.tokenizer", params=_p(own=True))])
+
+
+def _tokenizer_zoo(run: RunSettings | None = None) -> list[Case]:
     """`<tok>.tokenizer`: each tokenizer of the tokenizer zoo (harness/fixtures/tokzoo.py)."""
     return [Case(t.name, name=f"{t.name}.tokenizer") for t in tokzoo.TOKENIZERS]
 
@@ -54,14 +58,20 @@ def zoo_tokenizers(run: RunSettings | None = None) -> list[Case]:
 ZOO_CHATS = (("tok-spm", "mistral"), ("tok-spm", "gemma"), ("tok-bytelevel", "llama3"), ("tok-added", "chatml"))
 
 
-def zoo_chats(run: RunSettings | None = None) -> list[Case]:
+def _family_chats(run: RunSettings | None = None) -> list[Case]:
     """`<tok>.chat.<template>`: a family's chat template with its zoo tokenizer, generated from with
     llama-target's weights."""
     return [Case(tok, name=f"{tok}.chat.{template}", params=_p(template=template)) for tok, template in ZOO_CHATS]
 
 
-def chats(run: RunSettings | None = None) -> list[Case]:
+def _zoo_chats(run: RunSettings | None = None) -> list[Case]:
     """`<model>.chat`: the chat-template fixture (harness/fixtures/chat_template.jinja) with the
-    zoo's `CHAT_MODELS`, then each user model's own template."""
-    return ([Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
-            + [Case(m.name, name=f"{m.name}.chat", params=_p(own=True)) for m in _users(run)])
+    zoo's `CHAT_MODELS`; a user model's: its own template."""
+    return [Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
+
+
+chats = Table("chats", _zoo_chats, user=lambda m: [Case(m.name, name=f"{m.name}.chat", params=_p(own=True))])
+zoo_tokenizers = Table("zoo_tokenizers", _tokenizer_zoo)
+zoo_chats = Table("zoo_chats", _family_chats)
+
+SUITE = Suite("text", (tokenizers, chats, zoo_tokenizers, zoo_chats), units=(20, 20, 0, 0))

@@ -24,8 +24,8 @@ def memory_of(model: UserModel, run: RunSettings) -> preflight.Memory:
 
 def line(model: UserModel, run: RunSettings, workers: int, calibration: float | None = None) -> str:
     """`harness: plan: NAME: ...` - what the benchmark (benchmarks/real_size.py) parses for the estimate."""
-    counts = cases.user_case_counts(run, model)
-    seconds = preflight.estimate(model.params, counts, calibration or preflight.CALIBRATION, workers)
+    work = cases.user_work(run, model)
+    seconds = preflight.estimate(model.params, work, calibration or preflight.CALIBRATION, workers)
     memory = memory_of(model, run)
     suites = ", ".join(f"{s} {v:.0f} s" for s, v in sorted(seconds.items(), key=lambda kv: -kv[1]) if s != "total")
     plan = f"budget plan ({model.plan.why})" if model.plan.budgeted else "full grid"

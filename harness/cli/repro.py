@@ -32,7 +32,6 @@ from harness.report import repro
 from harness.schema import Case, Record
 from harness.store.env import is_safe_key
 
-TABLES = {"outputs": ("outputs",), "stopping": ("stopping", "streaming"), "backends": ("models",)}
 RUN_TIMEOUT_S = 600
 
 
@@ -163,16 +162,17 @@ def find_case(project: Project, suite: str, case_id: str) -> tuple[Case, dict[st
     from harness import cases
     from harness.settings.run import RunSettings, SettingsError
 
-    if suite not in TABLES:
-        raise UsageError(f"suite {suite!r}: `harness repro` writes scripts for {', '.join(TABLES)}")
+    row = cases.suite(suite)
+    if row is None or row.repro is None:
+        raise UsageError(f"suite {suite!r}: `harness repro` writes scripts for {', '.join(repro.SCRIPTED)}")
     try:
         run = RunSettings.make(project.config, {}).validate(front="cli")
     except SettingsError as exc:
         raise UsageError(str(exc)) from None
     users = {m.name: m for m in run.user_models}
     users.update({m.assistant_name: m for m in run.user_models if m.assistant_name})
-    for table in TABLES[suite]:
-        for case in getattr(cases, table)(run):
+    for table in row.tables:
+        for case in table(run):
             if case.id == case_id:
                 return case, users
     raise UsageError(f"{suite} has no case {case_id!r} (see the suite's case table, harness/cases/)")

@@ -6,7 +6,7 @@
   the run's settings (harness/cases/), called at collection, so deep mode and your own models
   reach the table through the settings, never through a global;
 - `select`: the models the run covers (``[tool.harness] models``, or only ``--harness-model``'s),
-  then the quick tier of the zoo (harness/settings/tier.py; not in a full run), ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs
+  then the quick tier of the zoo (harness/cases/tier.py: each suite's registry row; not in a full run), ``--harness-phase`` (the timing tests run in a phase of their own, so nothing else runs
   while they measure) and ``--harness-case`` globs; what it drops is deselected, so those records
   are not `missing`;
 - m, the number of golden tests that sets the per-test alpha (alpha / m), is counted after the
@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from harness.settings import tier
+from harness import cases
+from harness.cases import tier
 from harness.settings.run import RunSettings
 
 GOLDEN = "golden"
@@ -115,10 +116,11 @@ def yours(case: Any, run: RunSettings) -> bool:
 
 
 def in_tier(item: Any, run: RunSettings, full: bool) -> bool:
-    """The quick tier keeps this test (harness/settings/tier.py): always in a full run and for a
-    case of your own models."""
+    """The quick tier keeps this test (its suite's registry row, harness/cases/tier.py): always in a
+    full run and for a case of your own models."""
     case = case_of(item)
-    return full or not is_golden(item) or yours(case, run) or tier.keeps(suite_name(item), case)
+    row = cases.suite(suite_name(item))
+    return full or not is_golden(item) or yours(case, run) or row is None or row.keeps(case)
 
 
 def select(items: list[Any], run: RunSettings, explicit: bool = False) -> tuple[list[Any], list[Any], int]:
@@ -147,7 +149,8 @@ def tier_left_out(items: list[Any], run: RunSettings, explicit: bool = False) ->
     zoo = [i for i in items if is_golden(i) and wanted_model(i, run) and wanted_case(i, run.cases)
            and case_of(i) is not None and not yours(case_of(i), run)]
     dropped = Counter(suite_name(i) for i in zoo if not in_tier(i, run, False))
-    return tier.left_out_line(dropped, len(zoo)) if dropped else ""
+    why = {name: row.quick.why for name in dropped if (row := cases.suite(name)) is not None and row.quick}
+    return tier.left_out_line(dropped, len(zoo), why) if dropped else ""
 
 
 class _Count:

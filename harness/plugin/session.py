@@ -94,7 +94,7 @@ class HarnessSession:
         self.not_observable: set[str] = set()  # "suite/case" skipped for an optional extra (MissingExtra): regen keeps it
         self.not_run: set[str] = set()  # "suite/case" of a test skipped or xfailed before it finished: regen keeps it
         self.timing_left = 0  # the timing tests the parallel phase left to the timing phase (PhaseFilter)
-        self.tier_line = ""  # what the quick tier of the zoo did not run (harness/settings/tier.py)
+        self.tier_line = ""  # what the quick tier of the zoo did not run (harness/cases/tier.py)
         self.streamed: dict[str, dict[str, Any]] = {}  # nodeid -> a finished worker test's outcomes and writes
         self.interrupted = ""  # the run was stopped (SIGINT): its results are partial
         self.keyboard_interrupt = False
@@ -456,7 +456,7 @@ class HarnessSession:
             meta["timing_left"] = self.timing_left
         if self.not_run:  # skipped / xfailed before finishing: regen keeps their records
             meta["not_run"] = sorted(self.not_run)
-        left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/settings/tier.py)
+        left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/cases/tier.py)
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
             left += cases.left_out(self.settings)  # what the budget plan did not run, and why (harness/settings/budget.py)

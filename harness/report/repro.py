@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import cases
 from harness.checking.policy import TOLERANCES
 from harness.schema import Case, Record
 
@@ -67,27 +68,19 @@ class Plan:
 
 
 def recipe_of(suite: str, case: Case) -> str | None:
-    """Which recipe makes this case's call (None: none does)."""
-    if suite == "outputs" and not case.name:
-        return "generate"
-    if suite == "stopping" and case.param("check") == "stream":
-        return "stream"
-    if suite == "backends" and case.name == case.model:
-        return "checkpoint"
-    return None
+    """Which recipe makes this case's call (None: none does) - the suite's registry row says
+    (harness/cases/<suite>.py `Suite.repro`)."""
+    row = cases.suite(suite)
+    return row.repro.of(case) if row is not None and row.repro is not None else None
 
 
-SCRIPTED = ("outputs", "stopping", "backends")  # the suites a recipe writes (harness/cli/repro.py TABLES)
+SCRIPTED = tuple(s.name for s in cases.SUITES if s.repro is not None)  # the suites a recipe writes
 
 
 def scriptable(suite: str, case_id: str) -> bool:
-    """Whether a case id names a case a recipe writes (`recipe_of`, from the id alone: outputs'
-    generation cases, stopping's `.stream.plain|assisted`, backends' model cases - ids without a dot)."""
-    if suite == "outputs":
-        return True
-    if suite == "stopping":
-        return case_id.endswith((".stream.plain", ".stream.assisted"))
-    return suite == "backends" and "." not in case_id
+    """Whether a case id names a case a recipe writes (`recipe_of`, from the id alone)."""
+    row = cases.suite(suite)
+    return row is not None and row.repro is not None and row.repro.scripts(case_id)
 
 
 def repro_text(f: Any, baseline: str | None, quote: str = "") -> str:

@@ -6,17 +6,10 @@ smallest cost, not the zoo's full grid, and the run says what it left out and wh
 parameters gets the plan at `DEFAULT_BUDGET`, a smaller one the full grid (the zoo's models, ~1M
 parameters, and any small model of yours keep exactly the cases they had).
 
-What the plan keeps of a user model's cases, per case table (`RULES`; everything else is kept whole:
-one case per model-level suite already):
-
-| table | kept | why the rest can go |
-|---|---|---|
-| outputs | every path greedy on the first prompt in the dynamic cache; plain greedy in the static cache | the second prompt repeats the same code path; sampling is the sampling suite's |
-| sampling | each path at top-k | the white box (`exact_*`) checks every sampled decision exactly in 2 calls; the black-box backstop (N draws) is not drawn (`not checked`, with this reason) |
-| stopping | eos list, stop string hit, max_new_tokens, the padded batch | the other limits are the same criteria at other values |
-| streaming | the plain streamer | the batch refusal and the assisted streamer repeat its code |
-| beam | n2 and n3 (3 returned sequences) | the length penalties and early stopping re-rank the same beams |
-| batching | the left-padded greedy batch | right padding and the speculative batches repeat its masks |
+What the plan keeps of a user model's cases is each case table's own rule, beside the table
+(harness/cases/<suite>.py: `Table(plan=Rule(...))`); a table without one is kept whole (one case per
+model-level suite already). `harness check` lists what a plan left out, table by table, with the
+rule's reason.
 
 The latency suite keeps its case with `LATENCY_SAMPLES` samples a path (its fields state the
 smallest effect those samples detect). Pure functions over plain data: no file access.
@@ -80,51 +73,21 @@ def plan_for(params: int, budget: float | None) -> Plan:
     return Plan("full")
 
 
-def _first(cases: Sequence[Case]) -> str | None:
-    return cases[0].prompt if cases else None
-
-
-def _outputs(case: Case, cases: Sequence[Case]) -> bool:
-    first = _first([c for c in cases if c.decoding == "greedy"])
-    return case.decoding == "greedy" and case.prompt == first and (case.cache == "dynamic" or case.path == "plain")
-
-
-def _named(*suffixes: str) -> Callable[[Case, Sequence[Case]], bool]:
-    return lambda case, cases: any(case.id.endswith("." + s) for s in suffixes)
-
-
-def _setting(name: str) -> Callable[[Case, Sequence[Case]], bool]:
-    return lambda case, cases: case.param("setting") == name
-
-
-# table -> (which cases the plan keeps, what the reason says of the rest)
-RULES: dict[str, tuple[Callable[[Case, Sequence[Case]], bool], str]] = {
-    "outputs": (_outputs, "each path runs once, greedy on the first prompt (dynamic cache; plain also static): the "
-                          "second prompt repeats the code path, the sampled cases are the sampling suite's"),
-    "sampling": (_setting("top_k"), "each path is sampled at top-k, checked exactly by the white box; the other "
-                                    "settings repeat the same mechanism"),
-    "stopping": (_named("stop.eos-list", "stop.stop-string-hit", "stop.max-new-tokens", "stop.pad-batch"),
-                 "the other limits are the same stopping criteria at other values"),
-    "streaming": (_named("stream.plain"), "the assisted streamer and the batch refusal repeat the plain one's code"),
-    "beam": (_named("beam.n2", "beam.n3"), "length penalties and early stopping re-rank the same beams"),
-    "batching": (_named("batch.greedy"), "right padding and the speculative batches repeat the padded masks"),
-}
-
-
-def select(table: str, plan: Plan, cases: list[Case]) -> list[Case]:
-    """The cases of one user model's `table` that `plan` runs (all of them unless budgeted)."""
-    if not plan.budgeted or table not in RULES:
+def select(keeps: Callable[[Case, Sequence[Case]], bool] | None, plan: Plan, cases: list[Case]) -> list[Case]:
+    """The cases of one user model's table that `plan` runs: all of them unless budgeted, else those
+    the table's rule `keeps` (given each case and all of them; None: the table is kept whole)."""
+    if not plan.budgeted or keeps is None:
         return cases
-    keep, _ = RULES[table]
-    kept = [c for c in cases if keep(c, cases)]
+    kept = [c for c in cases if keeps(c, cases)]
     return kept or cases[:1]  # every table keeps at least one case: each suite stays covered
 
 
-def left_out(table: str, plan: Plan, cases: list[Case]) -> tuple[list[str], str]:
-    """(ids the plan leaves out of `table`, why) - ([], "") when it keeps them all."""
-    kept = {c.id for c in select(table, plan, cases)}
+def left_out(keeps: Callable[[Case, Sequence[Case]], bool], why: str, plan: Plan,
+             cases: list[Case]) -> tuple[list[str], str]:
+    """(ids the plan leaves out of a table, why) - ([], "") when it keeps them all."""
+    kept = {c.id for c in select(keeps, plan, cases)}
     ids = [c.id for c in cases if c.id not in kept]
-    return ids, (RULES[table][1] if ids else "")
+    return ids, (why if ids else "")
 
 
 BACKSTOP_WHY = ("the budget plan does not draw the black-box backstop's N generate() calls on a model of this size; "

@@ -16,9 +16,10 @@ copies must still fit), plus one copy more while a case holds two loads at once 
 a save / reload). The run holds `shared + n * private`; `workers_for` picks the largest n <= cores
 that fits MemAvailable, and `refusal` is the one line a run that cannot fit one worker stops with.
 
-Time (`estimate`): every case of a suite costs `UNITS[suite]` single-token forwards of the model (its
-generate() tokens, the reference engine's decode at the engine's fp32 cost, the latency samples);
-a forward of P parameters costs `SECONDS_PER_GPARAM_UNIT * P / 1e9` seconds at the calibration
+Time (`estimate`): a suite's work is the single-token forwards of the model its cases cost (each case
+table's cost units in the suite's registry row, harness/cases/registry.py `Suite.units`: its generate()
+tokens, the reference engine's decode at the engine's fp32 cost, the latency samples; summed by
+`registry.user_work`); a forward of P parameters costs `SECONDS_PER_GPARAM_UNIT * P / 1e9` seconds at the calibration
 workload's speed (`CALIBRATION`: benchmarks/time_to_verdict.py's, 0.0166 s on the 2-core machine the
 constants were fit on - a machine twice as fast halves both), plus `FIXED` seconds of start-up,
 collection and loading per run. The constants are fit by benchmarks/real_size.py (docs/your-models.md: Your own
@@ -38,10 +39,6 @@ ACTIVATIONS = int(0.3 * GIB)  # logits over a 32k-256k vocabulary, caches, the e
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}
 HEADROOM = 0.85  # of MemAvailable a run plans to use
 
-# single-token forwards of the model per case, by suite (see the module docstring)
-UNITS = {"outputs": 90, "sampling": 25, "sampling-backstop": 900, "latency": 160, "stopping": 30, "streaming": 30,
-         "beam": 45, "beam_modes": 12, "batching": 75, "caches": 60, "backends": 80, "loading": 110,
-         "text": 20, "chats": 20, "tokenizers": 5, "models": 10}
 # fit on this project's 2-core machine, quiet (benchmarks/real_size.json "quiet-2026-12-04": load 0.7-1.6,
 # calibration 0.0202 s), through the default runs of 112M (52.7 s) and 1104M parameters (232.5 s); the 509M run
 # (116.1 s) is the check: estimated 1.1x. (The first fit, through runs at load 5-15 - 305 s and 974 s - gave
@@ -119,13 +116,14 @@ def refusal(name: str, memory: Memory, available: int, dtype: str) -> str:
             f"ways out: {', '.join(ways)}")
 
 
-def estimate(params: int, counts: Mapping[str, int], calibration: float = CALIBRATION,
+def estimate(params: int, work: Mapping[str, int], calibration: float = CALIBRATION,
              workers: int = 1) -> dict[str, float]:
-    """Seconds per suite (and "total") for a model of `params` parameters running `counts` cases per
-    suite on `workers` workers, at a machine whose calibration workload takes `calibration` s."""
+    """Seconds per suite (and "total") for a model of `params` parameters whose suites cost `work`
+    single-token forwards each (`registry.user_work`), on `workers` workers, at a machine whose
+    calibration workload takes `calibration` s."""
     speed = calibration / CALIBRATION
     per_unit = SECONDS_PER_GPARAM_UNIT * params / 1e9 * speed
-    out = {suite: round(n * UNITS.get(suite, 30) * per_unit, 1) for suite, n in counts.items() if n}
+    out = {suite: round(units * per_unit, 1) for suite, units in work.items() if units}
     timing = out.get("latency", 0.0)  # the latency suite runs alone, after the workers
     parallel = (sum(out.values()) - timing) / max(workers, 1)
     out["total"] = round(FIXED * speed + parallel + timing, 1)

@@ -110,7 +110,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("budget", "--harness-budget", "--budget",
            "your models' wall-time budget (5m, 300s, 1h): the cases that cover every suite at the smallest cost, the "
            "rest listed as left out; 'full' runs every case - the zoo's too, whose default is its quick tier "
-           "(harness/settings/tier.py) (default: [tool.harness] budget, else the plan for a model over 100M "
+           "(harness/cases/tier.py) (default: [tool.harness] budget, else the plan for a model over 100M "
            "parameters)", (("metavar", "TIME"),)),
     Option("no_cache", "--harness-no-cache", "--no-cache",
            "compute every reference-engine answer afresh instead of reading the on-disk cache "
@@ -316,7 +316,7 @@ class RunSettings:
     def full(self) -> bool:
         """Every case of the zoo runs: `--budget full` (or `[tool.harness] budget = "full"`), a deep
         run, regen, an injected fault, a case selection or a one-off `--model` run; otherwise
-        the zoo runs its quick tier (harness/settings/tier.py)."""
+        the zoo runs its quick tier (harness/cases/tier.py)."""
         try:
             full_budget = budget.parse(self.budget) == 0.0
         except budget.BudgetError:
