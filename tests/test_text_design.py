@@ -284,3 +284,23 @@ def test_a_decode_that_refuses_a_batch_is_v4s_api_not_a_reference_failure_while_
         assert _failed(text.tokenizer(zoo, case)) == {"batch_decode_equals_single"}
     finally:
         tok.__class__ = V4Decode.__bases__[0]
+
+
+def test_a_component_the_reader_lacks_leaves_the_file_references_not_checked_naming_it(tmp_path):
+    """The reader refuses what it does not implement (here a Precompiled normalizer): every reference
+    that reads the files is `not checked` with the component named - never a pass, never the library."""
+    import json
+    import shutil
+
+    zoo, case = _Zoo(), cases.tokenizers()[0]
+    for f in (MODELS_DIR / cases.TARGET).iterdir():
+        if f.name.startswith("tokenizer"):
+            shutil.copy(f, tmp_path / f.name)
+    data = json.loads((tmp_path / "tokenizer.json").read_text())
+    data["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": ""}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data))
+    zoo.directory = lambda name: tmp_path
+    obs = text.tokenizer(zoo, case)
+    for name in (*text.LIBRARY_REFERENCES, "round_trip_lossless", "clean_up_as_specified", "padding_as_specified"):
+        note = obs.notes[name]
+        assert (note.status, note.category) == ("skipped", "not-checked") and "Precompiled" in note.detail, name

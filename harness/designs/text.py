@@ -389,7 +389,10 @@ def round_trip_reference(obs: Observation, model: str, oracle: Oracle | NoOracle
     """`round_trip_lossless`: decode(encode(x)) == x for every text and probe, where the checkpoint's
     files promise it (read by the harness: bpe.py `Reader.round_trip_promise` - never the loaded
     pipeline, which a fault may have changed); skipped with the files' reason elsewhere."""
-    why = oracle.reason if isinstance(oracle, NoOracle) else oracle.round_trip_promise()
+    if isinstance(oracle, NoOracle):
+        obs.skipped("round_trip_lossless", "exact", oracle.reason, category=oracle.category)
+        return
+    why = oracle.round_trip_promise()
     if why:
         obs.skipped("round_trip_lossless", "exact", f"{model}'s tokenizer files do not promise a lossless round trip: "
                                                     f"{why}")
