@@ -69,6 +69,8 @@ VARIANTS = {
     "strip-replace": lambda: variant("tok-bytelevel", normalizer={"type": "Sequence", "normalizers": [
         {"type": "Strip", "strip_left": True, "strip_right": True},
         {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}]}),
+    "rstrip-only": lambda: variant("tok-bytelevel", normalizer={"type": "Strip", "strip_left": False,
+                                                                "strip_right": True}),
     "added-nfkc": lambda: variant("tok-added", normalizer={"type": "NFKC"}),
     "added-lowercase": lambda: variant("tok-added", normalizer={"type": "Lowercase"}),
     "added-single-word-strip": _added_flags,
@@ -92,7 +94,7 @@ VARIANTS = {
 }
 
 FIXED_TEXTS = [
-    *text_design.TEXTS.values(), *text_design.PROBES.values(),
+    "   ", "\t \n", *text_design.TEXTS.values(), *text_design.PROBES.values(),
     *tokenizer_zoo.texts("added", ["<s>", "</s>"], "<s>").values(),
     "<|begin_of_text|>Hi<|eot_id|> [INST] x [/INST]<s>y</s>", "x  <mask>y <tool_call>\n z", "IT'S we'LL 1234567",
     "e\u0301 a\u0323\u0301 \ud55c\uad6d\uc5b4 \u1100\u1161\u11a8 \u0130 \u03a3 \u01c4", "\U0001f917\U0001f917 \x00\x7f\u200b",

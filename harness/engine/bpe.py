@@ -380,14 +380,17 @@ def _kept(piece: Piece, keep: Callable[[str], bool]) -> Piece:
 
 
 def _stripped(piece: Piece, left: bool, right: bool) -> Piece:
-    text = piece.text
-    lead = len(text) - len(text.lstrip("".join(WHITE_SPACE))) if left else 0
-    trail = len(text) - len(text.rstrip("".join(WHITE_SPACE))) if right else 0
-    if not (lead or trail) or lead == len(text):
-        return piece.transformed([], len(text)) if lead == len(text) and text else piece
-    kept = text[lead:len(text) - trail]
-    dest = [(ch, 0) for ch in kept[:-1]] + [(kept[-1], -trail)]
-    return piece.transformed(dest, lead)
+    """Whitespace (Unicode's White_Space) cut from the start and / or the end; the kept characters keep
+    their origins."""
+    text, blanks = piece.text, "".join(WHITE_SPACE)
+    lead = len(text) - len(text.lstrip(blanks)) if left else 0
+    trail = len(text) - len(text.rstrip(blanks)) if right else 0
+    if not (lead or trail):
+        return piece
+    kept = text[lead:max(lead, len(text) - trail)]
+    if not kept:
+        return piece.transformed([], len(text))
+    return piece.transformed([(ch, 0) for ch in kept[:-1]] + [(kept[-1], -trail)], lead)
 
 
 def normalizer(spec: dict[str, Any] | None) -> Callable[[Piece], Piece]:
