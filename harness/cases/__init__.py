@@ -71,6 +71,8 @@ from harness.cases.continuous import *  # noqa: F403
 from harness.cases.continuous import SUITE as _CONTINUOUS
 from harness.cases.contracts import API, CONTRACTS, ENTRY_POINTS, ENUM_FIELDS, STATEFUL, contract, contracts  # noqa: F401
 from harness.cases.contracts import SUITE as _CONTRACTS
+from harness.cases.gguf import *  # noqa: F403
+from harness.cases.gguf import SUITE as _GGUF
 from harness.cases.kernels import CPU_SDPA_BACKENDS, KERNEL_DTYPES, SDPA_BACKENDS, kernel_matmuls, kernels  # noqa: F401
 from harness.cases.kernels import SUITE as _KERNELS
 from harness.cases.latency import *  # noqa: F403
@@ -105,7 +107,7 @@ from harness.settings.run import RunSettings
 # the registry: one row per suites/test_<name>.py (tests/test_registry.py holds every row to its module)
 SUITES: tuple[registry.Suite, ...] = (
     _OUTPUTS, _SAMPLING, _BIAS, _LATENCY, _LOADING, _STOPPING, _BEAM, _BATCHING, _CONTINUOUS, _COMPILED, _QUANTIZED,
-    _LONG_CONTEXT, _TEXT, _CACHES, _BACKENDS, _CONTRACTS, _KERNELS)
+    _LONG_CONTEXT, _TEXT, _CACHES, _BACKENDS, _CONTRACTS, _KERNELS, _GGUF)
 BY_SUITE = registry.by_name(SUITES)
 
 
