@@ -4,7 +4,7 @@ must catch - the harness's proof of sensitivity. Each row names what it breaks a
 (harness/cli/faults.py) runs the catching cases under every fault and writes the sensitivity
 table (docs/faults.md). The rows live with their family (harness/faults/verifier.py, caches.py,
 contracts.py, sampling.py, stopping.py, long_context.py, batching.py, continuous.py, compiled.py, quantized.py, text.py, beam.py,
-latency.py, kernels.py - the one family injected into torch): adding a fault is adding one `Fault(...)` row to its family's `FAULTS`, and a new
+latency.py, kernels.py - the one family injected into torch -, gguf.py): adding a fault is adding one `Fault(...)` row to its family's `FAULTS`, and a new
 family is one more module joined here.
 """
 
@@ -19,6 +19,7 @@ from harness.faults import (
     compiled,
     continuous,
     contracts,
+    gguf,
     kernels,
     latency,
     long_context,
@@ -32,7 +33,7 @@ from harness.faults.patches import Fault, FaultError, Undo
 
 FAULTS: tuple[Fault, ...] = (*verifier.FAULTS, *caches.FAULTS, *contracts.FAULTS, *sampling.FAULTS, *stopping.FAULTS,
                              *long_context.FAULTS, *batching.FAULTS, *continuous.FAULTS, *compiled.FAULTS, *quantized.FAULTS, *text.FAULTS, *beam.FAULTS,
-                             *latency.FAULTS, *kernels.FAULTS)
+                             *latency.FAULTS, *kernels.FAULTS, *gguf.FAULTS)
 
 
 BY_NAME: dict[str, Fault] = {f.name: f for f in FAULTS}
