@@ -10,17 +10,17 @@ from types import SimpleNamespace
 import pytest
 
 from harness import cases
+from harness.cases.sampling import COMBINED, QUICK_WEIGHT
 from harness.plugin.selection import select, tier_left_out
 from harness.schema import Case
-from harness.cases.sampling import COMBINED, QUICK_WEIGHT
-
-
-def keeps(suite: str, case) -> bool:
-    return cases.suite(suite).keeps(case)
 from harness.settings.config import load_config
 from harness.settings.run import RunSettings
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def keeps(suite: str, case) -> bool:
+    return cases.suite(suite).keeps(case)
 
 
 def settings(**given) -> RunSettings:
