@@ -34,6 +34,15 @@ and the first call once more without the config (eager), for the secondary refer
                                     value the graph guards on that moves per step - transformers #44609's
                                     sliding-window length, a Python int - recompiles at every step until
                                     dynamo's limit sends the rest eager (7 graphs for 8 tokens)
+  compiled_every_step       exact   per call asked to compile that fits its cache (first, other,
+                                    shorter): how many forwards after the first ran eager - 0: every
+                                    decode step ran the compiled graph (the oracle is the config's meaning:
+                                    the decode loop runs the compiled forward, the prefill may stay
+                                    eager; a loop that drops back to the eager forward after a step makes
+                                    the same tokens and no new graph, so only this count shows it). The
+                                    count: a forward pre-hook counting behind
+                                    `torch.compiler.is_compiling()` (harness/subjects/hf_compiled.py
+                                    `EagerForwards`)
   no_recompile_within_cache exact   the calls that fit the cache an earlier call made (other, shorter)
                                     compile nothing (the static cache's contract, as transformers' own
                                     compile tests state it: a second call of the same shapes compiles no
@@ -95,6 +104,9 @@ def observe(zoo: Any, case: Case) -> Observation:
     else:
         obs.reference("first_call_compiles_once", {"guards failed during the first call": got["first"].recompiles},
                       {"guards failed during the first call": 0}, implementations_differ=False)
+    steps = {n: max(got[n].eager_forwards - 1, 0) for n in ("first", *WITHIN_CACHE) if got[n].error is None}
+    obs.reference("compiled_every_step", {f"{n}: eager forwards after the first": k for n, k in steps.items()},
+                  {f"{n}: eager forwards after the first": 0 for n in steps}, implementations_differ=False)
     obs.reference("no_recompile_within_cache", {n: got[n].compiles for n in WITHIN_CACHE},
                   dict.fromkeys(WITHIN_CACHE, 0), implementations_differ=False)
     gap = zoo.engine_gap(case.model)

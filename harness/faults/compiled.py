@@ -37,6 +37,19 @@ FAULTS: tuple[Fault, ...] = (
                 "int dynamo guards on, 7 graphs for 8 tokens, every decode step recompiling until the limit) on a "
                 "full-attention layer; the tokens stay right and the calls that fit the cache compile nothing "
                 "new, so only the first call's own recompiles show it"),
+    Fault("compiled-forward-first-step-only", "compile",
+          "the decode loop runs the compiled forward for its first step and the eager forward afterwards: the "
+          "same tokens, one graph compiled, none of the speed after step one",
+          Catch("compiled", "llama-target.compiled.*", "compiled_every_step"),
+          (edit(GEN, "GenerationMixin._sample",
+                ("outputs = model_forward(**model_inputs, return_dict=True)\n",
+                 "outputs = model_forward(**model_inputs, return_dict=True)\n"
+                 "                model_forward = self.__call__\n")),),
+          notes="the class of transformers #30055 (\"No speed-up of model.generate() with StaticCache + "
+                "torch.compile in 4.39.3\": the right tokens from a decode loop that was not running the compiled "
+                "forward as asked) and of PR #34923 (\"Automatic compilation in generate: do not rely on inner "
+                "function\": which forward the loop calls decided per call from state the model keeps); the tokens "
+                "and the compile counts are the clean run's, only the eager forwards counted show it"),
     Fault("static-cache-length-not-kept", "compile",
           "each static-cache generate() call allocates its cache at its own length instead of the longest an "
           "earlier call used: a shorter call after a longer one gets a cache of another shape and recompiles "

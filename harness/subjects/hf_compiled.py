@@ -9,8 +9,9 @@ the config's `_compile_all_devices`, a class attribute every version from 4.57 r
   failure to compile the library's forward is the library's (no harness frame below the call);
 - `run(model, ids, new_tokens, config)` -> `Compiled`: the call's new tokens, the top-2 margins and
   scales of its own scores, its exception as data, how many graphs dynamo compiled during it
-  (`graphs_compiled`: its `unique_graphs` counter) and how many of those were recompiles of code it
-  had compiled already (`recompiles_so_far`: its `guard_failures`).
+  (`graphs_compiled`: its `unique_graphs` counter), how many of those were recompiles of code it
+  had compiled already (`recompiles_so_far`: its `guard_failures`), and how many of the model's
+  forwards ran eager (`EagerForwards`).
 
 A compiled forward is state the library keeps on the model (`_compiled_call`, `_last_compile_config`:
 harness/subjects/hf_state.py restores the model before the next test) and torch keeps in dynamo's
@@ -38,6 +39,8 @@ class Compiled:
     scales: list[float] = field(default_factory=list)
     compiles: int = 0  # graphs torch compiled during the call
     recompiles: int | None = None  # guards of cached graphs that failed during the call (0: no recompile); None: not counted
+    eager_forwards: int = 0  # the model's forwards that ran eager (Python executed), of `forwards` in all
+    forwards: int = 0
     seconds: float = 0.0  # the call's wall time (a first call's includes compiling)
     error: dict[str, str] | None = None
 
@@ -73,6 +76,29 @@ def recompiles_so_far() -> int | None:
     return sum(len(reasons) for reasons in guard_failures.values())
 
 
+class EagerForwards:
+    """Counts the model's forwards, and those that ran eager, during a call: a forward pre-hook whose
+    count is behind `torch.compiler.is_compiling()` - dynamo traces the hook with it True, so the
+    compiled graph holds no increment and a compiled step never counts as eager; the hook's Python
+    runs (and counts) only where the forward runs as Python. `forwards` is the total, taken from the
+    call's scores (one forward a new token; the prefill's is the first)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.count, self.handle = model, 0, None
+
+    def _hook(self, module: Any, args: Any) -> None:
+        if not torch.compiler.is_compiling():
+            self.count += 1
+
+    def __enter__(self) -> EagerForwards:
+        self.handle = self.model.register_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+
+
 def reset() -> None:
     """Dynamo's caches emptied: the next compiled call compiles afresh."""
     torch._dynamo.reset()
@@ -89,7 +115,7 @@ def run(model: Any, input_ids: torch.Tensor, max_new_tokens: int, config: Any | 
     before, recompiled = graphs_compiled(), recompiles_so_far()
     start = time.perf_counter()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), EagerForwards(model) as eager:
             result = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
     except Exception as exc:
         if not is_subject_error(exc):
@@ -101,6 +127,7 @@ def run(model: Any, input_ids: torch.Tensor, max_new_tokens: int, config: Any | 
     out.compiles = graphs_compiled() - before
     now = recompiles_so_far()
     out.recompiles = None if now is None or recompiled is None else now - recompiled
+    out.eager_forwards, out.forwards = eager.count, len(result.scores)
     out.tokens = result.sequences[0, input_ids.shape[1]:].tolist()
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.scales = [top2_scale(s[0]) for s in result.scores]
