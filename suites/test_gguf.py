@@ -15,4 +15,4 @@ from harness.designs import gguf
 
 @pytest.mark.cases(table=cases.gguf)
 def test_gguf(case, golden, harness_env):
-    golden.check_all(gguf.observe(case, harness_env.dtype))
+    golden.check_all(gguf.observe(case, harness_env.dtype, golden.rounding))

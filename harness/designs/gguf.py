@@ -52,7 +52,10 @@ noted as not applicable.
                                against `render` of that template, its ids against the reader's encode of
                                that text (no special tokens added: the template writes them)
   logits_as_converted   tensor transformers' logits over its own "question" ids and its greedy tokens against the engine's
-                               over the same ids, on the converted weights (top TOP_K columns)
+                               over the same ids, on the converted weights (top TOP_K columns; in
+                               bf16 the per-element rounding rule scaled by the converted model's
+                               rounding witness, `witness`: ~12 units, the library's bf16 route ~21
+                               from the engine's)
   tokens_as_converted   tokens transformers' greedy tokens (its tokenizer, its model) against the
                                engine's greedy decode of the reader's ids of the rendered conversation
                                (tie-aware): the converted checkpoint as the reference, end to end
@@ -64,6 +67,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +185,35 @@ TOKENIZER_FIELDS = {"tokenizer": "exact", "chat": "exact", "ids_as_converted": "
 GENERATION_FIELDS = {"generate_error": "exact", "tokens": "tokens", "reply": "exact", "tokens_as_converted": "tokens", "steps_as_converted": "tokens"}
 
 
-def observe(case: Case, dtype: str) -> Observation:
-    """The case's observation in the run's dtype (fp32, bf16: the conversion in the same dtype)."""
+def witness(converted: Path, dtype: str) -> float | None:
+    """The engine's rounding witness of the converted model in `dtype` (harness/engine/witness.py: its
+    logits in that dtype against its fp32 logits over the held-out prompt, at the columns a reference
+    compares); None in fp32. The fp32 conversion is made (once) for it."""
+    from safetensors.torch import load_file
+
+    from harness.engine.model import Config, Model
+    from harness.engine.witness import UNIT_ROUNDOFF, rounding_witness
+    from harness.fixtures.prompts import BY_ID
+
+    low = TORCH_DTYPES[dtype]
+    if low not in UNIT_ROUNDOFF:
+        return None
+    full = subject.model_files("float32")[1]
+    tokens = engine.witness_tokens(full, BY_ID[engine.WITNESS_PROMPT].text)
+    config = Config.from_dict(json.loads((Path(converted) / "config.json").read_text()))
+    run = {}
+    for name, folder in (("low", converted), ("full", full)):
+        model = Model(config, load_file(str(Path(folder) / "model.safetensors")), Path(folder))
+        run[name] = model.forward(torch.tensor(tokens), torch.arange(len(tokens)), None).logits.float()
+    observed, expected = narrowed(run["low"], run["full"])
+    return rounding_witness(torch.tensor(observed), torch.tensor(expected), UNIT_ROUNDOFF[low])
+
+
+def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | None = None) -> Observation:
+    """The case's observation in the run's dtype (fp32, bf16: the conversion in the same dtype).
+    `rounding` (the test's `golden.rounding`): told the converted model's rounding witness in a
+    low-precision dtype (`witness`), so the low-precision allowances of its references scale with
+    it, as a zoo case's do - the golden fixture measures a witness for the zoo's models only."""
     from safetensors.torch import load_file
 
     from harness.engine.decode import decode
@@ -197,6 +228,8 @@ def observe(case: Case, dtype: str) -> Observation:
     if dtype not in CONVERTED_DTYPE:
         raise ValueError(f"the gguf suite runs in {sorted(CONVERTED_DTYPE)}, not {dtype!r}")
     gguf, converted = subject.model_files(CONVERTED_DTYPE[dtype])
+    if rounding is not None:
+        rounding(witness(converted, dtype))
     obs.add("setup", {"file": gguf.name, "sha256": real.GGUF_SHA256, **versions, "converter": CONVERTER_VERSION},
             presentation=True)
     loaded = TORCH_DTYPES[dtype]
