@@ -293,6 +293,41 @@ def headline(findings: list[Finding], verdict: str | None = None) -> str:
     return f"{len(every)} distinct finding{'s' if len(every) != 1 else ''} ({parts})"
 
 
+@dataclass(frozen=True)
+class Findings:
+    """The findings of one run, grouped once (`Findings.of`) and handed to every renderer - the
+    terminal summary, summary.md, index.html, the matrix's links, `harness repro N`'s lookup - so
+    that each shows the same findings under the same numbers. `grouped`: the top-level findings in
+    order (`group_findings`); `numbered`: every finding with its number, those under a changed
+    checkpoint included ('1', '1.1', ...). The headline is a method of the verdict: the grouping
+    depends on the outcomes alone, but the verdict can still turn 'error' after rendering (a report
+    that could not be written), and the headline never contradicts it."""
+
+    grouped: tuple[Finding, ...]
+    numbered: tuple[tuple[str, Finding], ...]
+
+    @classmethod
+    def of(cls, results: Results) -> Findings:
+        return cls.of_outcomes(results.outcomes)
+
+    @classmethod
+    def of_outcomes(cls, outcomes: Iterable[Outcome]) -> Findings:
+        grouped = group_findings(outcomes)
+        return cls(tuple(grouped), tuple(numbered(grouped)))
+
+    @property
+    def every(self) -> list[Finding]:
+        """The findings and those under them, in reading order (`every_finding`)."""
+        return [f for _, f in self.numbered]
+
+    def number(self, number: str) -> Finding | None:
+        """The finding numbered `number` ('2', '1.3'); None when there is none."""
+        return dict(self.numbered).get(number)
+
+    def headline(self, verdict: str | None = None) -> str:
+        return headline(list(self.grouped), verdict)
+
+
 def library_hint(results: Results) -> str:
     """What to do when every regression is an in-run reference the library failed (no record needed to
     see it: a user's first run on a model of theirs included) - a finding in transformers to report,
