@@ -414,7 +414,7 @@ def probe_full_reports_dir_is_an_error(tmp_path: Path) -> None:
 
 def probe_unwritable_report_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """index.html cannot be written (a full disk): exit 2 and one line, in-process (no traceback)."""
-    import harness.report.terminal as terminal
+    import harness.report.output as output
     from harness.cli import main
 
     project = make_project(tmp_path)
@@ -424,7 +424,7 @@ def probe_unwritable_report_is_an_error(tmp_path: Path, monkeypatch: pytest.Monk
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "index.html"))
 
-    monkeypatch.setattr(terminal, "render", disk_full)
+    monkeypatch.setattr(output, "write_file", disk_full)
     assert main(["compare", OTHER, KEY, "--out", str(tmp_path / "out"), "--root", str(project.root)]) == 2
 
 
@@ -1305,18 +1305,18 @@ def probe_failed_report_writes_leave_no_temporaries(tmp_path: Path, monkeypatch:
     proc = project.harness("report", str(path), "--out", str(tmp_path / "out"), "--junit", str(tmp_path / "outfile"),
                            timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert not (tmp_path / ".outfile.tmp").exists()
-    import harness.report.page as page
-    from harness.report.terminal import write_outputs
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".outfile")]  # no temporary file
+    import harness.store.files as files
+    from harness.report.output import write_report
     from harness.schema import Results
 
     def disk_full(src, dst):
         raise OSError(errno.ENOSPC, "No space left on device", str(dst))
 
-    monkeypatch.setattr(page.os, "replace", disk_full)
+    monkeypatch.setattr(files.os, "replace", disk_full)
     out = tmp_path / "reports"
     with pytest.raises(OSError):
-        write_outputs(Results.from_json(hostile_results(lambda d: None)), out)
+        write_report(Results.from_json(hostile_results(lambda d: None)), out)
     assert sorted(p.name for p in out.iterdir()) == [], sorted(p.name for p in out.iterdir())
 
 

@@ -35,6 +35,7 @@ from harness.cli.matrix import Cell, Runner, check_versions, record_cell, run_no
 from harness.cli.project import Project, UsageError, open_project
 from harness.cli.repro import resolve_target
 from harness.report import ResultsFileError, load_results
+from harness.report.output import write_file
 from harness.report.terminal import timestamped_dir
 from harness.store.env import is_safe_key, key_of
 from harness.store.records import GoldenStore
@@ -209,9 +210,7 @@ def write_steps(plan: Plan, result: Bisection, line: str) -> Path:
             f"- reference: `{plan.reference}` in `{plan.store}`\n- releases: {', '.join(plan.versions)}\n"
             f"- other axis pinned at {plan.pinned}; {plan.runs} run(s) of the case per cell\n\n"
             "| release | verdict | why | time | cell log |\n|---|---|---|---|---|\n" + rows)
-    path = plan.out / "bisect.md"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_file(plan.out / "bisect.md", text)
 
 
 def cmd_bisect(args: argparse.Namespace, extra: Any) -> int:

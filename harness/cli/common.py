@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import ClaimsReport, markdown_lines
-from harness.checking.findings import library_hint
+from harness.checking.findings import Findings, library_hint
 from harness.checking.humane import printable
 from harness.cli.project import UsageError, pytest_problem
-from harness.report.terminal import markdown_summary, print_summary, write_outputs
+from harness.report.output import write_report
+from harness.report.terminal import print_summary
 from harness.report.writes import writes_lines
 from harness.schema import Category, Outcome, Results
 from harness.settings.run import BY_FIELD
@@ -153,7 +154,8 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
     crash), failed a test the plugin did not see, or a report that cannot be written make it
     'error' or 'failed', never 'pass'. `claims`: the release-notes table shown in the report
     (`harness compare --claims`). A report that cannot be written (a full disk) leaves nothing
-    behind (`discard_report`; `owned`: the run made `out_dir`) and says so in one line."""
+    behind (`discard_report`; `owned`: the run made `out_dir`) and says so in one line. The findings
+    are grouped once here and handed to every renderer; harness/report/output.py writes the files."""
     problem = pytest_problem(pytest_rc)
     if problem:
         results.meta["error"] = problem
@@ -161,10 +163,11 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
     if pytest_rc == 1 and results.verdict in ("pass", "changed"):
         results.meta["failed"] = "pytest reported failing tests that are not golden regressions; see its output"
         results_json = True
-    try:
-        index, junit = write_outputs(results, out_dir, results_json, claims)
-        summary = out_dir / "summary.md"  # the report's gist for a pull request (with the claims, if any)
-        summary.write_text(markdown_summary(results, [markdown_lines(claims)] if claims else []), encoding="utf-8")
+    findings = Findings.of(results)  # the outcomes are final: their findings, once, for every renderer
+    try:  # index.html, junit.xml and summary.md - the report's gist for a pull request (with the claims, if any)
+        paths = write_report(results, out_dir, findings, results_json=results_json, claims=claims,
+                             summary_extra=[markdown_lines(claims)] if claims else [])
+        index, junit, summary = paths.index, paths.junit, paths.summary
     except OSError as exc:
         index = junit = summary = None
         discard_report(out_dir, results_json, owned)
@@ -172,7 +175,7 @@ def finish(results: Results, out_dir: Path, pytest_rc: int = 0, results_json: bo
             f" ({exc.filename})" if exc.filename else "") + (
             "; its folder was removed" if owned else "; nothing of it was left there")
     meta = results.meta
-    print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}")
+    print_summary(results, f"{meta.get('env_key', '?')} vs baseline {meta.get('baseline_key', '?')}", findings)
     if isinstance(meta, dict) and "writes" in meta:  # a run (not a comparison of records)
         print()
         for line in writes_lines(meta):

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.envs import compare_envs
-from harness.checking.findings import group_findings, headline
+from harness.checking.findings import Findings
 from harness.cli.project import Project, UsageError, open_project
 from harness.report import ResultsFileError, load_results
-from harness.report.terminal import markdown_summary, timestamped_dir, write_outputs
+from harness.report.output import write_file, write_report
+from harness.report.terminal import timestamped_dir
 
 
 @dataclass
@@ -116,10 +117,9 @@ def record_cell(cell: Cell, project: Project, out: Path, args: argparse.Namespac
 def link_report(project: Project, a: Cell, b: Cell, out: Path) -> Link:
     name = f"{a.version}-to-{b.version}"
     results = compare_envs(project.store, project.config, a.env_key, b.env_key)
-    write_outputs(results, out / name)
-    (out / name / "junit.xml").unlink(missing_ok=True)
-    (out / name / "summary.md").write_text(markdown_summary(results), encoding="utf-8")
-    return Link(a, b, name, results.verdict, headline(group_findings(results.outcomes), results.verdict))
+    findings = Findings.of(results)  # once: the link's page, its summary.md and the index's line
+    write_report(results, out / name, findings, junit=False)
+    return Link(a, b, name, results.verdict, findings.headline(results.verdict))
 
 
 def index_html(cells: Sequence[Cell], links: Sequence[Link], torch: str) -> str:
@@ -159,7 +159,7 @@ def matrix(project: Project, args: argparse.Namespace, runner: Runner = run_nox)
             print("  " + cell.reason, flush=True)
     recorded = [c for c in cells if c.env_key]
     links = [link_report(project, a, b, out) for a, b in zip(recorded, recorded[1:], strict=False)]
-    (out / "index.html").write_text(index_html(cells, links, args.torch or ""), encoding="utf-8")
+    write_file(out / "index.html", index_html(cells, links, args.torch or ""))
     return cells, links, out
 
 

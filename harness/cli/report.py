@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checking.claims import check_claims, evaluate
+from harness.checking.findings import Findings
 from harness.cli.common import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, error, output_dir, run_error
 from harness.report import load_results, render, write_junit
 from harness.report.terminal import print_summary
@@ -18,9 +19,11 @@ def cmd_report(args: argparse.Namespace, extra: Sequence[str]) -> int:
     results = load_results(source)
     out = output_dir(args.out, "--out") if args.out else source.resolve().parent
     claims = results.meta.get("claims")
+    findings = Findings.of(results)  # once, for the page and the summary
     index = render(results, out, evaluate(check_claims(claims, f"{source}: meta.claims"), results.outcomes)
-                   if claims else None)
-    print_summary(results, f"{results.meta.get('env_key', '?')} vs baseline {results.meta.get('baseline_key', '?')}")
+                   if claims else None, findings)
+    print_summary(results, f"{results.meta.get('env_key', '?')} vs baseline {results.meta.get('baseline_key', '?')}",
+                  findings)
     print(f"\nreport: {index}")
     if args.junit:
         print(f"junit:  {write_junit(results, args.junit)}")

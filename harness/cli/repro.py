@@ -29,6 +29,7 @@ from typing import Any
 from harness.cli.common import output_dir
 from harness.cli.project import Project, UsageError, open_project, validate_env_key
 from harness.report import repro
+from harness.report.output import write_file
 from harness.schema import Case, Record
 from harness.store.env import is_safe_key
 
@@ -66,14 +67,14 @@ def cmd_repro(args: argparse.Namespace, extra: Sequence[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     copy_checkpoints(plan, project, out)
     script = out / "repro.py"
-    script.write_text(text, encoding="utf-8")
+    write_file(script, text)
     print(f"harness: wrote {script} ({plan.recipe}: {', '.join(plan.fields)} against {target.baseline})", flush=True)
     asked = (args.run or bool(args.python)) and not args.no_run
     outputs = [run_script(script, exe) for exe in [sys.executable, *(args.python or ())]] if asked else []
     observed = project.store.read(target.against, target.suite, target.case) if target.against else None
     finding = target.finding or plain_words(project, record, observed, plan.fields)
     envs = [(target.baseline, record.env), (target.against or "this env", observed.env if observed else current_env())]
-    (out / "issue.md").write_text(repro.issue_body(plan, text, finding, envs, outputs), encoding="utf-8")
+    write_file(out / "issue.md", repro.issue_body(plan, text, finding, envs, outputs))
     for label, _, code in outputs:
         print(f"  {label}: exit {code} ({'shows the difference' if code == 1 else 'matches the baseline' if code == 0 else 'failed'})")
     print(f"issue:  {out / 'issue.md'}\nrun it: python {script}" + ("" if asked else "   (not run: read it, then run "
@@ -141,17 +142,17 @@ def last_meta(project: Project, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def from_finding(project: Project, args: argparse.Namespace) -> Target:
-    from harness.checking.findings import group_findings, numbered
+    from harness.checking.findings import Findings
     from harness.report import load_results
 
     path = results_path(project, args)
     if path is None:
         raise UsageError(f"no results.json under {project.reports_dir}; pass --results FILE")
     results = load_results(path)
-    found = dict(numbered(group_findings(results.outcomes)))
-    if args.target not in found:
-        raise UsageError(f"{path} has no finding {args.target} (it has {len(found)})")
-    finding = found[args.target]
+    found = Findings.of(results)
+    finding = found.number(args.target)
+    if finding is None:
+        raise UsageError(f"{path} has no finding {args.target} (it has {len(found.numbered)})")
     first = finding.outcomes[0]
     return Target(first.suite, first.case, (first.field,), args.baseline or results.meta.get("baseline_key", ""),
                   args.against or results.meta.get("env_key", ""), finding.sentence(width=400))

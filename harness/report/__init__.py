@@ -3,7 +3,8 @@
 Public API
 ----------
 - `render(results, out_dir) -> Path`: writes `out_dir/index.html` (inline CSS and SVG, no
-  script, no external resource) and returns its path.
+  script, no external resource) and returns its path. Renderers return text; every report file
+  is written by harness/report/output.py (atomically), from findings grouped once per run.
 - `write_junit(results, path) -> Path`: JUnit XML, one <testcase> per outcome
   (classname = suite, name = "case::field"); regression -> <failure>, skipped -> <skipped>.
 - `load_results(path) -> Results`: reads results.json; raises `ResultsFileError` (a ValueError
@@ -64,8 +65,8 @@ Escaping: Jinja2 autoescape is on for every template; text from models, records 
 environments is never marked safe.
 """
 
-from harness.report.junit import write_junit
 from harness.report.load import ResultsFileError, load_results
-from harness.report.page import render, render_html
+from harness.report.output import render, write_junit
+from harness.report.page import render_html
 
 __all__ = ["ResultsFileError", "load_results", "render", "render_html", "write_junit"]

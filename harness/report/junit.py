@@ -9,10 +9,8 @@ and, for changed/new, a <system-out> line so a reviewer sees the pending regen. 
 
 from __future__ import annotations
 
-import contextlib
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from harness.report.fmt import to_json_text
 from harness.schema import Outcome, Results, Status
@@ -117,18 +115,8 @@ def run_cases(results: Results) -> list[tuple[str, str, str]]:
     return out
 
 
-def write_junit(results: Results, path: str | Path) -> Path:
-    """Write JUnit XML for `results` to `path` (parents created); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tree = ET.ElementTree(junit_tree(results))
-    ET.indent(tree)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tree.write(tmp, encoding="utf-8", xml_declaration=True)
-        tmp.replace(path)
-    except BaseException:  # a full disk, a directory at PATH: no .PATH.tmp left behind
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return path
+def junit_xml(results: Results) -> str:
+    """JUnit XML for `results`, as text (harness/report/output.py writes it)."""
+    root = junit_tree(results)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True).decode("utf-8")

@@ -6,8 +6,6 @@ autoescape on for every template). The only markup passed through unescaped is o
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -17,7 +15,7 @@ from typing import Any
 import jinja2
 
 from harness.checking.causes import crashed_cases
-from harness.checking.findings import Finding, every_finding, group_findings, headline, library_hint
+from harness.checking.findings import Finding, Findings, library_hint
 from harness.report.about import about
 from harness.report.charts import BIAS_METRICS, Chart, bias_chart, bias_points, latency_chart, latency_rows
 from harness.report.diffview import DiffView, diff_view
@@ -213,10 +211,13 @@ def bias_groups(outcomes: list[Outcome]) -> list[ChartGroup]:
     return groups
 
 
-def finding_views(outcomes: list[Outcome], baseline: str | None = None) -> list[FindingView]:
-    """The distinct findings (harness/checking/findings.py), each linking to its cases' outcomes and
-    naming the call it is about; a regression with its `harness repro` line; a crash with the fields
-    it no longer observes. A changed checkpoint first, with the findings on its cases under it."""
+def finding_views(outcomes: list[Outcome], baseline: str | None = None,
+                  findings: Findings | None = None) -> list[FindingView]:
+    """The distinct findings (harness/checking/findings.py; `findings`: those of `outcomes`, grouped
+    once by the caller), each linking to its cases' outcomes and naming the call it is about; a
+    regression with its `harness repro` line; a crash with the fields it no longer observes. A
+    changed checkpoint first, with the findings on its cases under it."""
+    found = findings if findings is not None else Findings.of_outcomes(outcomes)
     anchors = {id(o): f"o{i}" for i, o in enumerate(outcomes)}
 
     def view(f: Finding, number: str) -> FindingView:
@@ -233,7 +234,7 @@ def finding_views(outcomes: list[Outcome], baseline: str | None = None) -> list[
                            lost=", ".join(lost[:12]) + (f" and {len(lost) - 12} more" if len(lost) > 12 else ""),
                            under=tuple(view(g, f"{number}.{j}") for j, g in enumerate(f.under, 1)))
 
-    return [view(f, str(i)) for i, f in enumerate(group_findings(outcomes), 1)]
+    return [view(f, str(i)) for i, f in enumerate(found.grouped, 1)]
 
 
 FINDING_ORDER = (Status.REGRESSION, Status.MISSING, Status.CHANGED, Status.NEW, Status.SKIPPED)
@@ -241,13 +242,13 @@ FINDING_ORDER = (Status.REGRESSION, Status.MISSING, Status.CHANGED, Status.NEW, 
 SEVERITY = {s.value: i for i, s in enumerate(FINDING_ORDER)}
 
 
-def finding_counts(findings: list[Finding]) -> tuple[tuple[str, int], ...]:
+def finding_counts(findings: Findings) -> tuple[tuple[str, int], ...]:
     """Findings per status, as the headline counts them (those under a changed checkpoint too)."""
-    every = every_finding(findings)
+    every = findings.every
     return tuple((s.value, sum(f.status is s for f in every)) for s in FINDING_ORDER)
 
 
-def next_step(results: Results, findings: list[Finding]) -> str:
+def next_step(results: Results) -> str:
     """What to do now, in one or two sentences under the verdict."""
     verdict = results.verdict
     if verdict == "regression":
@@ -308,10 +309,12 @@ def library_sentence(results: Results) -> str:
     return f" {hint[0].upper()}{hint[1:]}." if hint else ""
 
 
-def context(results: Results, claims: Any = None) -> dict[str, Any]:
+def context(results: Results, claims: Any = None, findings: Findings | None = None) -> dict[str, Any]:
+    """The page's template variables; `findings`: those of `results`, grouped once by the caller
+    (`Findings.of`), else grouped here."""
     baseline = results.meta.get("baseline_key") if isinstance(results.meta, dict) else None
-    grouped = group_findings(results.outcomes)
-    findings = finding_views(results.outcomes, baseline if isinstance(baseline, str) else None)
+    grouped = findings if findings is not None else Findings.of(results)
+    finding_list = finding_views(results.outcomes, baseline if isinstance(baseline, str) else None, grouped)
     views = [outcome_view(i, o) for i, o in enumerate(results.outcomes)]
     envs = env_rows(results.baseline_env, results.env)
     verdict = results.verdict
@@ -331,17 +334,17 @@ def context(results: Results, claims: Any = None) -> dict[str, Any]:
         "run_rows": run_rows(results.meta),
         "attention": attention_views(views, results.outcomes),
         "finding_counts": finding_counts(grouped),
-        "next_step": next_step(results, grouped),
-        "legend": legend(views, [g for f in findings for g in (f, *f.under)]),
+        "next_step": next_step(results),
+        "legend": legend(views, [g for f in finding_list for g in (f, *f.under)]),
         "suites": suite_views(views),
         "models": model_views(views, results.meta.get("user_models") or []) if results.meta.get("user_models") else [],
         "bias_groups": bias_groups(results.outcomes),
         "sampling": sampling,
         "sampling_counts": [(s.value, n) for s in STATUS_ORDER if (n := sum(r.status == s.value for r in sampling))],
         "latency": latency,
-        "findings": findings,
+        "findings": finding_list,
         "writes": writes_lines(results.meta, limit=500) if isinstance(results.meta, dict) and "writes" in results.meta else [],
-        "findings_headline": headline(grouped, results.verdict),
+        "findings_headline": grouped.headline(results.verdict),
         "claims": claims,
         "injected_fault": results.meta.get("injected_fault") if isinstance(results.meta, dict) else None,
     }
@@ -358,24 +361,7 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_html(results: Results, claims: Any = None) -> str:
+def render_html(results: Results, claims: Any = None, findings: Findings | None = None) -> str:
+    """index.html's text: one self-contained page (harness/report/output.py writes it)."""
     css = (HERE / "report.css").read_text(encoding="utf-8")
-    return environment().get_template("report.html").render(css=css, **context(results, claims))
-
-
-def render(results: Results, out_dir: str | Path, claims: Any = None) -> Path:
-    """Write `out_dir/index.html` (directories created, file replaced atomically); return its path."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "index.html"
-    tmp = out_dir / ".index.html.tmp"
-    # errors="replace": lone surrogates from a record must not make the whole report fail
-    page = render_html(results, claims)
-    try:
-        tmp.write_text(page, encoding="utf-8", errors="replace")
-        os.replace(tmp, target)
-    except BaseException:  # a full disk: no .index.html.tmp left behind
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return target
+    return environment().get_template("report.html").render(css=css, **context(results, claims, findings))

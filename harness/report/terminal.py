@@ -1,8 +1,8 @@
-"""Plain-text output of the command line: columns, the run summary, report files."""
+"""Plain-text output of the command line: columns, the run summary, summary.md's text (written by
+harness/report/output.py, as every report file is)."""
 
 from __future__ import annotations
 
-import contextlib
 import html
 import re
 import time
@@ -10,11 +10,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.checking.findings import group_findings, headline, library_hint, numbered
+from harness.checking.findings import Findings, library_hint
 from harness.checking.humane import printable, shorten
 from harness.report import library_errors
-from harness.report.junit import write_junit
-from harness.report.page import render
 from harness.report.repro import repro_text
 from harness.report.run_panel import upgrade_line
 from harness.schema import Results, Status
@@ -33,23 +31,6 @@ def timestamped_dir(parent: Path) -> Path:
     return candidate
 
 
-def write_outputs(results: Results, out_dir: Path, results_json: bool = True, claims: Any = None) -> tuple[Path, Path]:
-    """results.json (unless already there), index.html (with the release-notes `claims`, if any)
-    and junit.xml in out_dir."""
-    from harness.store.records import atomic_write_json
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if results_json:
-        atomic_write_json(out_dir / "results.json", results.to_json())
-    try:
-        return render(results, out_dir, claims), write_junit(results, out_dir / "junit.xml")
-    except OSError:  # a full disk: the results.json written here goes too (its run ends 'error', not what it says)
-        if results_json:
-            with contextlib.suppress(OSError):
-                (out_dir / "results.json").unlink()
-        raise
-
-
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int | None] | None = None) -> list[str]:
     """Plain-text columns; a cell is cut to its column's width when one is given (None: never cut -
     names such as case ids must stay whole, or two rows read the same)."""
@@ -61,8 +42,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequenc
     return [lines[0], "  ".join("-" * s for s in size), *lines[1:]]
 
 
-def print_summary(results: Results, title: str) -> None:
-    """Counts per status, then every regression / changed outcome with its old -> new detail."""
+def print_summary(results: Results, title: str, findings: Findings | None = None) -> None:
+    """Counts per status, the findings (`findings`: those of `results`, grouped once by the caller),
+    then every regression / changed outcome with its old -> new detail."""
     print()
     print(printable(title))
     fault = results.meta.get("injected_fault") if isinstance(results.meta, dict) else None
@@ -92,9 +74,9 @@ def print_summary(results: Results, title: str) -> None:
             print("  " + line)
     for line in library_errors.terminal_lines(results.outcomes):
         print(printable(line))
-    findings = group_findings(results.outcomes)
-    listed = numbered(findings)
-    print(f"\n{headline(findings, results.verdict)}" + (":" if listed else "."))
+    found = findings if findings is not None else Findings.of(results)
+    listed = found.numbered
+    print(f"\n{found.headline(results.verdict)}" + (":" if listed else "."))
     for number, finding in listed[:MAX_FINDINGS]:
         indent = "  " if "." not in number else "     "
         print(f"{indent}{number}. {printable(finding.sentence())}")
@@ -133,13 +115,14 @@ def md_cell(text: Any, width: int = 200) -> str:
     return shorten(text, width).replace("|", "/")
 
 
-def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> str:
+def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = (), findings: Findings | None = None) -> str:
     """The report's gist as markdown for a pull request or docs/: the distinct findings (one line
     each, with the cases they affect), `extra` sections (e.g. the release-notes claims), per suite
     how many fields ended in each status and category; then every regression, change and missing field.
-    No HTML gets through (`escape_markdown`): summary.md is pasted into pull requests."""
+    No HTML gets through (`escape_markdown`): summary.md is pasted into pull requests. `findings`:
+    those of `results`, grouped once by the caller."""
     meta = results.meta
-    findings = group_findings(results.outcomes)
+    found = findings if findings is not None else Findings.of(results)
     machine = machine_differences(results.env, results.baseline_env)
     axis = moved_axes(results.env, results.baseline_env)
     hint = library_hint(results)
@@ -149,9 +132,9 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
              *(["", machine] if machine else []), *(["", "C" + upgrade_line(meta)[1:] + "."] if upgrade_line(meta) else []),
              "", *library_errors.markdown_lines(results.outcomes),
              *[f"Left out: {md_cell(line, 600)}  " for line in meta.get("left_out") or []]]
-    lines += to_decide(findings, meta.get("baseline_key"))
-    top, lines = lines, ["", f"## {headline(findings, results.verdict)}", ""]
-    for number, finding in numbered(findings):
+    lines += to_decide(found, meta.get("baseline_key"))
+    top, lines = lines, ["", f"## {found.headline(results.verdict)}", ""]
+    for number, finding in found.numbered:
         cases = finding.cases
         listed = ", ".join(f"`{c}`" for c in cases[:6]) + (f" and {len(cases) - 6} more" if len(cases) > 6 else "")
         indent = "   " * number.count(".")
@@ -176,10 +159,10 @@ def markdown_summary(results: Results, extra: Sequence[Sequence[str]] = ()) -> s
             "</summary>\n" + escape_markdown("\n".join(lines) + "\n") + "\n</details>\n")
 
 
-def to_decide(findings: Sequence[Any], baseline: str | None) -> list[str]:
+def to_decide(findings: Findings, baseline: str | None) -> list[str]:
     """What a reviewer decides on, under the verdict: each regression finding with the command that
     writes its standalone repro script and issue body (`harness repro`, harness/cli/repro.py)."""
-    regressions = [(n, f) for n, f in numbered(list(findings)) if f.status is Status.REGRESSION]
+    regressions = [(n, f) for n, f in findings.numbered if f.status is Status.REGRESSION]
     if not regressions:
         return ["No regression."]
     lines = [f"## To decide: {len(regressions)} regression finding{'s' if len(regressions) != 1 else ''}", ""]
