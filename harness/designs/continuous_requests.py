@@ -50,10 +50,12 @@ and the stop and stream rules, never the library:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from harness.checking.policy import UNIT_ROUNDOFF
 from harness.engine import pipeline
 from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
@@ -122,11 +124,11 @@ def stream_violations(updates: Sequence[Sequence[int]], final: Sequence[int]) ->
 
 
 def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
-                    context: Sequence[int], slack: float = 0.0) -> list[int]:
+                    context: Sequence[int], slack: Slack | None = None) -> list[int]:
     """The steps whose drawn token the engine's processors filter out (-inf) after the drawn prefix:
     `logits` [T, V] over prompt + drawn, step i read at position prompt_length - 1 + i. A token filtered
-    out whose logit is within `slack` of the lowest logit the filter kept is at the boundary of the kept
-    set, not outside it: the model's own rounding (bf16) may order the two otherwise (`support_slack`)."""
+    out whose logit is within the step's `slack` of the lowest logit the filter kept is at the boundary
+    of the kept set, not outside it: the model's own rounding (bf16) may order the two otherwise."""
     out = []
     for i, t in enumerate(drawn):
         ctx = list(context[:prompt_length + i])
@@ -134,7 +136,8 @@ def outside_support(logits: torch.Tensor, prompt_length: int, drawn: Sequence[in
         z = apply(x, ctx, chain)
         if not torch.isfinite(z[t]):
             kept = torch.isfinite(z)
-            if not kept.any() or float(x[kept].min() - x[t]) > slack:
+            lowest = float(x[kept].min()) if kept.any() else float("inf")
+            if not kept.any() or lowest - float(x[t]) > (slack.at(x, lowest, float(x[t])) if slack else 0.0):
                 out.append(i)
     return out
 
@@ -155,11 +158,34 @@ def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequ
                   observed_extras=fit.as_data())
 
 
-def support_slack(dtype: str, thresholds: Thresholds) -> float:
-    """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie: 0 in
-    fp32 (the library's logits and the engine's agree to ~1e-6 there), the project's tie epsilon for the
-    dtype otherwise ([tool.harness.thresholds] tie_eps_<dtype>: two implementations' rounding in that dtype)."""
-    return 0.0 if dtype == "fp32" else thresholds.tie_eps(dtype)
+@dataclass(frozen=True)
+class Slack:
+    """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie, per
+    step: 0 in fp32 (the library's logits and the engine's agree to ~1e-6 there); in bf16 / fp16 the
+    per-element rounding rule applied to the two logits whose order decides (the tie rule of
+    harness/checking/compare.py `tie_eps_at`, with the same k):
+
+        slack = min(tie_eps_<dtype>, k * u * (|x_low| + |x_t| + 2 rms(x)))
+
+    x_low the lowest kept logit, x_t the drawn token's, u the dtype's unit roundoff, k the case's
+    tie_rounding_ulps (witness-scaled for its model). The fixed tie_eps_<dtype> alone (0.75 in bf16) let a
+    top-k built k + 1 through on llama-target, whose third and fourth logits often lie that close."""
+
+    dtype: str
+    k: float
+    fixed: float
+
+    def at(self, x: torch.Tensor, low: float, drawn: float) -> float:
+        if self.dtype not in UNIT_ROUNDOFF:
+            return 0.0
+        rms = float(x.float().pow(2).mean().sqrt())
+        return min(self.fixed, self.k * UNIT_ROUNDOFF[self.dtype] * (abs(low) + abs(drawn) + 2 * rms))
+
+
+def support_slack(dtype: str, thresholds: Thresholds) -> Slack:
+    """The case's `Slack` for its model's dtype (none in fp32)."""
+    fixed = thresholds.tie_eps(dtype) if dtype in UNIT_ROUNDOFF else 0.0
+    return Slack(dtype, thresholds.tie_rounding_ulps, fixed)
 
 
 def step_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import CB_API, CB_PROC, CB_REQ, CB_RUNNER
+from harness.faults.targets import CB_API, CB_PROC, CB_REQ, CB_RUNNER, PROC
 
 
 def _one_request_at_a_time(generate_batch: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,6 +123,17 @@ FAULTS: tuple[Fault, ...] = (
                 "strategy hard-wired in zai-org/GLM-130B PR #13's batch generation; the drawn tokens stay in the "
                 "top-k and their log-probabilities are the model's, so in_support and logprobs_as_engine pass - "
                 "only the draws, tested as draws, fail"),
+    Fault("cb-top-k-one-more", "batching",
+          "the top-k that continuous batching applies keeps k + 1 tokens: a request sampled at top_k=3 draws the "
+          "fourth token too",
+          Catch("continuous", "llama-target.cb.sample", "in_support"),
+          (edit(PROC, "TopKLogitsWarper.__call__",
+                ("top_k = min(self.top_k, scores.size(-1))", "top_k = min(self.top_k + 1, scores.size(-1))")),),
+          notes="the off-by-one of kingoflolz/mesh-transformer-jax #164 (\"top-k sampling off by 1 bug\": the mask "
+                "kept k + 1 tokens), in the processors generate_batch applies (the sampling suite's top-k-one-more, "
+                "served); in bf16 a fourth token drawn within the step's rounding of the third is a boundary tie, so "
+                "the case samples at temperature 3, where the fourth token carries mass beyond that too (issue 58 "
+                "item 9: at 1.5 and the fixed 0.75 slack the fault passed a bf16 first run)"),
     Fault("cb-one-request-at-a-time", "batching",
           "generate_batch serves its requests one after another, each in a batch of its own: the same tokens, "
           "none of continuous batching's sharing (three times the forwards)",
