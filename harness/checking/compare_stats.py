@@ -184,14 +184,27 @@ def compare_distribution(name: str, observed: Field, baseline: Field | None, pol
         if expected_change is not None:
             diff.update(expected_change)
         text = f"n={n}, G p = {test.p_value:.3g} (alpha {alpha:.3g}), TV {tv_hat:.4f} <= {tv_ucb:.4f}"
+        before = baseline_fit(baseline, alpha)
+        if before is not None:
+            diff["baseline_fit"] = before
         if test.p_value < alpha:
             why = f"{test.impossible} draws of zero-probability values" if test.impossible else "counts do not fit the expected probabilities"
+            known = _failed_before(before, counts, keys, tv_hat, policy)
+            if known:
+                return verdict(name, "distribution", Status.CHANGED, f"{known}; {why}: {text}", known_category(policy),
+                               diff, test.p_value)
             return verdict(name, "distribution", Status.REGRESSION, f"{why}: {text}", "distribution-mismatch", diff, test.p_value)
         if expected_change is not None and expected_change["expected_tv_vs_baseline"] > expected_change["expected_tv_allowed"]:
             detail = (f"the exact distribution changed: TV(old exact, new exact) = "
                       f"{expected_change['expected_tv_vs_baseline']:.3g} > {expected_change['expected_tv_allowed']:.3g}; {text}")
             return verdict(name, "distribution", Status.REGRESSION, detail, "exact-distribution-changed", diff, test.p_value)
         design = (f"; power {power:.2f} at TV {float(observed.extras['power_at_tv']):g}" if power is not None else "")
+        if before is not None and before["misfit"] and n and stats.detectable_tv(n, stats.DESIGN_POWER, alpha,
+                                                                                max(test.bins, 2)) <= before["tv"]:
+            return verdict(name, "distribution", Status.CHANGED,
+                           f"fixed: the baseline's counts did not fit its exact distribution (G p = {before['p_value']:.3g}, "
+                           f"TV {before['tv']:.4f}); these fit, and this run detects a misfit of that size: {text}",
+                           "fixed", diff, test.p_value)
         tv_max = policy.thresholds.tv_max
         if tv_ucb > tv_max and tv_max > 0:
             return _not_checked(name, diff, test, n, tv_max, alpha, text)
@@ -208,6 +221,54 @@ def compare_distribution(name: str, observed: Field, baseline: Field | None, pol
     if test.p_value < alpha:
         return verdict(name, "distribution", Status.REGRESSION, f"distribution shifted: {text}", "distribution-shift", diff, test.p_value)
     return verdict(name, "distribution", Status.PASS, text, "", diff, test.p_value)
+
+
+WORSE_TV = 2.0  # a misfit the baseline had too that grew beyond this factor of its TV is the upgrade's again
+
+
+def baseline_fit(baseline: Field | None, alpha: float) -> dict[str, Any] | None:
+    """The baseline record's own fit - its counts against its own exact probabilities, at this run's
+    alpha - or None where the record holds no expected probabilities. A statistical field whose
+    baseline failed the same fit is a known failure, not the upgrade's; one that fits where the
+    baseline did not is `fixed` (issue 62)."""
+    expected = baseline.extras.get("expected") if baseline is not None else None
+    if expected is None or baseline is None:
+        return None
+    counts, probs, keys = _aligned(baseline.value, expected)
+    if not counts.sum() or len(counts) < 2:
+        return None
+    test = stats.g_test(counts, probs, alpha=alpha)
+    return {"p_value": test.p_value, "tv": stats.tv_distance(counts, probs), "misfit": bool(test.p_value < alpha),
+            "counts": dict(zip(keys, counts.tolist(), strict=True)) if keys else counts.tolist()}
+
+
+def _failed_before(before: dict[str, Any] | None, counts: np.ndarray, keys: list[str] | None, tv: float,
+                   policy: Policy) -> str:
+    """Why a misfit now is not the upgrade's ("" when it is): the baseline's counts misfit its own exact
+    distribution too, with the same counts or a misfit at most `WORSE_TV` times its size."""
+    if before is None or not before["misfit"]:
+        return ""
+    now = dict(zip(keys, counts.tolist(), strict=True)) if keys else counts.tolist()
+    if now == before["counts"]:
+        return (f"the baseline's record holds the same counts and fails the same fit (G p = {before['p_value']:.3g}): "
+                "not the upgrade's")
+    if tv <= WORSE_TV * before["tv"]:
+        return (f"the baseline's record fails the same fit too (G p = {before['p_value']:.3g}, TV {before['tv']:.4f}; "
+                f"now TV {tv:.4f}, within {WORSE_TV:g}x): not the upgrade's")
+    return ""
+
+
+def known_category(policy: Policy) -> str:
+    """known-failure against another environment's record (an upgrade), known-deviation against the
+    same environment's (a finding of this version, recorded)."""
+    same = not numerics_axes(policy)
+    return "known-deviation" if same else "known-failure"
+
+
+def numerics_axes(policy: Policy) -> list[str]:
+    keys = ("transformers", "torch", "dtype", "device")
+    a, b = policy.observed_env or {}, policy.baseline_env or {}
+    return [k for k in keys if a.get(k) != b.get(k)]
 
 
 def _not_checked(name: str, diff: dict[str, Any], test: Any, n: int, tv_max: float, alpha: float,
