@@ -96,6 +96,11 @@ def test_a_plan_rule_belongs_to_a_table_that_adds_user_cases_and_keeps_one():
                 assert table.plan.why, table.name
 
 
+def test_every_row_says_what_its_cases_exercise():
+    """The line a finding opens with (harness/report/about.py) comes from the row, never a table of names."""
+    assert [s.name for s in cases.SUITES if not s.api] == []
+
+
 def test_every_fault_catches_in_a_registered_suite():
     unknown = sorted({f.name for f in FAULTS if cases.suite(f.catch.suite) is None})
     assert not unknown, f"faults catching in a suite the registry does not know: {unknown}"

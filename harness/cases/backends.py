@@ -8,6 +8,6 @@ from harness.cases.registry import Recipe, Suite
 
 # a user model's case: three tests (the attention flags, eager vs SDPA, the checkpoint saved and reloaded), 80
 # forwards each (the preflight counted four before this row existed)
-SUITE = Suite("backends", (models,), units=(3 * 80,),
+SUITE = Suite("backends", (models,), api='from_pretrained(attn_implementation=...) and the attention backend', units=(3 * 80,),
               repro=Recipe(of=lambda c: "checkpoint" if c.name == c.model else None,
                            scripts=lambda case_id: "." not in case_id))

@@ -53,4 +53,4 @@ def _user_batch_cases(model: UserModel) -> list[Case]:
 batching = Table("batching", zoo_batching, user=_user_batch_cases, plan=Rule(
     named("batch.greedy"), "right padding and the speculative batches repeat the padded masks"))
 
-SUITE = Suite("batching", (batching,), units=(75,))
+SUITE = Suite("batching", (batching,), api='batched generate() (padding, attention_mask)', units=(75,))

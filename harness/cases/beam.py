@@ -88,4 +88,4 @@ beam = Table("beam", zoo_beam, user=_user_beam_cases, plan=Rule(
     named("beam.n2", "beam.n3"), "length penalties and early stopping re-rank the same beams"))
 beam_modes = Table("beam_modes", zoo_beam_modes, user=lambda m: beam_mode_cases(m.name, _stop_prompts(m)[0]))
 
-SUITE = Suite("beam", (beam, beam_modes), units=(45, 12))
+SUITE = Suite("beam", (beam, beam_modes), api='generate(num_beams=...) and its modes', units=(45, 12))

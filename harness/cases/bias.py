@@ -43,5 +43,5 @@ def zoo_bias(run: RunSettings | None = None) -> list[Case]:
 
 bias = Table("bias", zoo_bias)
 
-SUITE = Suite("bias", (bias,), quick=Rule(lambda c: c.param("ctx") == 0,
+SUITE = Suite("bias", (bias,), api="the speculative verifier's acceptance and residual sampling", quick=Rule(lambda c: c.param("ctx") == 0,
                                           "the second and third contexts of each verifier"))

@@ -7,4 +7,4 @@ from harness.cases.common import models
 from harness.cases.registry import Suite
 
 # a user model's case: three tests (the layer dispatch, lengths and bytes, rollback), 60 forwards each
-SUITE = Suite("caches", (models,), units=(3 * 60,))
+SUITE = Suite("caches", (models,), api='the cache classes (update, crop / rollback)', units=(3 * 60,))

@@ -39,6 +39,6 @@ compiled = Table("compiled", zoo_compiled, user=lambda m: [compiled_case(m.name,
 
 # a user model's case: a static-cache generate() compiled, run twice (the second call's guards), and the eager
 # reference - about the outputs suite's static case twice over, plus the compile
-SUITE = Suite("compiled", (compiled,), units=(200,),
+SUITE = Suite("compiled", (compiled,), api='generate() with a compiled static cache (torch.compile)', units=(200,),
               quick=Rule(lambda c: c.model == TARGET, "mistral-sliding's compiled static cache (transformers "
                                                       "#44609's recompiles: a sliding window's cache layer)"))

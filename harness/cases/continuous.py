@@ -42,4 +42,4 @@ continuous = Table("continuous", zoo_continuous, user=lambda m: [continuous_case
 
 # a user model's greedy case: its prompts served together, then each alone through the engine (the batching
 # suite's work on the same prompts)
-SUITE = Suite("continuous", (continuous,), units=(75,))
+SUITE = Suite("continuous", (continuous,), api='continuous batching (generate_batch)', units=(75,))

@@ -184,4 +184,4 @@ def _contracts(run: RunSettings | None = None) -> list[Case]:
 
 contracts = Table("contracts", _contracts)
 
-SUITE = Suite("contracts", (contracts,))
+SUITE = Suite("contracts", (contracts,), api='the API contract')

@@ -22,6 +22,6 @@ def zoo_gguf(run: RunSettings | None = None) -> list[Case]:
 
 gguf = Table("gguf", zoo_gguf)
 
-SUITE = Suite("gguf", (gguf,), quick=Rule(
+SUITE = Suite("gguf", (gguf,), api='from_pretrained(gguf_file=...): the GGUF load', quick=Rule(
     lambda c: False, "transformers' gguf_file= load of the real model alone takes 19-27 s on 2 cores, beyond what "
                      "`harness check`'s 60 s allows beside the zoo; nothing else covers it"))

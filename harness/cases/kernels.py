@@ -29,4 +29,4 @@ def _kernel_matmuls(run: RunSettings | None = None) -> list[Case]:
 kernels = Table("kernels", _kernels)
 kernel_matmuls = Table("kernel_matmuls", _kernel_matmuls)
 
-SUITE = Suite("kernels", (kernels, kernel_matmuls))
+SUITE = Suite("kernels", (kernels, kernel_matmuls), api='torch kernels (SDPA backends, matmul precision)')

@@ -45,7 +45,7 @@ def zoo_latency(run: RunSettings | None = None) -> list[Case]:
 
 latency = Table("latency", zoo_latency, user=lambda m: [user_latency(m)])
 
-SUITE = Suite("latency", (latency,), units=(160,),
+SUITE = Suite("latency", (latency,), api='generate() latency', units=(160,),
               quick=Rule(lambda c: not c.id.endswith((".generate", ".serving")),
                          "generate() per path (the speculative speedups) and the serving paths (compiled, continuous "
                          "batching)"))

@@ -40,4 +40,4 @@ def user_loading(model: UserModel) -> list[Case]:
 
 loading = Table("loading", zoo_loading, user=user_loading)
 
-SUITE = Suite("loading", (loading,), units=(110,))
+SUITE = Suite("loading", (loading,), api='from_pretrained() loading', units=(110,))

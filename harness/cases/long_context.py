@@ -41,4 +41,4 @@ def zoo_long_context(run: RunSettings | None = None) -> list[Case]:
 
 long_context = Table("long_context", zoo_long_context)
 
-SUITE = Suite("long_context", (long_context,))
+SUITE = Suite("long_context", (long_context,), api='RoPE scaling and sliding windows past their length')

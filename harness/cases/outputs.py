@@ -98,7 +98,8 @@ outputs = Table("outputs", zoo_outputs, user=user_outputs, plan=Rule(
            "repeats the code path, the sampled cases are the sampling suite's"))
 
 SUITE = Suite(
-    "outputs", (outputs,), units=(90,),
+    "outputs",
+    (outputs,), api='generate()', units=(90,),
     # the speculative paths' long prompt repeats their short prompt's code path (plain's long prompt crosses the
     # sliding / chunked windows); a `.sample` case's draws are the sampling suite's `.default` case's
     quick=Rule(lambda c: c.decoding == "greedy" and (c.prompt == "short-0" or c.path == "plain"),

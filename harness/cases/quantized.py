@@ -23,4 +23,4 @@ def zoo_quantized(run: RunSettings | None = None) -> list[Case]:
 
 quantized = Table("quantized", zoo_quantized)
 
-SUITE = Suite("quantized", (quantized,))
+SUITE = Suite("quantized", (quantized,), api='quantized weights (int8)')

@@ -21,12 +21,13 @@ when a family lacks a row or a row lacks what its tests need.
         quick       the quick tier's Rule for the zoo's cases (harness/cases/tier.py; None: whole)
         repro       the `harness repro` recipe of the suite's cases (None: no script)
         extra       further work units for a user model (the sampling suite's black-box backstop)
+        api         the call its cases exercise, in a reader's words (harness/report/about.py)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.schema import Case
@@ -88,7 +89,7 @@ class Suite:
     quick: Rule | None = None
     repro: Recipe | None = None
     extra: Callable[[RunSettings, UserModel], Mapping[str, int]] | None = None
-    doc: str = field(default="", compare=False)
+    api: str = ""  # the call or API its cases exercise, in a reader's words (the line a finding opens with)
 
     @property
     def adds_user_cases(self) -> bool:

@@ -175,6 +175,7 @@ sampling = Table("sampling", zoo_sampling, user=_user_sampling_cases, plan=Rule(
                       "the same mechanism"))
 
 SUITE = Suite(
-    "sampling", (sampling,), units=(25,), extra=_backstop,
+    "sampling",
+    (sampling,), api='sampled generate() (do_sample=True)', units=(25,), extra=_backstop,
     quick=Rule(_quick, "plain's single-processor settings (its combined case runs them together), the speculative "
                        "paths' other settings, the ensemble at w0.7 and mellum-mtp's draws"))

@@ -76,6 +76,6 @@ stopping = Table("stopping", zoo_stopping, user=_user_stop_cases, plan=Rule(
 streaming = Table("streaming", zoo_streaming, user=_user_stream_cases, plan=Rule(
     named("stream.plain"), "the assisted streamer and the batch refusal repeat the plain one's code"))
 
-SUITE = Suite("stopping", (stopping, streaming), units=(30, 30),
+SUITE = Suite("stopping", (stopping, streaming), api='stopping criteria and streamers', units=(30, 30),
               repro=Recipe(of=lambda c: "stream" if c.param("check") == "stream" else None,
                            scripts=lambda case_id: case_id.endswith((".stream.plain", ".stream.assisted"))))

@@ -74,4 +74,4 @@ chats = Table("chats", _zoo_chats, user=lambda m: [Case(m.name, name=f"{m.name}.
 zoo_tokenizers = Table("zoo_tokenizers", _tokenizer_zoo)
 zoo_chats = Table("zoo_chats", _family_chats)
 
-SUITE = Suite("text", (tokenizers, chats, zoo_tokenizers, zoo_chats), units=(20, 20, 0, 0))
+SUITE = Suite("text", (tokenizers, chats, zoo_tokenizers, zoo_chats), api='the tokenizer and chat template', units=(20, 20, 0, 0))

@@ -7,7 +7,7 @@ the cases it does not run are deselected (their records are not `missing`), and 
 golden tests behind the per-test alpha, is still the whole grid's (harness/plugin/selection.py),
 so a case decides exactly as in a full run. What it keeps of the zoo is each suite's own rule, in
 its registry row (harness/cases/<suite>.py: `Suite(quick=Rule(keeps, why))`, the why saying what the
-rest repeats); a suite without one runs whole. Today: outputs, sampling, bias, compiled and latency.
+rest repeats); a suite without one runs whole.
 
 Not applied (the run is full) under `--budget full`, `--deep`, `harness regen`, an injected fault,
 a case selection (`--harness-case`, `harness check --suite`, pytest's `-k` or a node id) and

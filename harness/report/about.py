@@ -2,7 +2,7 @@
 
 A generation case id is `<model>.<path>.<cache>.<prompt>.<decoding>` (harness/schema.py Case.id):
 the path and cache name the `generate()` arguments. A contracts case `api-<Name>` is that name's
-signature; other suites exercise one API each (SUITE_API). One finding may span suites: its
+signature; other suites exercise one API each (their registry row's `api`, harness/cases/). One finding may span suites: its
 cases' calls are listed once each, the most frequent first.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from harness import cases
+
 # generate()'s arguments per decoding path (harness/schema.py PATHS)
 PATH_ARGS = {
     "plain": "",
@@ -18,24 +20,6 @@ PATH_ARGS = {
     "prompt_lookup": "prompt_lookup_num_tokens=",
     "mtp": "MTP heads (use_mtp)",
     "ensemble": "assistant_model=, assistant_ensemble_weight=",
-}
-SUITE_API = {
-    "backends": "from_pretrained(attn_implementation=...) and the attention backend",
-    "batching": "batched generate() (padding, attention_mask)",
-    "beam": "generate(num_beams=...) and its modes",
-    "bias": "the speculative verifier's acceptance and residual sampling",
-    "caches": "the cache classes (update, crop / rollback)",
-    "compiled": "generate() with a compiled static cache (torch.compile)",
-    "continuous": "continuous batching (generate_batch)",
-    "contracts": "the API contract",
-    "kernels": "torch kernels (SDPA backends, matmul precision)",
-    "latency": "generate() latency",
-    "loading": "from_pretrained() loading",
-    "long_context": "RoPE scaling and sliding windows past their length",
-    "quantized": "quantized weights (int8)",
-    "sampling": "sampled generate() (do_sample=True)",
-    "stopping": "stopping criteria and streamers",
-    "text": "the tokenizer and chat template",
 }
 
 
@@ -53,7 +37,8 @@ def about_case(suite: str, case: str) -> str:
         return f"generate({', '.join(args)})"
     if suite == "contracts":
         return f"`{case[4:]}`" if case.startswith("api-") else f"the `{case}` contract"
-    return SUITE_API.get(suite, f"the {suite} suite")
+    row = cases.suite(suite)
+    return row.api if row is not None and row.api else f"the {suite} suite"
 
 
 def about(cases: Iterable[tuple[str, str]], limit: int = 3) -> str:
