@@ -7,6 +7,7 @@ generic table for what it does not recognise.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,14 +230,21 @@ def divergence_rows(entries: list[Any]) -> list[DivergenceRow]:
     return rows
 
 
+def natural(path: str) -> tuple[Any, ...]:
+    """A path's sort key with its numbers as numbers: root['a'][2] before root['a'][10]."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path))
+
+
 def deepdiff_rows(data: Mapping[str, Any]) -> list[DeepRow]:
-    """Rows of a deepdiff-style dict: {change type: {path: {old_value, new_value}} | [paths] | ...}."""
+    """Rows of a deepdiff-style dict: {change type: {path: {old_value, new_value}} | [paths] | ...}, each
+    change type's paths in natural order - deepdiff's own order follows Python's hash seed, so the same
+    comparison rendered twice listed `accepted_per_step[3]` and `[2]` either way round."""
     rows = []
     for change_type, body in data.items():
         kind = humanize(change_type)
         removed = "removed" in str(change_type)
         if isinstance(body, Mapping):
-            for path, value in body.items():
+            for path, value in sorted(body.items(), key=lambda kv: natural(str(kv[0]))):
                 if isinstance(value, Mapping) and ("old_value" in value or "new_value" in value):
                     old, new = fmt_value(value.get("old_value")), fmt_value(value.get("new_value"))
                     if "old_type" in value or "new_type" in value:
@@ -248,7 +256,7 @@ def deepdiff_rows(data: Mapping[str, Any]) -> list[DeepRow]:
                 else:
                     rows.append(DeepRow(kind, str(path), "", fmt_value(value)))
         elif isinstance(body, (list, tuple, set, frozenset)):
-            for path in body:
+            for path in sorted(body, key=lambda p: natural(str(p))):
                 rows.append(DeepRow(kind, fmt_value(path), "(present)" if removed else "", "" if removed else "(present)"))
         else:
             rows.append(DeepRow(kind, "", "", fmt_value(body)))
