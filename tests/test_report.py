@@ -718,3 +718,16 @@ def test_an_unknown_category_in_results_json_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ResultsFileError, match="looks-fine"):
         load_results(path)
+
+
+def test_a_deepdiffs_paths_render_in_natural_order_whatever_deepdiff_gave():
+    """deepdiff's path order follows Python's hash seed; the page must not (the cross-numerics page
+    swapped two rows between renders)."""
+    from harness.report.diffview import deepdiff_rows
+
+    body = {"root['a'][10]": {"old_value": 1, "new_value": 2}, "root['a'][3]": {"old_value": 3, "new_value": 4},
+            "root['a'][2]": {"old_value": 5, "new_value": 6}}
+    rows = deepdiff_rows({"values_changed": body})
+    assert [r.path for r in rows] == ["root['a'][2]", "root['a'][3]", "root['a'][10]"]
+    reordered = deepdiff_rows({"values_changed": dict(reversed(list(body.items())))})
+    assert [r.path for r in reordered] == [r.path for r in rows]
