@@ -148,6 +148,27 @@ def test_fields_of_a_step_that_raises_now_are_its_consequences_one_finding_never
     assert finding.category == Category.BROKEN.value and [o.field for o in finding.follows] == ["rollback"]
 
 
+def test_fields_of_requests_whose_generation_loop_failed_follow_that_failure_never_advise_a_regen():
+    """Issue 62: 5.17.0's request manager fails each request (MemoryError sizing the cache without
+    psutil) and records it per request (`request_errors`, an outcome list: "fails now (request_errors.0)");
+    the requests' `drawn` / `tokens` are not produced. Against 5.24.0's record they read "accept its
+    removal with `harness regen`" - they follow the failure instead, one finding."""
+    from harness.checking.findings import group_findings
+
+    each = {"outcome": "each"}
+    a = {("continuous", "r"): Record("continuous", "r", ENV, {"request_errors": Field("exact", [None, None], each),
+                                                             "drawn": Field("exact", [1, 2]),
+                                                             "tokens": Field("exact", [[1], [2]])})}
+    failed = "Memory footprint 1157632 is more than available memory 0"
+    b = {("continuous", "r"): Record("continuous", "r", ENV, {"request_errors": Field("exact", [failed, failed], each)})}
+    outcomes = compare_records(a, b, alpha=0.01, thresholds=Thresholds())
+    lost = {o.field: o for o in outcomes if o.category is Category.MISSING_FIELD}
+    assert set(lost) == {"drawn", "tokens"}
+    assert all("accept its removal" not in o.detail and "Memory footprint" in o.detail for o in lost.values())
+    (finding,) = group_findings(outcomes)
+    assert finding.category == Category.BROKEN.value and sorted(o.field for o in finding.follows) == ["drawn", "tokens"]
+
+
 def test_a_field_checked_twice_is_a_harness_bug():
     check = CaseCheck("suite", "case", rules())
     check.observe("f", Field("exact", 1))

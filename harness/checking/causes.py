@@ -61,11 +61,18 @@ def follows_attention(outcome: Outcome, model: str) -> bool:
 CRASHES = (Category.BROKEN, Category.ERROR_CHANGED)
 
 
+# how compare.py words a step that fails now: `_error_transition` ("raises now: T: m", "raises T: m (was
+# ...)") and `_outcome_transition` for an outcome field ("fails now (request_errors.0): ...", "fails
+# otherwise (...)"), either after oracles.py `failed_before_too`'s "fails in KEY too, not the upgrade's; now "
+STEP_FAILED = re.compile(r"^(?:fails in .*? too, not the upgrade's; now )?(raises|fails now|fails otherwise)\b")
+
+
 def raised(o: Outcome) -> bool:
-    """A field holding an exception as data that raises now where it generated before, or raises
-    another exception (checking/compare.py `_error_transition`): the case's `error`, or a step's own
-    (`rollback_error`, `request_errors`, `load_error`, ...). Not a field broken by its oracle."""
-    return o.category in CRASHES and str(o.detail).startswith("raises")
+    """A field holding an exception (or a failure) as data that raises now where it generated before,
+    or raises another exception (checking/compare.py `_error_transition`, `_outcome_transition`): the
+    case's `error`, or a step's own (`rollback_error`, `request_errors` - one request's generation loop
+    failed - `load_error`, ...). Not a field broken by its oracle."""
+    return o.category in CRASHES and bool(STEP_FAILED.match(str(o.detail)))
 
 
 def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:
@@ -74,5 +81,6 @@ def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for o in outcomes:
         if raised(o):
-            out.setdefault((o.suite, o.case), str(o.detail).removeprefix("raises now: "))
+            what = str(o.detail).removeprefix("raises now: ").split("; worked before")[0]
+            out.setdefault((o.suite, o.case), what if len(what) <= 200 else what[:197] + "...")
     return out
