@@ -72,3 +72,27 @@ def test_sentence_is_one_line_cut_to_width():
     finding = group_findings([out("case-a", detail="x" * 500 + "\nsecond line")])[0]
     line = finding.sentence(width=100)
     assert "\n" not in line and line.startswith("regression (broken) in `error` of 1 case: ") and line.endswith("...")
+
+
+def test_one_exception_raised_now_by_many_calls_is_one_finding_wherever_the_baseline_stood():
+    """Issue 62: 5.17.0 refuses a static cache for assisted generation - a new crash in 28 cases that
+    generated in 5.14.0 (broken) and another exception in 4 that failed there otherwise (error-changed,
+    two wordings): one cause, one finding; a different exception stays apart."""
+    from dataclasses import replace
+
+    from harness.schema import Category
+
+    refusal = {"type": "ValueError", "message": "assisted generate is not supported with Static cache classes"}
+    new = [replace(out(f"m.assisted.static.{i}", detail=f"raises now: ValueError: {refusal['message']}"),
+                   diff={"old": None, "new": refusal}) for i in range(3)]
+    other = [replace(out(f"m.prompt_lookup.static.{i}", status="changed", category="error-changed",
+                         detail=f"fails in K too, not the upgrade's; now raises ValueError: {refusal['message']} "
+                                f"(was IndexError: x{i})"),
+                     diff={"old": {"type": "IndexError", "message": f"x{i}"}, "new": refusal}) for i in range(2)]
+    apart = replace(out("m.plain.static.0", detail="raises now: KeyError: 'k'"),
+                    diff={"old": None, "new": {"type": "KeyError", "message": "'k'"}})
+    findings = group_findings([*new, *other, apart])
+    assert len(findings) == 2
+    merged = next(f for f in findings if len(f.cases) == 5)
+    assert merged.status is Status.REGRESSION and "one exception raised now" in merged.cause
+    assert merged.category == Category.BROKEN.value and "ValueError" in merged.cause

@@ -1,7 +1,11 @@
 """Causes that span fields: what makes several findings one (harness/checking/findings.py
 `by_cause` merges them). Pure functions on outcomes.
 
-Two causes are recognised, each from what the outcomes themselves say:
+Three causes are recognised, each from what the outcomes themselves say:
+
+- one exception: the calls that raise now the same exception (type and message) - 5.17's static cache
+  refused for assisted generation raises it in every assisted / prompt-lookup / MTP static case,
+  whether the baseline generated there or failed otherwise (`exception_of`);
 
 - a removed name: a capability that lost a value or keyword, or ignores it now (`diff["removed"]`,
   `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every other difference whose
@@ -73,6 +77,15 @@ def raised(o: Outcome) -> bool:
     case's `error`, or a step's own (`rollback_error`, `request_errors` - one request's generation loop
     failed - `load_error`, ...). Not a field broken by its oracle."""
     return o.category in CRASHES and bool(STEP_FAILED.match(str(o.detail)))
+
+
+def exception_of(o: Outcome) -> str:
+    """'Type: message' of the exception a call raises now (a `raised` outcome whose diff holds the new
+    error as data), "" otherwise."""
+    new = o.diff.get("new") if isinstance(o.diff, dict) else None
+    if not raised(o) or not isinstance(new, dict) or not new.get("type"):
+        return ""
+    return f"{new['type']}: {new.get('message', '')}"
 
 
 def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:

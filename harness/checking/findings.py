@@ -28,7 +28,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from harness.checking.causes import attention_model, follows_attention, names_value, raised, removed_names
+from harness.checking.causes import (
+    attention_model,
+    exception_of,
+    follows_attention,
+    names_value,
+    raised,
+    removed_names,
+)
 from harness.checking.oracles import ORACLE
 from harness.schema import Category, Outcome, Results, Status
 
@@ -198,7 +205,8 @@ def _split(f: Finding, inside: Callable[[Outcome], bool]) -> tuple[Finding | Non
 
 def by_cause(findings: list[Finding]) -> list[Finding]:
     """Findings that one cause explains, merged into one that lists every affected field
-    (harness/checking/causes.py): a removed name and the differences that name it; a model's
+    (harness/checking/causes.py): a removed name and the differences that name it; one exception
+    raised now by several calls; a model's
     attention backend and its cases' numeric differences; a field broken by its oracle and that
     oracle's failing reference; a model's references that fail in the baseline too (known-failure). Only differences are merged (new and
     skipped fields stay where they are)."""
@@ -210,6 +218,11 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
+    for exc in dict.fromkeys(exception_of(o) for f in rest for o in f.outcomes):
+        group = [f for f in rest if exc and any(exception_of(o) == exc for o in f.outcomes)]
+        if len(group) > 1:  # one exception raised now by many calls, wherever the baseline stood
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"one exception raised now: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
     for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
         if not model:
             continue
