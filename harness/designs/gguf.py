@@ -20,8 +20,10 @@ noted as not applicable.
   config           exact   the architecture fields of the config transformers built from the metadata
                            (hf_gguf.ARCH_KEYS; floats as the float32 the file stores)
   tensors          exact   the state dict transformers built, compactly: the tensor count, the sha256
-                           of its "name shape dtype" lines, and the tensors not as converted (folded
-                           names: missing, unexpected, another shape, values beyond the tolerance)
+                           of its "name shape" lines, and the tensors not as converted (folded names:
+                           missing, unexpected, another shape, values beyond the tolerance); the dtypes
+                           are shown beside it, never compared (the run's dtype: an fp32 record against
+                           a bf16 run differed in every line)
   weights_digest   exact   sha256 of every tensor's bytes, in name order - presentation: values moved
                            within the tolerance are `changed`; the tolerance is tensors_as_converted's
   tokenizer        exact   the ids of each text of TEXTS (unicode, digits, code, whitespace, special
@@ -160,7 +162,7 @@ def tensor_diffs(theirs: dict[str, torch.Tensor], ours: dict[str, torch.Tensor])
 
 
 def layout(tensors: dict[str, torch.Tensor]) -> str:
-    lines = "".join(f"{n} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}\n" for n, t in sorted(tensors.items()))
+    lines = "".join(f"{n} {list(t.shape)}\n" for n, t in sorted(tensors.items()))
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
@@ -258,7 +260,8 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
             ours["lm_head.weight"] = ours["model.embed_tokens.weight"]
         diffs = tensor_diffs(tensors, ours)
         off = sorted({*diffs["missing"], *diffs["unexpected"], *diffs["shape"], *diffs["values"]})
-        obs.add("tensors", {"count": len(tensors), "layout": layout(tensors), "mismatching": fold_keys(off)})
+        obs.add("tensors", {"count": len(tensors), "layout": layout(tensors), "mismatching": fold_keys(off)},
+                show={"dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})})
         obs.add("weights_digest", weights_digest(tensors), presentation=True)
         obs.reference("tensors_as_converted", {k: fold_keys(diffs[k]) for k in ("missing", "unexpected", "shape", "values")},
                       {k: {} for k in ("missing", "unexpected", "shape", "values")}, implementations_differ=False,
