@@ -18,8 +18,10 @@ import pytest
 # registered in mega-cache artifact factory": every later torch.compile in that worker fails) - and a
 # second copy of a transformers module is not the one a fault patches (harness/faults/patches.py finds
 # its holders in sys.modules). pytester keeps zope's modules for the same reason; torch's and
-# transformers' are kept with them.
-KEPT = ("torch", "functorch", "torchao", "transformers")
+# transformers' are kept with them, and numpy's / scipy's (numpy.fft's extension "cannot load module more
+# than once per process": tests/test_plugin_workflow.py failed alone, passing only where an earlier test
+# had imported it outside a snapshot).
+KEPT = ("torch", "functorch", "torchao", "transformers", "numpy", "scipy")
 
 
 class _KeepStatefulModules(_pytest.pytester.SysModulesSnapshot):

@@ -53,17 +53,24 @@ def test_the_requests_case_is_in_the_table_seeded():
 
 def test_a_draw_just_below_the_kept_set_is_a_boundary_tie_only_within_the_slack():
     from harness.engine.processors import Processor
+    from harness.settings.config import Thresholds
 
     logits = torch.tensor([[4.0, 3.0, 2.9, 1.0]])  # one position: the prompt's last
     top2 = [Processor("top_k", (("top_k", 2),))]
     assert cr.outside_support(logits, 1, [2], top2, [0, 2]) == [0]  # 2.9 is not in the top 2
-    assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=0.2) == []  # 0.1 below the kept 3.0: a tie
-    assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=0.2) == [0]  # 2.0 below: outside
-    from harness.settings.config import Thresholds
-
-    assert cr.support_slack("fp32", Thresholds()) == 0.0 and cr.support_slack("bf16", Thresholds()) == 0.75
-    # the project's own [tool.harness.thresholds] tie_eps_bf16 is the slack, not the default
-    assert cr.support_slack("bf16", Thresholds(tie_eps_bf16=0.25)) == 0.25
+    wide = cr.Slack("bf16", k=20.0, fixed=0.2)  # the step's rounding allowance capped at 0.2
+    assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=wide) == []  # 0.1 below the kept 3.0: a tie
+    assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=wide) == [0]  # 2.0 below: outside
+    # the slack is per step: k u (|x_low| + |x_t| + 2 rms x), capped by the dtype's fixed tie epsilon
+    narrow = cr.Slack("bf16", k=4.0, fixed=0.75)
+    rms = float(logits[0].pow(2).mean().sqrt())
+    assert narrow.at(logits[0], 3.0, 2.9) == pytest.approx(4.0 * 2.0 ** -8 * (3.0 + 2.9 + 2 * rms))
+    assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=narrow) == []  # 0.1 < 0.175
+    assert cr.outside_support(torch.tensor([[4.0, 3.0, 2.5, 1.0]]), 1, [2], top2, [0, 2], slack=narrow) == [0]
+    assert cr.support_slack("fp32", Thresholds()).at(logits[0], 3.0, 2.9) == 0.0
+    # the project's own [tool.harness.thresholds] tie_eps_bf16 caps the slack, not the default
+    assert cr.support_slack("bf16", Thresholds()).fixed == 0.75
+    assert cr.support_slack("bf16", Thresholds(tie_eps_bf16=0.05)).at(logits[0], 3.0, 2.9) == 0.05
 
 
 def test_a_setting_add_request_takes_now_is_a_feature_added_never_a_regression():

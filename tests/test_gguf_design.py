@@ -7,6 +7,7 @@ the compact tensor summary). The real load of the case is the suite itself
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,9 @@ def test_one_case_outside_the_quick_tier_with_its_reason():
 
 def test_without_the_real_extra_the_case_is_not_observable_with_the_install_line(monkeypatch):
     monkeypatch.setattr(hf_gguf, "EXTRA", ("gguf", "harness_no_such_package"))
+    # an in-process run over suites/ earlier in this worker left suites/test_gguf.py as `test_gguf` in
+    # sys.modules: pytest would refuse this copy as an "import file mismatch" (CI's order hit it)
+    monkeypatch.delitem(sys.modules, "test_gguf", raising=False)
     with pytest.raises(MissingExtra, match=r"harness_no_such_package.*pip install 'genharness\[real\]'"):
         gguf.observe(cases.gguf(None)[0], "fp32")
 
@@ -50,6 +54,9 @@ def test_without_the_model_and_no_way_to_fetch_it_the_case_is_not_observable(mon
 
 def test_a_run_without_the_extra_skips_the_case_unsupported_writes_nothing_and_passes_strict(pytester, monkeypatch):
     monkeypatch.setattr(hf_gguf, "EXTRA", ("gguf", "harness_no_such_package"))
+    # an in-process run over suites/ earlier in this worker left suites/test_gguf.py as `test_gguf` in
+    # sys.modules: pytest would refuse this copy as an "import file mismatch" (CI's order hit it)
+    monkeypatch.delitem(sys.modules, "test_gguf", raising=False)
     write_pyproject(pytester)
     (pytester.path / "test_gguf.py").write_text(SUITE)
     for args in ((), ("--harness-strict",)):

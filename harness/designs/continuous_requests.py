@@ -158,6 +158,9 @@ def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequ
                   observed_extras=fit.as_data())
 
 
+LOW_PRECISION = ("bf16", "fp16")  # the dtypes whose rounding can reorder the kept set's boundary
+
+
 @dataclass(frozen=True)
 class Slack:
     """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie, per
@@ -176,7 +179,7 @@ class Slack:
     fixed: float
 
     def at(self, x: torch.Tensor, low: float, drawn: float) -> float:
-        if self.dtype not in UNIT_ROUNDOFF:
+        if self.dtype not in LOW_PRECISION:
             return 0.0
         rms = float(x.float().pow(2).mean().sqrt())
         return min(self.fixed, self.k * UNIT_ROUNDOFF[self.dtype] * (abs(low) + abs(drawn) + 2 * rms))
@@ -184,7 +187,7 @@ class Slack:
 
 def support_slack(dtype: str, thresholds: Thresholds) -> Slack:
     """The case's `Slack` for its model's dtype (none in fp32)."""
-    fixed = thresholds.tie_eps(dtype) if dtype in UNIT_ROUNDOFF else 0.0
+    fixed = thresholds.tie_eps(dtype) if dtype in LOW_PRECISION else 0.0
     return Slack(dtype, thresholds.tie_rounding_ulps, fixed)
 
 

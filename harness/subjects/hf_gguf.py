@@ -72,7 +72,8 @@ def load_model(gguf: Path, dtype: torch.dtype) -> tuple[Any, dict[str, str] | No
     from transformers import AutoModelForCausalLM
 
     def call() -> Any:
-        return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dtype).eval()
+        return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dtype,
+                                                    trust_remote_code=False).eval()
     return observe(call, _scrub(gguf))
 
 
@@ -80,7 +81,8 @@ def load_tokenizer(gguf: Path) -> tuple[Any, dict[str, str] | None]:
     """`AutoTokenizer.from_pretrained(folder, gguf_file=name)`, or its error."""
     from transformers import AutoTokenizer
 
-    return observe(lambda: AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name), _scrub(gguf))
+    return observe(lambda: AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False),
+                   _scrub(gguf))
 
 
 def config_values(config: Any) -> dict[str, Any]:
