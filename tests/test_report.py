@@ -731,3 +731,16 @@ def test_a_deepdiffs_paths_render_in_natural_order_whatever_deepdiff_gave():
     assert [r.path for r in rows] == ["root['a'][2]", "root['a'][3]", "root['a'][10]"]
     reordered = deepdiff_rows({"values_changed": dict(reversed(list(body.items())))})
     assert [r.path for r in reordered] == [r.path for r in rows]
+
+
+def test_rendering_a_report_does_not_import_torch():
+    """A report, a merge or a compare reads results, never a model: importing torch costs ~2 s of every
+    such command (the suites registry's rows import it; report/about.py and report/repro.py read them
+    lazily - a top-level import made every `harness report` and fail-closed probe ~1.8 s slower)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.report, harness.report.about, harness.report.repro, harness.cli.report, "
+            "harness.cli.merge, harness.cli.compare; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"

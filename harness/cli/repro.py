@@ -165,7 +165,7 @@ def find_case(project: Project, suite: str, case_id: str) -> tuple[Case, dict[st
 
     row = cases.suite(suite)
     if row is None or row.repro is None:
-        raise UsageError(f"suite {suite!r}: `harness repro` writes scripts for {', '.join(repro.SCRIPTED)}")
+        raise UsageError(f"suite {suite!r}: `harness repro` writes scripts for {', '.join(repro.scripted())}")
     try:
         run = RunSettings.make(project.config, {}).validate(front="cli")
     except SettingsError as exc:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from harness import cases
-
 # generate()'s arguments per decoding path (harness/schema.py PATHS)
 PATH_ARGS = {
     "plain": "",
@@ -37,6 +35,10 @@ def about_case(suite: str, case: str) -> str:
         return f"generate({', '.join(args)})"
     if suite == "contracts":
         return f"`{case[4:]}`" if case.startswith("api-") else f"the `{case}` contract"
+    from harness import (
+        cases,  # (imported here: the case tables import torch, a report needs it for this line only)
+    )
+
     row = cases.suite(suite)
     return row.api if row is not None and row.api else f"the {suite} suite"
 

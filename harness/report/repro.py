@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import cases
 from harness.checking.policy import TOLERANCES
 from harness.schema import Case, Record
 
@@ -67,19 +66,31 @@ class Plan:
         return f"{self.suite}/{self.case.id}"
 
 
+def _row(suite: str) -> Any:
+    from harness import (
+        cases,  # (imported here: the case tables import torch; rendering a report does not need it)
+    )
+
+    return cases.suite(suite)
+
+
 def recipe_of(suite: str, case: Case) -> str | None:
     """Which recipe makes this case's call (None: none does) - the suite's registry row says
     (harness/cases/<suite>.py `Suite.repro`)."""
-    row = cases.suite(suite)
+    row = _row(suite)
     return row.repro.of(case) if row is not None and row.repro is not None else None
 
 
-SCRIPTED = tuple(s.name for s in cases.SUITES if s.repro is not None)  # the suites a recipe writes
+def scripted() -> tuple[str, ...]:
+    """The suites a recipe writes (their registry rows hold a `Recipe`)."""
+    from harness import cases
+
+    return tuple(s.name for s in cases.SUITES if s.repro is not None)
 
 
 def scriptable(suite: str, case_id: str) -> bool:
     """Whether a case id names a case a recipe writes (`recipe_of`, from the id alone)."""
-    row = cases.suite(suite)
+    row = _row(suite)
     return row is not None and row.repro is not None and row.repro.scripts(case_id)
 
 
@@ -92,7 +103,7 @@ def repro_text(f: Any, baseline: str | None, quote: str = "") -> str:
     if first:
         return f"{quote}harness repro {first.suite}/{first.case}:{first.field}{flag}{quote}{more}"
     return (f"no script for the {f.outcomes[0].suite} suite ({quote}harness repro{quote} writes "
-            f"{', '.join(SCRIPTED[:-1])} and {SCRIPTED[-1]} cases): its report's case and field are the reproduction")
+            f"{', '.join(scripted()[:-1])} and {scripted()[-1]} cases): its report's case and field are the reproduction")
 
 
 def plan(suite: str, case: Case, record: Record, baseline_key: str, prompts: dict[str, str],
