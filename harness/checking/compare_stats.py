@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from harness.checking import stats
-from harness.checking.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, verdict
+from harness.checking.policy import UNIT_ROUNDOFF, Policy, coarser, dtype_of, is_upgrade, verdict
 from harness.schema import Field, Outcome, Status
 from harness.store.env import hardware_class, hardware_difference
 
@@ -259,16 +259,9 @@ def _failed_before(before: dict[str, Any] | None, counts: np.ndarray, keys: list
 
 
 def known_category(policy: Policy) -> str:
-    """known-failure against another environment's record (an upgrade), known-deviation against the
-    same environment's (a finding of this version, recorded)."""
-    same = not numerics_axes(policy)
-    return "known-deviation" if same else "known-failure"
-
-
-def numerics_axes(policy: Policy) -> list[str]:
-    keys = ("transformers", "torch", "dtype", "device")
-    a, b = policy.observed_env or {}, policy.baseline_env or {}
-    return [k for k in keys if a.get(k) != b.get(k)]
+    """known-failure against another release's record (an upgrade: policy.py `is_upgrade`, the rule
+    the checking core applies to references), known-deviation against this release's own."""
+    return "known-failure" if is_upgrade(policy.observed_env, policy.baseline_env) else "known-deviation"
 
 
 def _not_checked(name: str, diff: dict[str, Any], test: Any, n: int, tv_max: float, alpha: float,

@@ -40,7 +40,7 @@ from harness.checking.oracles import (
     known_failure,
     same_failure,
 )
-from harness.checking.policy import Policy, verdict
+from harness.checking.policy import Policy, is_upgrade, verdict
 from harness.schema import (
     STATISTICAL_KINDS,
     Category,
@@ -76,7 +76,6 @@ NOT_CHECKS = (Status.SKIPPED, Status.INFO)  # outcomes that record no verdict of
 # a reference skipped because it cannot run here (the version lacks a keyword, a class, a route; the
 # model lacks what it needs) - not a statistical "cannot decide" (not-checkable / not-checked)
 CANNOT_RUN = (Category.NOT_APPLICABLE, Category.UNSUPPORTED)
-UPGRADE_KEYS = ("transformers", "torch", "tokenizers")  # env keys whose change makes an upgrade  # the decoded text a suite records next to a case's tokens
 
 
 @dataclass
@@ -240,8 +239,7 @@ class CaseCheck:
         check, `harness compare` of two releases): only then can a failure be the baseline's too.
         Within one env a failing reference stays a regression unless it fails exactly as the record
         holds it (`oracles.same_failure`: an exact reference's same detail, a tensor's same error size)."""
-        env, base = self.rules.env or {}, self.baseline.env if self.baseline else {}
-        return any(env.get(k) != base.get(k) for k in UPGRADE_KEYS)
+        return is_upgrade(self.rules.env, self.baseline.env if self.baseline else {})
 
     def _by_oracles(self, out: list[Outcome]) -> list[Outcome]:
         """`_by_oracle` on every outcome; then a field that follows one its oracle found fixed (the

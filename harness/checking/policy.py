@@ -53,6 +53,16 @@ class Policy:
         return replace(self, alpha=alpha)
 
 
+UPGRADE_KEYS = ("transformers", "torch", "tokenizers")  # env keys whose change makes an upgrade
+
+
+def is_upgrade(env: dict[str, Any] | None, baseline_env: dict[str, Any] | None) -> bool:
+    """The baseline was taken under other library versions than this run (an upgrade check, `harness
+    compare` of two releases): only then can a failure be the baseline's too, not the upgrade's."""
+    env, base = env or {}, baseline_env or {}
+    return any(env.get(k) != base.get(k) for k in UPGRADE_KEYS)
+
+
 def verdict(name: str, kind: str, status: Status, detail: str = "", category: Category | str = Category.NONE,
             diff: dict[str, Any] | None = None, p_value: float | None = None) -> Outcome:
     """The outcome of comparing one field (suite and case are filled in by the checking core)."""
