@@ -58,11 +58,11 @@ def test_a_draw_just_below_the_kept_set_is_a_boundary_tie_only_within_the_slack(
     logits = torch.tensor([[4.0, 3.0, 2.9, 1.0]])  # one position: the prompt's last
     top2 = [Processor("top_k", (("top_k", 2),))]
     assert cr.outside_support(logits, 1, [2], top2, [0, 2]) == [0]  # 2.9 is not in the top 2
-    wide = cr.Slack("bf16", k=20.0, fixed=0.2)  # the step's rounding allowance capped at 0.2
+    wide = cr.Slack("bf16", Thresholds(tie_rounding_ulps=20.0, tie_eps_bf16=0.2))  # the step's allowance capped at 0.2
     assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=wide) == []  # 0.1 below the kept 3.0: a tie
     assert cr.outside_support(logits, 1, [3], top2, [0, 3], slack=wide) == [0]  # 2.0 below: outside
     # the slack is per step: k u (|x_low| + |x_t| + 2 rms x), capped by the dtype's fixed tie epsilon
-    narrow = cr.Slack("bf16", k=4.0, fixed=0.75)
+    narrow = cr.Slack("bf16", Thresholds(tie_rounding_ulps=4.0, tie_eps_bf16=0.75))
     rms = float(logits[0].pow(2).mean().sqrt())
     assert narrow.at(logits[0], 3.0, 2.9) == pytest.approx(4.0 * 2.0 ** -8 * (3.0 + 2.9 + 2 * rms))
     assert cr.outside_support(logits, 1, [2], top2, [0, 2], slack=narrow) == []  # 0.1 < 0.175

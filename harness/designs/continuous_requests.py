@@ -55,7 +55,9 @@ from typing import Any
 
 import torch
 
-from harness.checking.policy import UNIT_ROUNDOFF
+from harness.checking.compare import tie_eps_at
+from harness.checking.policy import Policy
+from harness.checking.rounding import LOW_PRECISION
 from harness.engine import pipeline
 from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
@@ -158,15 +160,12 @@ def draws_as_engine(obs: Observation, steps: Sequence[torch.Tensor], drawn: Sequ
                   observed_extras=fit.as_data())
 
 
-LOW_PRECISION = ("bf16", "fp16")  # the dtypes whose rounding can reorder the kept set's boundary
-
-
 @dataclass(frozen=True)
 class Slack:
     """How far below the kept set's lowest logit a drawn token may lie and still be a boundary tie, per
-    step: 0 in fp32 (the library's logits and the engine's agree to ~1e-6 there); in bf16 / fp16 the
-    per-element rounding rule applied to the two logits whose order decides (the tie rule of
-    harness/checking/compare.py `tie_eps_at`, with the same k):
+    step: 0 in fp32 (the library's logits and the engine's agree to ~1e-6 there); in bf16 / fp16 the tie
+    rule of harness/checking/compare.py `tie_eps_at` - the per-element rounding rule - applied to the two
+    logits whose order decides:
 
         slack = min(tie_eps_<dtype>, k * u * (|x_low| + |x_t| + 2 rms(x)))
 
@@ -175,20 +174,23 @@ class Slack:
     top-k built k + 1 through on llama-target, whose third and fourth logits often lie that close."""
 
     dtype: str
-    k: float
-    fixed: float
+    thresholds: Thresholds
+
+    @property
+    def fixed(self) -> float:
+        """The cap: the dtype's fixed tie epsilon (0: fp32 has no boundary ties)."""
+        return self.thresholds.tie_eps(self.dtype) if self.dtype in LOW_PRECISION else 0.0
 
     def at(self, x: torch.Tensor, low: float, drawn: float) -> float:
         if self.dtype not in LOW_PRECISION:
             return 0.0
         rms = float(x.float().pow(2).mean().sqrt())
-        return min(self.fixed, self.k * UNIT_ROUNDOFF[self.dtype] * (abs(low) + abs(drawn) + 2 * rms))
+        return tie_eps_at(Policy(thresholds=self.thresholds), self.dtype, [abs(low) + abs(drawn) + 2 * rms])
 
 
 def support_slack(dtype: str, thresholds: Thresholds) -> Slack:
     """The case's `Slack` for its model's dtype (none in fp32)."""
-    fixed = thresholds.tie_eps(dtype) if dtype in LOW_PRECISION else 0.0
-    return Slack(dtype, thresholds.tie_rounding_ulps, fixed)
+    return Slack(dtype, thresholds)
 
 
 def step_logprobs(logits: torch.Tensor, prompt_length: int, drawn: Sequence[int], chain: Sequence[Processor],
