@@ -64,7 +64,7 @@ from harness.cases.bias import *  # noqa: F403
 from harness.cases.bias import SUITE as _BIAS
 from harness.cases.caches import SUITE as _CACHES
 from harness.cases.common import *  # noqa: F403
-from harness.cases.common import _deep, _p, _users  # noqa: F401
+from harness.cases.common import _deep, _p  # noqa: F401
 from harness.cases.compiled import *  # noqa: F403
 from harness.cases.compiled import SUITE as _COMPILED
 from harness.cases.continuous import *  # noqa: F403

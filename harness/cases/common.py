@@ -9,7 +9,6 @@ from typing import Any
 from harness.cases.registry import Table
 from harness.fixtures.zoo import SPECS
 from harness.schema import Case
-from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
 NEW_TOKENS = 24
@@ -20,10 +19,6 @@ TARGET, ASSISTANT, MTP = "llama-target", "llama-assistant", "glm4moe-mtp"
 # loading) check llama-target, whose shape they share
 LONG_CONTEXT = "long-context"
 
-
-
-def _users(run: RunSettings | None) -> Sequence[UserModel]:
-    return run.user_models if run is not None else ()
 
 
 def _deep(run: RunSettings | None) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness.schema import Case
 from harness.settings import budget
@@ -133,9 +132,3 @@ def left_out(suites: Sequence[Suite], run: RunSettings | None) -> list[str]:
 
 def by_name(suites: Sequence[Suite]) -> dict[str, Suite]:
     return {s.name: s for s in suites}
-
-
-def describe(suite: Suite) -> dict[str, Any]:
-    """The row as plain data (tests, docs)."""
-    return {"name": suite.name, "tables": [t.name for t in suite.tables], "units": list(suite.units),
-            "quick": suite.quick.why if suite.quick else None, "repro": suite.repro is not None}
