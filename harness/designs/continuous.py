@@ -28,7 +28,8 @@ stands in for the engine. The checks (`check`):
 
 A version whose generate_batch fails (4.57 / 5.0 on CPU: the cache sizing reads a GPU's memory;
 5.13 / 5.14 without psutil: "more than available memory 0") records that error - a per-version
-finding - and the references are `not checked` with it.
+finding -, fails `served_as_engine` unless the failure is a declared known one (both of these are),
+and the references that needed the served tokens are `not checked` with it.
 
   setup          exact   prompts, their lengths, new tokens, the eos list (where each option went beside it,
                          never compared: the harness's own adaptation to the version's API)
@@ -43,6 +44,11 @@ finding - and the references are `not checked` with it.
   beam_outcome   exact   beam: "raised" / "ignored: greedy tokens" (those of the same generate_batch without
                          num_beams: same path, numerics and batch) / "other tokens", and whether it warned
  references, computed in the run:
+  served_as_engine   exact   greedy, sample, processors: per request "served", or what failed (the call's
+                             raise, the request's error) - its oracle is the engine serving the same
+                             prompts in this run (harness/designs/served.py): a raise fails a first run
+                             too, unless it is a declared known upstream failure (its releases, its
+                             precondition here, its message), then listed as `known_upstream_failure`
   tokens_as_engine   tokens  greedy, processors: per request, the engine's stream (its processors, its
                              stop rule: the eos list, or max_new_tokens); tie-aware (a near-tie flips
                              across implementations: paged attention vs the engine's)
@@ -101,6 +107,7 @@ from harness.designs.continuous_requests import (
     step_logprobs,
     support_slack,
 )
+from harness.designs.served import served_as_engine
 from harness.engine import pipeline
 from harness.engine.decode import top2_margin, top2_scale
 from harness.engine.processors import Processor, apply
@@ -242,6 +249,8 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -
                                   **({"left_attention": served.setup["left_attention"]} if "left_attention" in served.setup else {})})
     obs.add("error", served.error)
     obs.add("warnings", served.warnings, presentation=True)
+    if check != "beam":  # num_beams is a feature the path lacks: a raise there is an answer (beam_outcome)
+        served_as_engine(obs, served, len(prompts))
     if served.error is not None:
         _failed(obs, served, _references(check))
         return obs

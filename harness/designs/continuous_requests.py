@@ -24,6 +24,9 @@ and the stop and stream rules, never the library:
   tokens         tokens  the greedy requests' tokens (greedy, own eos), with the engine's teacher-forced margins
   drawn          exact   the sampled request's tokens (seeded: logprobs_as_engine and in_support judge them)
  references, computed in the run:
+  served_as_engine  exact   per request "served", or what failed (the manager's raise, the request's error):
+                            the engine serves the same requests in this run (harness/designs/served.py) -
+                            a raise fails a first run too, unless a declared known upstream failure
   tokens_as_engine  tokens  greedy, own eos: the engine's greedy stream of that prompt alone, cut at the
                             request's own max_new_tokens and eos list (tie-aware) - a per-request top_k
                             ignored (the config's top-k 3 at temperature 1.5 instead) or another request's
@@ -58,6 +61,7 @@ import torch
 from harness.checking.compare import tie_eps_at
 from harness.checking.policy import Policy
 from harness.checking.rounding import LOW_PRECISION
+from harness.designs.served import served_as_engine
 from harness.engine import pipeline
 from harness.engine.draws import draw_fit
 from harness.engine.processors import Processor, apply
@@ -238,6 +242,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -
     obs.add("takes", served.took, "capability")
     obs.add("error", served.error)
     obs.add("warnings", served.warnings, presentation=True)
+    served_as_engine(obs, served, len(requests))
     why = (f"the manager raised {served.error['type']}: {served.error['message']}" if served.error is not None
            else next((f"a request failed: {e}" for e in served.request_errors if e is not None), ""))
     if served.error is None:

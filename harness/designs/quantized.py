@@ -19,6 +19,13 @@ reference engine then runs the model with those dequantized weights in place of 
   tokens         tokens  greedy new tokens on the first prompt, with the dequantized engine's margins
                          after the row's own prefix (teacher-forced)
  references, computed in the run:
+  loaded_as_promised    exact  the load done ("loaded"), or its raise: the scheme promises to quantize this
+                               checkpoint's linear weights (harness/engine/quantize.py `promised`, read from
+                               the file), so a load that raises fails a first run too - unless a declared
+                               known upstream failure (harness/designs/served.py: its releases, its
+                               precondition here, its message), then listed as `known_upstream_failure`;
+                               the references below are not observed after a raise (the case is skipped
+                               with it unless this one failed)
   quantized_as_promised exact  what the scheme promises, from the checkpoint (harness/engine/quantize.py
                                `promised`): every linear projection's weight quantized - the modules the
                                load quantized against each 2-D weight of the file that is neither an
@@ -48,12 +55,13 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from harness.designs.served import LOADED, as_text, served_as_asked
 from harness.engine.decode import decode
 from harness.engine.model import Config, Model
 from harness.engine.quantize import dequantized, promised, promised_bytes, violations
 from harness.engine.teacher_forced import teacher_forced
 from harness.schema import Case, Observation
-from harness.subjects import engine, fold_keys
+from harness.subjects import engine, fold_keys, hf
 from harness.subjects.hf import TORCH_DTYPES
 from harness.subjects.hf_cache import logits, narrowed
 from harness.subjects.hf_quantized import SCHEME, load, quantized_weights, require, weight_bytes
@@ -82,6 +90,11 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.add("setup", {"scheme": SCHEME, "torchao": version})  # the dtype is the env key's
     model, error = load(directory, TORCH_DTYPES[dtype])
     obs.add("load_error", error)
+    checkpoint = load_file(str(directory / "model.safetensors"))
+    shapes = promised(checkpoint)
+    outcome = [LOADED if error is None else f"failed: {as_text(error)}"]
+    served_as_asked(obs, "loaded_as_promised", "quantized", outcome, [as_text(error)], hf.version(),
+                    applies=bool(shapes), ok=LOADED)
     if error is not None:
         return obs.stop(f"the quantized load raised {error['type']}: {error['message']}")
     found = quantized_weights(model)
@@ -91,9 +104,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     full = zoo.load(case.model).model
     sizes = {"quantized": weight_bytes(model), "full": weight_bytes(full)}
     obs.add("weight_bytes", sizes, ratio=round(sizes["quantized"] / max(sizes["full"], 1), 4), presentation=True)
-    checkpoint = load_file(str(directory / "model.safetensors"))
     loaded = TORCH_DTYPES[dtype]  # the library quantizes the weights as loaded: the checkpoint's, in the load dtype
-    shapes = promised(checkpoint)
     bound = promised_bytes(sizes["full"], shapes, torch.empty((), dtype=loaded).element_size())
     obs.reference("quantized_as_promised",
                   {"quantized": fold_keys(found),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import CB_API, CB_PROC, CB_REQ, CB_RUNNER, PROC
+from harness.faults.targets import CB_API, CB_PROC, CB_REQ, CB_RUNNER, CB_UTILS, PROC
 
 
 def _one_request_at_a_time(generate_batch: Callable[..., Any]) -> Callable[..., Any]:
@@ -152,4 +152,15 @@ FAULTS: tuple[Fault, ...] = (
                 "(a hard-coded max_prompt_batch_size = 1: \"we will not be able schedule more than one request in a "
                 "step\"): \"fewer forwards than one at a time\" passes it (24 < 31); the shared-schedule bound (15) "
                 "does not"),
+    Fault("cb-cache-sized-from-no-memory", "batching",
+          "the paged cache's sizing reads the CPU's total memory as None (the GPU branch's value): the generation "
+          "loop dies before its first step and no request is served - generate_batch returns nothing, the manager "
+          "finishes no request",
+          Catch("continuous", "llama-target.cb.greedy", "served_as_engine"),
+          (edit(CB_UTILS, "get_device_and_memory_breakdown",
+                ('device = torch.device("cpu")', 'device = torch.device("cpu")\n        return device, None, 0, 0')),),
+          notes="transformers PR #42869 (\"enable cpu paged cache\": 'Error in generation loop: unsupported operand "
+                "type(s) for -: NoneType and int' on CPU, 4.57 / 5.0) brought back into 5.24, where no declared known "
+                "failure covers it: before served_as_engine every reference was `not checked` with the error and a "
+                "first run exited 0 (issue 58 item 10)"),
 )
