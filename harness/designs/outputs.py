@@ -26,6 +26,9 @@
                         draft was proposed (a rate of 0 / 0 has nothing to count)
   acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
   divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
+  cache_ran_on  info    a `.static` case whose call returned a dynamic cache (5.14's assisted / prompt-lookup /
+                        MTP paths): the version ran another cache than the one asked - every field of the
+                        case describes that one; information in every run, never compared
 A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
 tie-flip of the stream it follows across numerics (harness/checking/core.py), never a real change.
 Computed in the same run:
@@ -108,6 +111,11 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         if case.path != "plain" and case.decoding == "greedy" and zoo.stateful(case.model):
             obs.merge(engine_in_its_place(zoo, case))
         return obs
+    ran_on = str((got.setup or {}).get("cache") or "")
+    if case.cache == "static" and ran_on.startswith("Dynamic"):  # what every field below describes
+        obs.info("cache_ran_on", f"asked for a static cache (cache_implementation='static'); generate() ran on a "
+                 f"{ran_on}: this case's fields describe that cache, not a static one",
+                 diff={"asked": "static", "ran_on": ran_on})
     tok = zoo.load(case.model).tokenizer
     if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
         context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
