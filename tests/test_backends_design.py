@@ -42,22 +42,28 @@ def test_the_zoo_target_loads_with_the_declared_default_and_an_explicit_eager_is
 
 
 class _Zoo:
-    """What attention_as_defined asks of the zoo: the engine's model and the checkpoint's config.json."""
+    """What attention_as_defined asks of the zoo: the engine's model (`oracle`) and the checkpoint's
+    config.json (`checkpoints`)."""
 
-    def reference(self, name):
-        from harness.fixtures.load import load_reference
+    class oracle:
+        @staticmethod
+        def model(name):
+            from harness.fixtures.load import load_reference
 
-        return load_reference(name)
+            return load_reference(name)
 
-    def engine_gap(self, name):
-        return ""
+        @staticmethod
+        def gap(name):
+            return ""
 
-    def config_json(self, name):
-        import json
+    class checkpoints:
+        @staticmethod
+        def config_json(name):
+            import json
 
-        from harness.fixtures.load import check_files
+            from harness.fixtures.load import check_files
 
-        return json.loads((check_files(name) / "config.json").read_text())
+            return json.loads((check_files(name) / "config.json").read_text())
 
 
 def _attention_as_defined(name: str, dtype, fault: str | None = None, attn: str = "eager"):
@@ -85,7 +91,7 @@ def test_the_attention_function_each_layer_called_is_the_definition_with_the_con
 
     ref = _attention_as_defined("gemma2-softcap", getattr(torch, dtype_name))
     assert ref.expected.extras["softcap"] == 50.0
-    layers = _Zoo().config_json("gemma2-softcap")["num_hidden_layers"]
+    layers = _Zoo().checkpoints.config_json("gemma2-softcap")["num_hidden_layers"]
     assert ref.observed.value == ref.expected.value == {"beyond_bound": [0] * layers}  # every layer, within 64 units
     # the zoo's scores are far below the cap: each layer's query is scaled up until its top score is the cap
     assert all(b > 1 for b in ref.observed.extras["query_scaled_by"])

@@ -990,7 +990,7 @@ def probe_poisoned_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest
                   lambda p: p.write_bytes(json.dumps({"key": header["key"], "sha256": "0" * 64}).encode() + b"\n"
                                           + buffer.getvalue())):
         spoil(entry)
-        zoo.answers.rejected.clear()
+        zoo.oracle.answers.rejected.clear()
         with pytest.warns(UserWarning, match=str(entry)):
             assert engine.decode_cached(zoo, case, prompt).tokens == fresh
     assert checksum(header["key"], entry.read_bytes().split(b"\n", 1)[1]) == header["sha256"]  # rewritten intact
@@ -1016,12 +1016,11 @@ def probe_cache_write_errors_cost_time_only(tmp_path: Path, monkeypatch: pytest.
 
 
 def probe_cache_key_covers_the_reference_code(tmp_path: Path) -> None:
-    """Every module whose code computes a cached answer (each `engine_answer` caller's module, e.g.
+    """Every module whose code computes a cached answer (each `oracle.answer` caller's module, e.g.
     designs/caches.py's rollback `rewound`) is in the import graph its key hashes, with the engine."""
     from harness.store.cache import PACKAGE, source_files
 
-    callers = sorted({p for p in (REPO / "harness").rglob("*.py") if "engine_answer(" in p.read_text(encoding="utf-8")
-                      and p.name != "hf.py"})
+    callers = sorted({p for p in (REPO / "harness").rglob("*.py") if "oracle.answer(" in p.read_text(encoding="utf-8")})
     assert REPO / "harness" / "designs" / "caches.py" in callers
     for path in callers:
         module = ".".join(("harness", *path.relative_to(PACKAGE).with_suffix("").parts))

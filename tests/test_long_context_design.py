@@ -192,4 +192,4 @@ def test_a_user_model_with_scaled_rope_has_the_engine_as_its_oracle(tmp_path, ro
     config = json.loads((CHECKOUT_ZOO / "llama-target" / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "rope_parameters": rope}))
     zoo = Zoo(user=[UserModel("mine", Path(tmp_path), "--model")])
-    assert (gap in zoo.engine_gap("mine")) if gap else zoo.engine_gap("mine") == ""
+    assert (gap in zoo.oracle.gap("mine")) if gap else zoo.oracle.gap("mine") == ""

@@ -91,6 +91,6 @@ def test_a_special_token_is_told_from_ordinary_text_by_its_effect():
     from harness.subjects.hf import Zoo
     from harness.subjects.hf_contracts import SPECIAL, _is_special
 
-    directory = str(Zoo().directory(TARGET))
+    directory = str(Zoo().checkpoints.directory(TARGET))
     assert not _is_special(AutoTokenizer.from_pretrained(directory))
     assert _is_special(AutoTokenizer.from_pretrained(directory, extra_special_tokens=[SPECIAL]))

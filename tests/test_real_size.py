@@ -170,11 +170,11 @@ def test_a_user_model_is_resident_once_per_process():
     from harness.subjects.hf import Zoo
 
     zoo = Zoo(user=[replace(_model(budget.Plan("budget", 300.0, "test")), name="llama-target")])
-    zoo.user["llama-target"] = replace(zoo.user["llama-target"], path=MODELS_DIR / "llama-target")
+    zoo.checkpoints.user["llama-target"] = replace(zoo.checkpoints.user["llama-target"], path=MODELS_DIR / "llama-target")
     first = zoo.load("llama-target")
     eager = zoo.load("llama-target", "eager")
     assert list(zoo._loaded) == [("llama-target", "eager")] and len(zoo._states) == 1
     assert zoo.load("llama-target") is not first and eager is not first  # reloaded, not kept beside
-    small = Zoo(user=[replace(zoo.user["llama-target"], plan=budget.Plan("full"))])
+    small = Zoo(user=[replace(zoo.checkpoints.user["llama-target"], plan=budget.Plan("full"))])
     small.load("llama-target"), small.load("llama-target", "eager")
     assert len(small._loaded) == 2  # a small model keeps each backend's load (as before)

@@ -155,12 +155,10 @@ class _Zoo:
 
         model, tok = load_hf(cases.TARGET)
         self.loaded = SimpleNamespace(model=model, tokenizer=tokenizer or tok)
+        self.checkpoints = SimpleNamespace(directory=lambda name: MODELS_DIR / name)
 
     def load(self, name):
         return self.loaded
-
-    def directory(self, name):
-        return MODELS_DIR / name
 
 
 def test_the_tokenizer_references_hold_and_fail_when_batch_decode_keeps_special_tokens():
@@ -299,7 +297,7 @@ def test_a_component_the_reader_lacks_leaves_the_file_references_not_checked_nam
     data = json.loads((tmp_path / "tokenizer.json").read_text())
     data["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": ""}
     (tmp_path / "tokenizer.json").write_text(json.dumps(data))
-    zoo.directory = lambda name: tmp_path
+    zoo.checkpoints.directory = lambda name: tmp_path
     obs = text.tokenizer(zoo, case)
     for name in (*text.LIBRARY_REFERENCES, "round_trip_lossless", "clean_up_as_specified", "padding_as_specified"):
         note = obs.notes[name]

@@ -72,7 +72,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -84,6 +84,9 @@ from harness.subjects.hf import from_pretrained, linear_attention_kernels, loade
 from harness.subjects.hf_attention import attention_calls, replay
 from harness.subjects.hf_cache import attn_implementation, logits, narrowed, prefill_sdpa_calls, top_values
 
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
+
 PROMPT = "long-0"
 STATIC_HEADROOM = 8
 FLAGS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn", "_supports_attention_backend",
@@ -91,11 +94,11 @@ FLAGS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn", "_supp
 LOGIT_POSITIONS = 2  # evenly spaced positions of the prompt whose logits are recorded (first, last)
 
 
-def flags(zoo: Any, case: Case, device: str) -> Observation:
+def flags(zoo: Zoo, case: Case, device: str) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     # the run's dtype and device are real: the loaded parameters must be in the env key's numerics
-    obs.reference("loaded_as_env", loaded_as(lm.model), {"dtype": zoo.dtype_of(case.model), "device": device},
+    obs.reference("loaded_as_env", loaded_as(lm.model), {"dtype": zoo.checkpoints.dtype_of(case.model), "device": device},
                   implementations_differ=False)
     cls = type(lm.model)
     values = {flag: getattr(cls, flag, None) for flag in FLAGS}
@@ -103,7 +106,7 @@ def flags(zoo: Any, case: Case, device: str) -> Observation:
     obs.add("supports", present, kind="capability",
             **({"not_bool": {k: repr(v) for k, v in values.items() if k not in present}}
                if len(present) < len(values) else {}))
-    if zoo.stateful(case.model):
+    if zoo.checkpoints.stateful(case.model):
         obs.add("linear_attention_kernels", linear_attention_kernels(), kind="capability")
     return obs
 
@@ -134,13 +137,13 @@ def _distinct(calls: list[dict]) -> dict:
     return {"calls": len(calls), "distinct": [{**e["call"], "layers": e["count"]} for e in seen]}
 
 
-def sdpa_prefill(zoo: Any, case: Case) -> Observation:
+def sdpa_prefill(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
     prompt_len = ids.shape[1]
     try:
-        ref = engine.cache_spec(zoo.config_json(case.model))
+        ref = engine.cache_spec(zoo.checkpoints.config_json(case.model))
     except ValueError as exc:  # a user model whose layer kinds the reference dispatcher has no rule for
         ref, no_rule = None, f"no reference rule for {case.model}'s layers: {exc}"
     observed, problems = {}, {}
@@ -165,7 +168,7 @@ def sdpa_prefill(zoo: Any, case: Case) -> Observation:
     return obs
 
 
-def attention_as_defined(obs: Observation, zoo: Any, case: Case, model: Any, ids: torch.Tensor) -> None:
+def attention_as_defined(obs: Observation, zoo: Zoo, case: Case, model: Any, ids: torch.Tensor) -> None:
     """attention_as_defined: the attention function each layer of the default model called in an
     uncached forward of the prompt (its modeling module's eager_attention_forward or the interface
     its attn_implementation maps to; harness/subjects/hf_attention.py) replayed in float32 with the
@@ -177,11 +180,11 @@ def attention_as_defined(obs: Observation, zoo: Any, case: Case, model: Any, ids
     (Gemma 2 on SDPA, which has no cap) is seen in every run dtype: the replay is fp32 whatever the
     model's dtype. Counted: elements beyond 64 u_fp32 max|definition| per layer, 0 expected."""
     name = "attention_as_defined"
-    reference = zoo.reference(case.model)
+    reference = zoo.oracle.model(case.model)
     if reference is None:
-        obs.skipped(name, "exact", zoo.engine_gap(case.model))
+        obs.skipped(name, "exact", zoo.oracle.gap(case.model))
         return
-    spec = engine.cache_spec(zoo.config_json(case.model))
+    spec = engine.cache_spec(zoo.checkpoints.config_json(case.model))
     layers = [(t, w) for t, w in zip(spec["layer_types"], engine.windows(spec), strict=True) if t != LINEAR]
     rec = attention_calls(model, ids)
     if len(rec.calls) != len(layers):
@@ -215,7 +218,7 @@ def attention_as_defined(obs: Observation, zoo: Any, case: Case, model: Any, ids
                   expected_extras={"scale": scale, "softcap": cap}, implementations_differ=False)
 
 
-def _with_attn(zoo: Any, name: str, impl: str):
+def _with_attn(zoo: Zoo, name: str, impl: str):
     default = zoo.load(name)
     if attn_implementation(default.model) == impl:
         return default.model, None
@@ -223,7 +226,7 @@ def _with_attn(zoo: Any, name: str, impl: str):
     return (lm.model if lm else None), err
 
 
-def eager_vs_sdpa(zoo: Any, case: Case) -> Observation:
+def eager_vs_sdpa(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     ids = zoo.prompt_ids(case.model, PROMPT)
     eager, e_err = _with_attn(zoo, case.model, "eager")
@@ -276,7 +279,7 @@ def declared_default_attn(config: dict[str, Any], model: Any) -> dict[str, str]:
     return {"expected": "eager", "because": f"{type(model).__name__} does not declare _supports_sdpa"}
 
 
-def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
+def checkpoint(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
@@ -286,7 +289,7 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     # moved to the engine's values is that fix (`mechanism_of`, harness/checking/core.py)
     obs.add("default_attn_implementation", attn_implementation(lm.model),
             model_class=type(lm.model).__name__, loaded_as=loaded_as(lm.model), mechanism_of="logits")
-    declared = declared_default_attn(zoo.config_json(case.model), lm.model)
+    declared = declared_default_attn(zoo.checkpoints.config_json(case.model), lm.model)
     obs.reference("default_attn_as_declared", attn_implementation(lm.model), declared["expected"],
                   expected_extras={"because": declared["because"]}, implementations_differ=False)
     obs.merge(sdpa_prefill(zoo, case))
@@ -297,9 +300,9 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     routing = {"routing": "experts"} if routes_experts(lm.model.config) else {}
     obs.add("logits", top_values(full[positions]), kind="tensor", positions=positions, prompt=PROMPT,
             oracle="logits_vs_engine", **routing)
-    reference = zoo.reference(case.model)
+    reference = zoo.oracle.model(case.model)
     if reference is None:
-        obs.skipped("logits_vs_engine", "tensor", zoo.engine_gap(case.model))
+        obs.skipped("logits_vs_engine", "tensor", zoo.oracle.gap(case.model))
     else:
         # logits through a recurrent state, which two fp32 implementations accumulate in different orders:
         # compared at `tensor_recurrent_ulps` (harness/settings/config.py)
@@ -320,7 +323,7 @@ def checkpoint(zoo: Any, case: Case, tmp: Path) -> Observation:
     files = sorted(p.name for p in resaved.glob("*.safetensors"))
     keys = [k for f in files for k in _safetensor_keys(resaved / f)]
     obs.add("resaved_keys", fold_keys(keys), files=files)
-    reloaded, err = observe(lambda: from_pretrained(resaved, dtype=zoo.dtype_of(case.model), device=zoo.device))
+    reloaded, err = observe(lambda: from_pretrained(resaved, dtype=zoo.checkpoints.dtype_of(case.model), device=zoo.device))
     intact = {"identical_logits": True, "lost_keys": {}}
     if err is not None:
         obs.reference("resave_roundtrip", {"reload_error": err}, intact)

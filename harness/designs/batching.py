@@ -70,7 +70,7 @@ runs of equal values ([[0, 63], [1, 20]]: 63 pads, then 20 tokens).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -80,6 +80,9 @@ from harness.schema import Case, Observation
 from harness.subjects import engine, hf
 from harness.subjects.hf_batching import BatchRun, Forward, batch_run
 from harness.subjects.hf_cache import narrowed, top_values
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 REFERENCE_CHECKS = ("greedy", "sample", "tokenizer-padded", "assisted", "prompt_lookup")  # left-padded: checked against solo runs
 
@@ -194,7 +197,7 @@ def tokenizer_batch(tokenizer: Any, texts: list[str]) -> dict[str, Any]:
             "attention_mask": [list(map(int, r)) for r in got["attention_mask"]], "pad_token_id": int(tok.pad_token_id)}
 
 
-def _runner(zoo: Any, case: Case, pad: int):
+def _runner(zoo: Zoo, case: Case, pad: int):
     lm = zoo.load(case.model)
     assistant = zoo.load(case.assistant).model if case.assistant else None
     lookup = case.draft_tokens if case.path == "prompt_lookup" else None
@@ -206,14 +209,14 @@ def _runner(zoo: Any, case: Case, pad: int):
     return run
 
 
-def _solo(zoo: Any, case: Case, prompt: str, ids: list[int], run: Any) -> BatchRun:
+def _solo(zoo: Zoo, case: Case, prompt: str, ids: list[int], run: Any) -> BatchRun:
     """The prompt's run alone (same model, path, decoding, seed; shared by the cases that need it)."""
     key = ("batching-solo", case.model, prompt, case.path, case.decoding, case.seed, case.new_tokens, case.assistant,
            case.draft_tokens)
     return zoo.memo(key, lambda: run([ids], [[1] * len(ids)]))
 
 
-def observe(zoo: Any, case: Case) -> Observation:
+def observe(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     if not hf.requires(obs, hf.PATH_FEATURE.get(case.path), probe=lambda: zoo.path_probe(case)):
         return obs
@@ -224,7 +227,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     side = RIGHT if check == "right-padded" else LEFT
     ids, mask = pad_rows(prompts, pad, side)
     if check == "tokenizer-padded":
-        built = tokenizer_batch(lm.tokenizer, [zoo.prompt_text(case.model, p) for p in names])
+        built = tokenizer_batch(lm.tokenizer, [zoo.checkpoints.prompt_text(case.model, p) for p in names])
         obs.add("tokenizer_batch", built)
         if "error" in built:
             return obs.stop(f"the tokenizer's padded batch raised {built['error']['type']}: {built['error']['message']}")
@@ -246,7 +249,7 @@ def observe(zoo: Any, case: Case) -> Observation:
     obs.add("tokens", got.rows, kind="tokens", margins=got.margins)
     # greedy (no processor touches the scores): the first step's scores are the model's logits at
     # each prompt's last position, which the engine computes alone from the prompt
-    judged = case.decoding == "greedy" and check != "right-padded" and not zoo.engine_gap(case.model)
+    judged = case.decoding == "greedy" and check != "right-padded" and not zoo.oracle.gap(case.model)
     obs.add("first_logits", top_values([row[0] for row in got.scores]), kind="tensor",
             **({"oracle": "first_logits_vs_engine"} if judged else {}))
     if judged:

@@ -80,13 +80,16 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from harness.schema import Case, Observation
 from harness.subjects.hf_beam import beam_run, mode_run, next_logprobs
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 PICK_FROM = 2  # the extra eos id is the best beam's token at this step: a hypothesis finishes early
 NEG = -1.0e9  # a score no real hypothesis has
@@ -308,7 +311,7 @@ def with_offset(slots: Sequence[Sequence[int]], batch_row: int, num_beams: int) 
 # beam search
 
 
-def _prompts(zoo: Any, case: Case) -> torch.Tensor:
+def _prompts(zoo: Zoo, case: Case) -> torch.Tensor:
     """The case's prompt ids: [1, T], or the two prompts cut to one length [2, L] (rows=2)."""
     ids = [zoo.prompt_ids(case.model, p) for p in case.param("prompts")]
     if case.param("rows", 1) == 1:
@@ -324,7 +327,7 @@ def eos_ids(value: Any) -> list[int]:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
-def beam(zoo: Any, case: Case) -> Observation:
+def beam(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     model, n = lm.model, case.new_tokens
@@ -385,7 +388,7 @@ def beam(zoo: Any, case: Case) -> Observation:
 # decoding modes moved out of the library
 
 
-def mode(zoo: Any, case: Case) -> Observation:
+def mode(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     model = lm.model

@@ -56,7 +56,7 @@ linear-attention layer's recurrent state (every version: the state holds the rej
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -81,6 +81,9 @@ from harness.subjects.hf_cache import (
     window,
 )
 
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
+
 PROMPT = "long-0"
 DECODE_STEPS = 4
 DRAFT = 3
@@ -93,18 +96,18 @@ RESTORED_RTOL, RESTORED_ATOL = 1e-4, 1e-4
 STATIC_HEADROOM = 8
 
 
-def reference_spec(obs: Observation, zoo: Any, name: str, fields: tuple[str, ...]) -> dict[str, Any] | None:
+def reference_spec(obs: Observation, zoo: Zoo, name: str, fields: tuple[str, ...]) -> dict[str, Any] | None:
     """The reference dispatcher's view of the model's config, or None - each field in `fields`
     then skipped with the reason (a config whose layer kinds it has no rule for)."""
     try:
-        return engine.cache_spec(zoo.config_json(name))
+        return engine.cache_spec(zoo.checkpoints.config_json(name))
     except ValueError as exc:
         for f in fields:
             obs.skipped(f, "exact", f"no reference rule for {name}'s layers: {exc}")
         return None
 
 
-def dispatch(zoo: Any, case: Case) -> Observation:
+def dispatch(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     max_len = zoo.prompt_ids(case.model, PROMPT).shape[1] + STATIC_HEADROOM
@@ -135,7 +138,7 @@ def dispatch(zoo: Any, case: Case) -> Observation:
     return obs
 
 
-def lengths(zoo: Any, case: Case) -> Observation:
+def lengths(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
@@ -183,7 +186,7 @@ def lengths(zoo: Any, case: Case) -> Observation:
                   {"prefill": ref_seq_p, "decode": ref_seq_d})
     if any(shapes):
         obs.reference("state_shapes_vs_reference", shapes,
-                      engine.state_shapes(zoo.config_json(case.model), ref["layer_types"]))
+                      engine.state_shapes(zoo.checkpoints.config_json(case.model), ref["layer_types"]))
     problems = engine.held_problems(ref, [("prefill", after_prefill["held"], need_p, ref_seq_p),
                                           ("decode", held_after, need_d, ref_seq_d)])
     obs.reference("held_vs_reference", problems, [],
@@ -191,7 +194,7 @@ def lengths(zoo: Any, case: Case) -> Observation:
     return obs
 
 
-def rollback(zoo: Any, case: Case) -> Observation:
+def rollback(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
@@ -219,25 +222,25 @@ def rollback(zoo: Any, case: Case) -> Observation:
     rolled, state, _ = result
     obs.add("rollback", state)
     obs.reference("rollback_vs_fresh", *narrowed(rolled, fresh), kind="tensor", implementations_differ=False)
-    reference = zoo.reference(case.model)
+    reference = zoo.oracle.model(case.model)
     if reference is None:
-        obs.skipped("rollback_vs_engine", "tensor", zoo.engine_gap(case.model))
+        obs.skipped("rollback_vs_engine", "tensor", zoo.oracle.gap(case.model))
         return obs
     expected = engine.logits_cached(zoo, case.model, [*ids[0].tolist(), *feed])[-len(feed):]
     obs.reference("rollback_vs_engine", *narrowed(rolled, expected), kind="tensor")
     return obs
 
 
-def engine_rollback(zoo: Any, case: Case, ids: torch.Tensor, draft: list[int], feed: list[int],
+def engine_rollback(zoo: Zoo, case: Case, ids: torch.Tensor, draft: list[int], feed: list[int],
                     fresh: torch.Tensor) -> Observation:
     """engine_rollback_vs_fresh: the reference engine's own rollback (rewind: truncation for KV
     caches, the snapshot before the draft for recurrent states) run on the same prompt, wrong
     draft and fed tokens, against transformers' fresh run - what a rollback on this model must
     give, whether or not the installed transformers can do it."""
     obs = Observation()
-    reference = zoo.reference(case.model)
+    reference = zoo.oracle.model(case.model)
     if reference is None:
-        obs.skipped("engine_rollback_vs_fresh", "tensor", zoo.engine_gap(case.model))
+        obs.skipped("engine_rollback_vs_fresh", "tensor", zoo.oracle.gap(case.model))
         return obs
     prompt = ids[0].cpu()
 
@@ -250,7 +253,7 @@ def engine_rollback(zoo: Any, case: Case, ids: torch.Tensor, draft: list[int], f
         return torch.stack([reference.forward(torch.tensor([t]), torch.tensor([len(prompt) + i]), caches).logits[-1]
                             for i, t in enumerate(feed)])
 
-    rows = zoo.engine_answer("rollback", (case.model,), {"prompt": prompt.tolist(), "draft": list(draft),
+    rows = zoo.oracle.answer("rollback", (case.model,), {"prompt": prompt.tolist(), "draft": list(draft),
                                                          "feed": list(feed)}, rewound)
     obs.reference("engine_rollback_vs_fresh", *narrowed(fresh, rows), kind="tensor")
     return obs

@@ -63,12 +63,15 @@ and the first call once more without the config (eager), for the secondary refer
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.engine.teacher_forced import Forced, teacher_forced
 from harness.schema import Case, Observation
 from harness.subjects import engine
 from harness.subjects.hf_compiled import compile_config, reset, run
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 PROMPTS = ("short-0", "short-1")  # the second cut to the first's length at most: it fits the first's cache
 NEW_TOKENS, SHORTER, LONGER = 8, 4, 16
@@ -76,7 +79,7 @@ CALLS = (("first", 0, NEW_TOKENS), ("other", 1, NEW_TOKENS), ("shorter", 0, SHOR
 WITHIN_CACHE = ("other", "shorter")
 
 
-def observe(zoo: Any, case: Case) -> Observation:
+def observe(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     backend = case.param("backend")
     lm = zoo.load(case.model)
@@ -109,7 +112,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                   {f"{n}: eager forwards after the first": 0 for n in steps}, implementations_differ=False)
     obs.reference("no_recompile_within_cache", {n: got[n].compiles for n in WITHIN_CACHE},
                   dict.fromkeys(WITHIN_CACHE, 0), implementations_differ=False)
-    gap = zoo.engine_gap(case.model)
+    gap = zoo.oracle.gap(case.model)
     rows = {name: (prompts[p][0].tolist(), ran[name].tokens) for name, p, _ in CALLS if name in ran}
     if gap:
         obs.add("tokens", [t for _, t in rows.values()], kind="tokens",

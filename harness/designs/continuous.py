@@ -96,7 +96,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -116,6 +116,9 @@ from harness.schema import Case, Observation
 from harness.settings.config import Thresholds
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Served, run_batch
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 EOS = engine.EOS
 SAMPLING = {"temperature": 3.0, "top_k": 3}
@@ -200,12 +203,12 @@ def beam_outcome(served: Served, greedy: Sequence[Sequence[int]]) -> str:
 # observation
 
 
-def _engine_stream(zoo: Any, case: Case, prompt: str, ids: list[int]):
+def _engine_stream(zoo: Zoo, case: Case, prompt: str, ids: list[int]):
     """The engine's greedy decode of one prompt alone (model eos only), through the answer cache."""
     return engine.decode_cached(zoo, Case(case.model, prompt=prompt, new_tokens=case.new_tokens), ids)
 
 
-def _logits_of(zoo: Any, name: str) -> Callable[[list[int]], torch.Tensor]:
+def _logits_of(zoo: Zoo, name: str) -> Callable[[list[int]], torch.Tensor]:
     return lambda tokens: engine.logits_cached(zoo, name, tokens)
 
 
@@ -218,7 +221,7 @@ def _failed(obs: Observation, served: Served, names: Sequence[tuple[str, str]]) 
     return bool(why)
 
 
-def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
+def observe(zoo: Zoo, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
     """The case's fields; `alpha`: the run's per-test level (draws_as_engine's)."""
     if case.param("check") == "requests":  # the manager, each request with its own settings, streamed
         return continuous_requests.observe(zoo, case, thresholds, alpha)
@@ -226,7 +229,7 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -
     check, names = case.param("check"), list(case.param("prompts"))
     lm = zoo.load(case.model)
     prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p in names]
-    gap = zoo.engine_gap(case.model)
+    gap = zoo.oracle.gap(case.model)
     streams = None if gap else [_engine_stream(zoo, case, n, p) for n, p in zip(names, prompts, strict=True)]
     eos: list[int] = [EOS]
     if check == "greedy" and streams is not None:
@@ -358,7 +361,7 @@ def _references(check: str) -> tuple[tuple[str, str], ...]:
             "beam": ()}[check]
 
 
-def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int], list[float], list[float]]:
+def _solo(zoo: Zoo, case: Case, prompt: str, eos: list[int]) -> tuple[list[int], list[float], list[float]]:
     """generate() of one prompt alone, greedy (the model's eos), cut by `stopped` at the case's eos
     list - greedy is deterministic, so the cut stream is the one an eos list would stop; (tokens,
     margins, scales) of generate()'s own scores."""
@@ -367,7 +370,7 @@ def _solo(zoo: Any, case: Case, prompt: str, eos: list[int]) -> tuple[list[int],
     return tokens, got.margins[:len(tokens)], got.scales[:len(tokens)]
 
 
-def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: list[list[int]],
+def _sampled(zoo: Zoo, case: Case, obs: Observation, served: Served, prompts: list[list[int]],
              thresholds: Thresholds, alpha: float) -> Observation:
     obs.add("tokens", served.rows, kind="tokens", seeded_by="draws_as_engine")
     chain = pipeline.build({"do_sample": True, **SAMPLING}, prompts[0])
@@ -375,7 +378,7 @@ def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: li
     for p, drawn, logprobs in zip(prompts, served.rows, served.logprobs, strict=True):
         context = [*p, *drawn]
         logits = engine.logits_cached(zoo, case.model, context)
-        outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.dtype_of(case.model), thresholds)))
+        outside.append(outside_support(logits, len(p), drawn, chain, context, support_slack(zoo.checkpoints.dtype_of(case.model), thresholds)))
         row = step_logprobs(logits, len(p), drawn, chain, context)
         steps += row
         draws += list(drawn)
@@ -384,8 +387,8 @@ def _sampled(zoo: Any, case: Case, obs: Observation, served: Served, prompts: li
             theirs.append(logprobs[:len(ours[-1])])
     obs.reference("in_support", outside, [[] for _ in prompts], implementations_differ=False)
     draws_as_engine(obs, steps, draws, alpha)
-    if zoo.dtype_of(case.model) != "fp32":
-        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
+    if zoo.checkpoints.dtype_of(case.model) != "fp32":
+        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.checkpoints.dtype_of(case.model)}, the engine in fp32: "
                     "a log-probability's rounding follows the logits' magnitude over the temperature (|z| u / T), not its "
                     "own, so the dtype's per-element rule does not bound it - the fp32 run checks it",
                     category="not-checked")

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -70,6 +70,9 @@ from harness.schema import Case, Observation
 from harness.settings.config import Thresholds
 from harness.subjects import engine
 from harness.subjects.hf_continuous import Request, Streamed, run_requests
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 EOS = engine.EOS
 SAMPLING = {"temperature": 1.5, "top_k": 3}  # the config's: what a request without its own settings draws with
@@ -221,7 +224,7 @@ def _chain(settings: dict[str, Any], prompt: list[int]) -> list:
     return pipeline.build({"do_sample": True, **SAMPLING, **settings}, prompt)
 
 
-def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
+def observe(zoo: Zoo, case: Case, thresholds: Thresholds, alpha: float = 0.01) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p, *_ in REQUESTS]
@@ -258,9 +261,9 @@ def observe(zoo: Any, case: Case, thresholds: Thresholds, alpha: float = 0.01) -
     obs.add("tokens", rows, kind="tokens", margins=[f.gaps for f in forced], scales=[f.scales for f in forced],
             oracle="tokens_as_engine")
     obs.add("drawn", served.rows[1], seeded_by="draws_as_engine")
-    if zoo.engine_gap(case.model):
+    if zoo.oracle.gap(case.model):
         for name, kind in REFERENCES:
-            obs.skipped(name, kind, zoo.engine_gap(case.model))
+            obs.skipped(name, kind, zoo.oracle.gap(case.model))
         return obs
     missing = {name: [s for s in needs if not served.took.get(s)] for name, needs in NEEDS.items()}
 
@@ -296,19 +299,19 @@ def _cut(stream: Sequence[int], max_new_tokens: int, eos: Sequence[int]) -> list
     return out[:expected_end(out, max_new_tokens, eos)]
 
 
-def _sampling_references(zoo: Any, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
+def _sampling_references(zoo: Zoo, case: Case, obs: Observation, served: Streamed, prompts: list[list[int]],
                          lacks: Any, thresholds: Thresholds, alpha: float) -> None:
     p, drawn = prompts[1], served.rows[1]
     context = [*p, *drawn]
     logits = engine.logits_cached(zoo, case.model, context)
     outside = outside_support(logits, len(p), drawn, _chain({}, p), context,
-                              support_slack(zoo.dtype_of(case.model), thresholds))
+                              support_slack(zoo.checkpoints.dtype_of(case.model), thresholds))
     obs.reference("in_support", outside, [], implementations_differ=False)
     draws_as_engine(obs, step_logprobs(logits, len(p), drawn, _chain({}, p), context), drawn, alpha)
     if lacks("logprobs_as_engine", "tensor"):
         return
-    if zoo.dtype_of(case.model) != "fp32":
-        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.dtype_of(case.model)}, the engine in fp32: "
+    if zoo.checkpoints.dtype_of(case.model) != "fp32":
+        obs.skipped("logprobs_as_engine", "tensor", f"the model runs in {zoo.checkpoints.dtype_of(case.model)}, the engine in fp32: "
                     "a log-probability's rounding is not bounded by the dtype's rule - the fp32 run checks it",
                     category="not-checked")
         return

@@ -9,16 +9,19 @@ a version without it records ``supports_<feature> = False`` (a capability: the c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_contracts import PROBES
 
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
+
 PROBE_KEYS = ("probe", "requires")
 
 
-def observe(zoo: Any, case: Case, tmp: Path) -> Observation:
+def observe(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     obs = Observation()
     if not hf.requires(obs, case.param("requires")):
         return obs

@@ -60,12 +60,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.schema import Case, Observation
 from harness.settings import budget
 from harness.settings.run import RunSettings
 from harness.subjects import hf, hf_compiled, hf_latency, timing
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 DEEP_FACTOR = 3  # a deep run takes this many times the samples
 SERVING_SAMPLES = 10  # per serving field (compiled steady state, the requests in turn)
@@ -164,7 +167,7 @@ def _memory(obs: Observation, name: str, fn: Callable[[], Any], device: str) -> 
     obs.add(name, timing.peak_memory(fn, device), kind="memory")
 
 
-def prefill(zoo: Any, case: Case, run: RunSettings) -> Observation:
+def prefill(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     model = zoo.load(case.model).model
     for prompt in ("short", "long"):
@@ -179,7 +182,7 @@ def prefill(zoo: Any, case: Case, run: RunSettings) -> Observation:
     return obs
 
 
-def decode(zoo: Any, case: Case, run: RunSettings) -> Observation:
+def decode(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     model = zoo.load(case.model).model
     ids = zoo.prompt_ids(case.model, "short-0")
@@ -195,7 +198,7 @@ def decode(zoo: Any, case: Case, run: RunSettings) -> Observation:
     return obs
 
 
-def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
+def generate(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     ids = zoo.prompt_ids(case.model, "short-0")
     owner = getattr(zoo, "user", {}).get(case.model)
@@ -234,7 +237,7 @@ def generate(zoo: Any, case: Case, run: RunSettings) -> Observation:
     return obs
 
 
-def serving(zoo: Any, case: Case, run: RunSettings) -> Observation:
+def serving(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     """The serving paths, timed: compiled static-cache generate() in its steady state, and the batching
     prompts through generate() one after another beside continuous batching's wall time (information)."""
     obs = Observation()
@@ -266,7 +269,7 @@ def serving(zoo: Any, case: Case, run: RunSettings) -> Observation:
     return obs
 
 
-def _compiled(obs: Observation, zoo: Any, case: Case, model: Any, ids: Any, cal: hf_latency.Calibration,
+def _compiled(obs: Observation, zoo: Zoo, case: Case, model: Any, ids: Any, cal: hf_latency.Calibration,
               n: int) -> None:
     call = hf_latency.compiled_generate(model, ids, case.new_tokens)
     first = call()  # compiles
@@ -285,6 +288,6 @@ def _compiled(obs: Observation, zoo: Any, case: Case, model: Any, ids: Any, cal:
 OBSERVE = {"prefill": prefill, "decode": decode, "generate": generate, "serving": serving}
 
 
-def observe(zoo: Any, case: Case, run: RunSettings) -> Observation:
+def observe(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     """The case's timings: `<model>.prefill`, `<model>.decode`, `<model>.generate` or `<model>.serving`."""
     return OBSERVE[case.id.rsplit(".", 1)[1]](zoo, case, run)

@@ -55,12 +55,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.engine import pipeline
 from harness.schema import Case, Observation
 from harness.subjects import hf_loading as hf
 from harness.subjects import observe
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 CONFIG_FILE, GENERATION_FILE = "config.json", "generation_config.json"
 BUDGET_KEYS = ("max_length",)  # lengths written as a budget over the prompt (see `absolute`)
@@ -231,14 +234,14 @@ def plain_row(result: dict[str, Any], prompt_len: int) -> dict[str, Any]:
 # the observation
 
 
-def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
+def observe_load(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     """One checkpoint loaded with no arguments: what it resolved, and (where the variant asks) the
     precedence of every route."""
     obs = Observation()
     variant = variant_of(case)
-    source = zoo.directory(case.model)
+    source = zoo.checkpoints.directory(case.model)
     ids = zoo.memo(("loading-ids", case.model, case.prompt),
-                   lambda: hf.tokenizer_ids(source, zoo.prompt_text(case.model, case.prompt)))
+                   lambda: hf.tokenizer_ids(source, zoo.checkpoints.prompt_text(case.model, case.prompt)))
     prompt_len = int(ids.shape[1])
     directory = build(source, variant, tmp, prompt_len) if variant.edits else source
     model, err = observe(lambda: hf.plain_load(directory))
@@ -274,7 +277,7 @@ def observe_load(zoo: Any, case: Case, tmp: Path) -> Observation:
     return obs
 
 
-def logits_vs_engine(obs: Observation, zoo: Any, case: Case, model: Any, ids: Any, dtype: str) -> None:
+def logits_vs_engine(obs: Observation, zoo: Zoo, case: Case, model: Any, ids: Any, dtype: str) -> None:
     """As shipped: what the plain load computes - its logits at the prompt's last position (`logits`) -
     held to the engine's (`logits_vs_engine`) where the engine implements the model and the load
     is not coarser than the run's dtype (the engine's); `attn_implementation` is their mechanism."""
@@ -284,8 +287,8 @@ def logits_vs_engine(obs: Observation, zoo: Any, case: Case, model: Any, ids: An
     from harness.subjects.hf_cache import logits, narrowed, top_values
 
     mine = logits(model, ids)[-1:]
-    gap = zoo.engine_gap(case.model)
-    run_dtype = zoo.dtype_of(case.model)
+    gap = zoo.oracle.gap(case.model)
+    run_dtype = zoo.checkpoints.dtype_of(case.model)
     # an fp32 load against a bf16 run's engine is held at the run's (coarser) rounding; a bf16 load
     # against an fp32 engine would be held to fp32's tolerance, which its own rounding exceeds
     coarser = dtype not in (run_dtype, "fp32")

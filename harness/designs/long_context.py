@@ -59,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -71,6 +71,9 @@ from harness.subjects import engine
 from harness.subjects.hf import from_pretrained, top2_margin, top2_scale
 from harness.subjects.hf_cache import narrowed
 from harness.subjects.hf_long_context import Rotary, forward_logits, greedy, rotary
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 ATTENTION_DIGITS = 6
 # a reference to a quantity computed in fp32 in any run (inv_freq, attention factors): fp32 tolerance
@@ -138,16 +141,16 @@ def _unscaled(reference: Model) -> Model:
     return Model(dataclasses.replace(reference.cfg, rope_scaling=None), reference.w, reference.path)
 
 
-def engine_logits(zoo: Any, name: str, tokens: list[int], scaled: bool = True) -> torch.Tensor:
+def engine_logits(zoo: Zoo, name: str, tokens: list[int], scaled: bool = True) -> torch.Tensor:
     if scaled:
         return engine.logits_cached(zoo, name, tokens)
-    reference = zoo.reference(name)
+    reference = zoo.oracle.model(name)
 
     def compute() -> torch.Tensor:
         t = torch.tensor(tokens)
         return _unscaled(reference).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
 
-    return zoo.engine_answer("logits-unscaled-rope", (name,), {"tokens": list(tokens)}, compute)
+    return zoo.oracle.answer("logits-unscaled-rope", (name,), {"tokens": list(tokens)}, compute)
 
 
 def engine_rope(reference: Model) -> tuple[list[float], float]:
@@ -159,7 +162,7 @@ def engine_rope(reference: Model) -> tuple[list[float], float]:
 # cases
 
 
-def observe(zoo: Any, case: Case, tmp: Path) -> Observation:
+def observe(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     check = case.param("check")
     if check == "far":
         return far(zoo, case)
@@ -168,10 +171,10 @@ def observe(zoo: Any, case: Case, tmp: Path) -> Observation:
     return batch_past_window(zoo, case)
 
 
-def far(zoo: Any, case: Case) -> Observation:
+def far(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
-    reference = zoo.reference(case.model)
+    reference = zoo.oracle.model(case.model)
     prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
     scaling = reference.cfg.rope_scaling
     obs.add("positions", {"original_max": scaling.original_max, "prompt_tokens": len(prompt),
@@ -211,9 +214,9 @@ def far(zoo: Any, case: Case) -> Observation:
     return obs
 
 
-def legacy_key(zoo: Any, case: Case, tmp: Path) -> Observation:
+def legacy_key(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     obs = Observation()
-    source = zoo.directory(case.model)
+    source = zoo.checkpoints.directory(case.model)
     target = tmp / f"{case.model}.legacy-key"
     target.mkdir(parents=True)
     for path in sorted(source.iterdir()):
@@ -221,7 +224,7 @@ def legacy_key(zoo: Any, case: Case, tmp: Path) -> Observation:
             (target / path.name).symlink_to(path.resolve())
     config = legacy_config(json.loads((source / "config.json").read_text(encoding="utf-8")), case.param("type_key"))
     (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    model, _ = from_pretrained(target, dtype=zoo.dtype_of(case.model), device=zoo.device)
+    model, _ = from_pretrained(target, dtype=zoo.checkpoints.dtype_of(case.model), device=zoo.device)
     got, shipped = rotary(model), rotary(zoo.load(case.model).model)
     rope_fields(obs, got)
     obs.reference("rope_equals_as_shipped", {"rope_type": got.rope_type, "attention_scaling": got.attention_scaling},
@@ -230,13 +233,13 @@ def legacy_key(zoo: Any, case: Case, tmp: Path) -> Observation:
     obs.reference("inv_freq_equals_as_shipped", got.inv_freq, shipped.inv_freq, kind="tensor",
                   implementations_differ=False, **FP32_SCALARS)
     prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
-    far_from = zoo.reference(case.model).cfg.rope_scaling.original_max
+    far_from = zoo.oracle.model(case.model).cfg.rope_scaling.original_max
     ours = engine_logits(zoo, case.model, prompt)[far_from:]
     obs.reference("prompt_logits_vs_engine", *narrowed(forward_logits(model, prompt)[far_from:], ours), kind="tensor")
     return obs
 
 
-def batch_past_window(zoo: Any, case: Case) -> Observation:
+def batch_past_window(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     first, second = case.param("prompts")
@@ -245,7 +248,7 @@ def batch_past_window(zoo: Any, case: Case) -> Observation:
     pad = lm.model.config.pad_token_id or 0
     width = max(len(r) for r in rows)
     obs.add("setup", {"prompt_tokens": [len(r) for r in rows], "pads": [width - len(r) for r in rows],
-                      "window": zoo.config_json(case.model).get("sliding_window")})
+                      "window": zoo.checkpoints.config_json(case.model).get("sliding_window")})
     batch = greedy(lm.model, *pad_rows(rows, pad, LEFT), case.new_tokens, pad)
     obs.add("error", batch.error)
     if batch.error is not None:
@@ -264,8 +267,8 @@ def batch_past_window(zoo: Any, case: Case) -> Observation:
         observed = torch.cat([torch.tensor(batch.scores[r][:k]) for r, k in enumerate(keep)])
         expected = torch.cat([torch.tensor(s.scores[0][:k]) for s, k in zip(solo, keep, strict=True)])
         obs.reference("batch_logits_vs_solo", *narrowed(observed, expected), kind="tensor")
-    if zoo.reference(case.model) is None:
-        obs.skipped("batch_logits_vs_engine", "tensor", zoo.engine_gap(case.model))
+    if zoo.oracle.model(case.model) is None:
+        obs.skipped("batch_logits_vs_engine", "tensor", zoo.oracle.gap(case.model))
         return obs
     counted = [until_eos(t, eos_of(lm.model)) for t in batch.tokens]
     ours = torch.cat([engine_logits(zoo, case.model, r + t[:k])[step_positions(len(r), k)]

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -54,6 +54,9 @@ from harness.checking import stats
 from harness.engine import verify
 from harness.fixtures import prompts
 from harness.schema import Case, Observation
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 SEED = 1234
 MIN_P = 1e-3
@@ -80,7 +83,7 @@ def case_seed(case: Case, salt: int = 0) -> int:
 # contexts
 
 
-def _distributions(zoo: Any, ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def _distributions(zoo: Zoo, ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Target and assistant next-token probabilities (fp64) after every prefix of `ids`: [L, V]."""
     from harness.subjects import engine
 
@@ -88,7 +91,7 @@ def _distributions(zoo: Any, ids: Sequence[int]) -> tuple[torch.Tensor, torch.Te
     return out[0], out[1]
 
 
-def context_ids(zoo: Any, ctx: Context) -> list[int]:
+def context_ids(zoo: Zoo, ctx: Context) -> list[int]:
     ids = zoo.load(TARGET).tokenizer(prompts.BY_ID[ctx.prompt].text).input_ids
     if not MIN_PREFIX <= ctx.length <= len(ids):
         raise ValueError(f"context {ctx} is not a prefix of prompt {ctx.prompt!r} ({len(ids)} tokens)")
@@ -98,7 +101,7 @@ def context_ids(zoo: Any, ctx: Context) -> list[int]:
 _INPUTS: dict[tuple[int, Context], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def step_inputs(zoo: Any, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+def step_inputs(zoo: Zoo, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     """(p, q): target and assistant next-token probabilities (fp64) after the context."""
     key = (id(zoo), ctx)
     if key not in _INPUTS:
@@ -117,7 +120,7 @@ def correction_from_p_tv(p: torch.Tensor, q: torch.Tensor) -> float:
     return rejection * verify.tv_distance(p, residual / residual.sum())
 
 
-def search_contexts(zoo: Any, count: int = len(CONTEXTS)) -> tuple[Context, ...]:
+def search_contexts(zoo: Zoo, count: int = len(CONTEXTS)) -> tuple[Context, ...]:
     """The documented search behind `CONTEXTS` (see the module docstring)."""
     found = []
     for order, prompt in enumerate(prompts.PROMPTS):
@@ -237,7 +240,7 @@ def observe(run: Verifier, p: torch.Tensor, q: torch.Tensor, w: float | None, pl
     return obs
 
 
-def observe_case(zoo: Any, case: Case, alpha: float, tv_max: float, salt: int = 0) -> Observation:
+def observe_case(zoo: Zoo, case: Case, alpha: float, tv_max: float, salt: int = 0) -> Observation:
     """The bias suite's case through transformers' own verifier (harness/subjects/hf.py
     `speculative_sampling`): the installed version's capability first, then `observe`."""
     from harness.subjects import hf

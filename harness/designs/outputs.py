@@ -71,7 +71,7 @@ Computed in the same run:
                            the wrong distribution is seen at any margin, in bf16 too
   equals_reference_engine  greedy paths (plain, lossless, ensemble-greedy) equal the engine's tokens
                            (different implementations: a flip at a near-tie is a tie-flip); skipped
-                           with the reason for a model the engine does not implement (`Zoo.engine_gap`);
+                           with the reason for a model the engine does not implement (`Zoo.oracle.gap`);
                            under a user model's budget plan a lossless path and the static cache are
                            compared with the engine's plain dynamic decode (the same greedy tokens)
 A path the installed version does not support records its capability and stops with the reason.
@@ -87,7 +87,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -100,15 +100,18 @@ from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
 from harness.subjects.hf_cache import narrowed, top_values
 
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
-def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
+
+def observe(zoo: Zoo, case: Case, run: RunSettings, alpha: float) -> Observation:
     obs = Observation()
     if not hf.requires(obs, hf.PATH_FEATURE.get(case.path), probe=lambda: zoo.generate(case)):
         return obs
     got = zoo.generate(case)
     obs.add("error", got.error, show={"ran_with": got.setup} if got.setup else None)  # the setup, beside it
     if got.error is not None:
-        if case.path != "plain" and case.decoding == "greedy" and zoo.stateful(case.model):
+        if case.path != "plain" and case.decoding == "greedy" and zoo.checkpoints.stateful(case.model):
             obs.merge(engine_in_its_place(zoo, case))
         return obs
     ran_on = str((got.setup or {}).get("cache") or "")
@@ -118,7 +121,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
                  diff={"asked": "static", "ran_on": ran_on})
     tok = zoo.load(case.model).tokenizer
     if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
-        context = {} if not zoo.is_user(case.model) else {"prompt": case.prompt}
+        context = {} if not zoo.checkpoints.is_user(case.model) else {"prompt": case.prompt}
         spec = sampling.SamplingSpec(case.model, case.path, "default", case.weight, case.assistant, **context)
         # one G-test of the counts (no twin); N sized for it and the sampled acceptance rate below
         obs.merge(sampling.observe(zoo, spec, run, alpha, field="distribution", whitebox=False,
@@ -130,7 +133,7 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
     obs.add("text", tok.decode(got.tokens), follows="tokens")
     sampled = case.decoding == "sample" and case.path == "plain" and got.built_config is not None
     judged = ((case.decoding == "greedy" and (case.lossless or case.path == "plain") or sampled)
-              and bool(got.first_logits) and not zoo.engine_gap(case.model))
+              and bool(got.first_logits) and not zoo.oracle.gap(case.model))
     obs.add("first_logits", top_values(got.first_logits), kind="tensor", show={"ran_with": got.setup},
             **({"oracle": "first_logits_vs_engine"} if judged else {}))
     if judged:
@@ -196,14 +199,14 @@ def observe(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation
         if case.path == "ensemble" and got.drafts:
             steps_as_ensemble(obs, zoo, case, got)
         if case.path != "plain" and case.lossless and _engine_twin(zoo, case) == case:
-            acceptance_vs_engine(obs, got, ours, case, zoo.dtype_of(case.model), run.config.thresholds.tie_eps("fp32"))
+            acceptance_vs_engine(obs, got, ours, case, zoo.checkpoints.dtype_of(case.model), run.config.thresholds.tie_eps("fp32"))
     if case.path == "ensemble" and plain is not None:
         obs.add("divergence_from_plain", first_divergence(got.tokens, plain.tokens), w=case.weight, follows="tokens",
                 show={"plain_text": tok.decode(plain.tokens), "ensemble_text": tok.decode(got.tokens)})
     return obs
 
 
-def steps_as_engine(obs: Observation, zoo: Any, case: Case, tokens: list[int]) -> None:
+def steps_as_engine(obs: Observation, zoo: Zoo, case: Case, tokens: list[int]) -> None:
     """steps_as_engine: each generated token against the engine's argmax after the library's own prefix
     (harness/engine/teacher_forced.py), one single-token row per step so that the tie rule judges each
     step alone - equals_reference_engine ends at the first near-tie, this does not (a bf16 state that
@@ -223,7 +226,7 @@ def drafted_within_k(obs: Observation, case: Case, got: Any) -> None:
                   implementations_differ=False)
 
 
-def speculative_steps(zoo: Any, case: Case, got: Any) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
+def speculative_steps(zoo: Zoo, case: Case, got: Any) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
     """(step, its drafts, the context they were drafted from, the tokens the step emitted) per verification
     step of a speculative run: the context is the prompt and every token emitted before the step, the
     step emits its accepted drafts and one target token (`acceptance_trace`'s counting)."""
@@ -235,7 +238,7 @@ def speculative_steps(zoo: Any, case: Case, got: Any) -> Iterator[tuple[int, lis
         pos += ok + 1
 
 
-def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+def drafts_as_drafter(obs: Observation, zoo: Zoo, case: Case, got: Any) -> None:
     """drafts_as_drafter: each token a model drafter proposed against the engine's drafter after the same
     context (teacher-forced, harness/engine/teacher_forced.py): the step's context is the prompt and
     the tokens emitted before it; an assistant's j-th draft is judged after its own first j drafts (the
@@ -259,7 +262,7 @@ def drafts_as_drafter(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
         engine.forced_reference(obs, "drafts_as_drafter", tokens, Forced.join(parts), labels)
 
 
-def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+def steps_as_ensemble(obs: Observation, zoo: Zoo, case: Case, got: Any) -> None:
     """steps_as_ensemble: each token an ensemble-greedy step emitted against the ensemble rule on the
     engine's target and assistant after the library's own context and drafts (harness/engine/
     teacher_forced.py `ensemble_step`: argmax of w p + (1 - w) q at a drafted position, of p at the
@@ -279,7 +282,7 @@ def steps_as_ensemble(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
         engine.forced_reference(obs, "steps_as_ensemble", tokens, Forced.join(parts), labels, w=case.weight)
 
 
-def ensemble_on_own_scores(obs: Observation, zoo: Any, case: Case, got: Any) -> None:
+def ensemble_on_own_scores(obs: Observation, zoo: Zoo, case: Case, got: Any) -> None:
     """ensemble_on_own_scores: each token an ensemble-greedy step emitted against the ensemble rule on
     the library's own numbers - its processed target scores at the emitted positions and the drafter's
     candidate logits of the step (harness/engine/verify.py `ensemble_greedy_on_scores`, float32 as the
@@ -359,7 +362,7 @@ def processed_first_step(config: dict[str, Any], case: Case, prompt: list[int], 
     return processors.apply(logits[0], prompt, chain)[None]
 
 
-def engine_in_its_place(zoo: Any, case: Case) -> Observation:
+def engine_in_its_place(zoo: Zoo, case: Case) -> Observation:
     """A speculative path the installed transformers refuses (assisted decoding and prompt lookup on
     a model with recurrent-state layers: "not supported with stateful models") is run by the
     reference engine instead - its recurrent caches roll back by snapshot - so the record shows
@@ -386,7 +389,7 @@ def engine_in_its_place(zoo: Any, case: Case) -> Observation:
     return obs
 
 
-def _engine_twin(zoo: Any, case: Case) -> Case:
+def _engine_twin(zoo: Zoo, case: Case) -> Case:
     """The case whose engine decode `equals_reference_engine` compares with: the case itself; under
     a user model's budget plan, for a lossless path or the static cache, plain greedy in the dynamic
     cache - the same expected tokens (greedy decoding is what a lossless path and either cache must
@@ -397,9 +400,9 @@ def _engine_twin(zoo: Any, case: Case) -> Case:
     return replace(case.plain(), cache="dynamic")
 
 
-def _engine_gap(zoo: Any, case: Case) -> str:
-    return zoo.engine_gap(case.model) or (zoo.engine_gap(case.assistant) if case.assistant else "")
+def _engine_gap(zoo: Zoo, case: Case) -> str:
+    return zoo.oracle.gap(case.model) or (zoo.oracle.gap(case.assistant) if case.assistant else "")
 
 
-def _engine_decode(zoo: Any, case: Case):
+def _engine_decode(zoo: Zoo, case: Case):
     return engine.decode_cached(zoo, case, zoo.prompt_ids(case.model, case.prompt)[0].tolist())

@@ -43,7 +43,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 PROTOCOL = 1
 WARMUP = 2  # untimed calls of each field before its first timed one
@@ -90,7 +93,7 @@ def select(patterns: Sequence[str]) -> tuple[PairedField, ...]:
 # the worker (runs in each env)
 
 
-def build(zoo: Any, field: PairedField) -> tuple[Callable[..., Any], Callable[[], Any] | None]:
+def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[], Any] | None]:
     """The field's timed call and its untimed per-call setup (None), as the latency suite times it."""
     from harness import cases
     from harness.subjects import hf_latency

@@ -50,7 +50,7 @@ reference engine then runs the model with those dequantized weights in place of 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file
@@ -65,6 +65,9 @@ from harness.subjects import engine, fold_keys, hf
 from harness.subjects.hf import TORCH_DTYPES
 from harness.subjects.hf_cache import logits, narrowed
 from harness.subjects.hf_quantized import SCHEME, load, quantized_weights, require, weight_bytes
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 PROMPT, LOGITS_PROMPT = "short-0", "long-0"
 
@@ -82,11 +85,11 @@ def dequantized_engine(directory: Any, found: dict[str, tuple[torch.Tensor, torc
     return Model(Config.from_dict(json.loads((directory / "config.json").read_text())), weights, directory)
 
 
-def observe(zoo: Any, case: Case) -> Observation:
+def observe(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     version = require()
-    directory = zoo.directory(case.model)
-    dtype = zoo.dtype_of(case.model)
+    directory = zoo.checkpoints.directory(case.model)
+    dtype = zoo.checkpoints.dtype_of(case.model)
     obs.add("setup", {"scheme": SCHEME, "torchao": version})  # the dtype is the env key's
     model, error = load(directory, TORCH_DTYPES[dtype])
     obs.add("load_error", error)
@@ -119,7 +122,7 @@ def observe(zoo: Any, case: Case) -> Observation:
                   {n: violations(checkpoint[f"{n}.weight"].to(loaded), q, s, u) for n, (q, s, _) in found.items()},
                   {n: {"scale_not_absmax": 0, "beyond_half_step": 0, "out_of_range": 0} for n in found},
                   implementations_differ=False)
-    gap = zoo.engine_gap(case.model)
+    gap = zoo.oracle.gap(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=case.new_tokens,

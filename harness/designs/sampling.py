@@ -40,7 +40,7 @@ The case table is harness/cases/ `sampling`.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -53,6 +53,9 @@ from harness.engine.processors import Sampling
 from harness.schema import Case, Observation
 from harness.settings import budget
 from harness.settings.run import RunSettings
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 TV_DEFAULT = 0.25  # detectable TV of a default run's backstop (N 200-300: the white box carries the exactness)
 TV_PLAIN = 0.15  # ... on the plain path, whose draws are batched (PLAIN_BATCH a call): N 500-700 for ~0.1 s more a case
@@ -98,11 +101,11 @@ def bias(joint: Joint, target: Joint) -> float:
 # observing a case
 
 
-def context_ids(zoo: Any, spec: SamplingSpec) -> list[int]:
+def context_ids(zoo: Zoo, spec: SamplingSpec) -> list[int]:
     """The sampling context under the model's own tokenizer (a user model's prompt, else the zoo's)."""
-    return zoo.load(spec.model).tokenizer(zoo.prompt_text(spec.model, spec.prompt)).input_ids[: spec.prompt_tokens]
+    return zoo.load(spec.model).tokenizer(zoo.checkpoints.prompt_text(spec.model, spec.prompt)).input_ids[: spec.prompt_tokens]
 
-def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int],
+def expected_joint(zoo: Zoo, spec: SamplingSpec, settings: Sampling, prompt: list[int],
                    drafter: tuple[Sampling, ...] | None = None) -> tuple[Joint, Joint]:
     """(the path's exact joint, the target's) under `settings`: the reference engine's forward where it
     implements the family, else transformers' own plain forward (lossless paths only need p). The
@@ -110,7 +113,7 @@ def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: lis
     from harness.subjects import engine, hf_sampling
 
     def next_probs(name: str, chain: Any):
-        ref = zoo.reference(name)
+        ref = zoo.oracle.model(name)
         if ref is not None:
             return engine.next_token_probs(ref, prompt, chain)
         return hf_sampling.next_token_probs(zoo.load(name).model, chain)
@@ -125,14 +128,14 @@ def expected_joint(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: lis
     return path, target
 
 
-def boundary_ambiguity(zoo: Any, spec: SamplingSpec, settings: Sampling, prompt: list[int], target: Joint,
+def boundary_ambiguity(zoo: Zoo, spec: SamplingSpec, settings: Sampling, prompt: list[int], target: Joint,
                        eps: float) -> float:
     """The expected probability mass, over the first two positions, of tokens within `eps` (a
     logit margin: BOUNDARY_EPS of the dtype) of a top-k / top-p / min-p cut, from the fp32
     engine's logits: how much of the exact distribution the run's rounding may redraw."""
     from harness.engine.processors import boundary_mass
 
-    ref = zoo.reference(spec.model)
+    ref = zoo.oracle.model(spec.model)
     if ref is None:
         return 0.0
     first: dict[tuple[int, ...], float] = {}  # the first emitted token of each longer tuple, and its mass
@@ -163,7 +166,7 @@ def describe(settings: Any) -> str:
                      for p in settings)
 
 
-def draws(zoo: Any, spec: SamplingSpec, seed: int, n: int) -> Any:
+def draws(zoo: Zoo, spec: SamplingSpec, seed: int, n: int) -> Any:
     """The case's first n draws (extending the ones already drawn for another design of the case)."""
     from harness.subjects import hf_sampling
 
@@ -177,7 +180,7 @@ def draws(zoo: Any, spec: SamplingSpec, seed: int, n: int) -> Any:
     return hf_sampling.Draws(done.samples[:n], error=done.error, seconds=done.seconds)
 
 
-def whitebox_run(zoo: Any, spec: SamplingSpec, seed: int) -> Any:
+def whitebox_run(zoo: Zoo, spec: SamplingSpec, seed: int) -> Any:
     """The case's white-box calls (harness/designs/whitebox.py `observe`) on its model, path and setting."""
     from harness.designs import whitebox as wb
     from harness.subjects import hf_sampling
@@ -192,7 +195,7 @@ def whitebox_run(zoo: Any, spec: SamplingSpec, seed: int) -> Any:
                       draft_tokens=args["draft_tokens"])
 
 
-def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field: str = "joint",
+def observe(zoo: Zoo, spec: SamplingSpec, run: RunSettings, alpha: float, field: str = "joint",
             whitebox: bool = True, statistical: int = 1) -> Observation:
     """The case's fields (the design decides nothing itself):
       <field>_error      exact         the exception generate() raised, or None
@@ -233,9 +236,9 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
     settings, drafter, why = hf_sampling.effective(probe.processors), None, ""
     if settings is None and spec.weight is None and getattr(probe, "built_config", None) is not None:
         settings = harness_chain(probe.built_config, spec, prompt)
-        if BOUNDARY_EPS.get(zoo.dtype_of(spec.model)):
+        if BOUNDARY_EPS.get(zoo.checkpoints.dtype_of(spec.model)):
             why = (f"the exact distribution under {describe(settings)} is not determined at "
-                   f"{zoo.dtype_of(spec.model)}: the rounding margin of these processors' cuts is not modelled; "
+                   f"{zoo.checkpoints.dtype_of(spec.model)}: the rounding margin of these processors' cuts is not modelled; "
                    "fp32 runs check the fit, the white-box fields check every position here")
     elif settings is None:
         why = (f"the processors generate() applied are not `Sampling` settings and the harness's own list is not "
@@ -250,7 +253,7 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
         return obs
     path_joint, target = zoo.memo(("sampling-joint", spec, settings, drafter),
                                   lambda: expected_joint(zoo, spec, settings, prompt, drafter))
-    dtype = zoo.dtype_of(spec.model)
+    dtype = zoo.checkpoints.dtype_of(spec.model)
     eps = BOUNDARY_EPS.get(dtype)
     ambiguous = zoo.memo(("sampling-boundary", spec, settings, eps),
                          lambda: boundary_ambiguity(zoo, spec, settings, prompt, target, eps)) if eps else 0.0
@@ -280,7 +283,7 @@ def observe(zoo: Any, spec: SamplingSpec, run: RunSettings, alpha: float, field:
     return obs
 
 
-def observe_case(zoo: Any, case: Case, run: RunSettings, alpha: float) -> Observation:
+def observe_case(zoo: Zoo, case: Case, run: RunSettings, alpha: float) -> Observation:
     """The sampling suite's case: the path's generate() feature first (`supports_<feature>`), then `observe`."""
     from harness.subjects import hf
 

@@ -73,7 +73,7 @@ which TextStreamer refuses ("only supports batch size 1") - recorded as the erro
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -83,6 +83,9 @@ from harness.engine.stopping import StopRule, late_pieces, least_pieces, prefix_
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_stopping import STREAMERS, Stopped, SuppressUntil, stop_run, stream_run
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 NEVER_STOP_STRING = "@"  # one character (#31435); the zoo's stories never write it
 PICK_FROM = 2  # the eos token / stop word is taken from this step on, so a row runs a few tokens first
@@ -153,19 +156,19 @@ def text_pieces(pieces: Sequence[str], streamer: str) -> int:
 # stopping
 
 
-def _prompts(zoo: Any, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
+def _prompts(zoo: Zoo, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
     """The first prompt's ids [1, T], and both prompts cut to one length [2, L] (no padding)."""
     first, second = (zoo.prompt_ids(case.model, p) for p in case.param("prompts"))
     length = min(first.shape[1], second.shape[1])
     return first, torch.cat([first[:, :length], second[:, :length]])
 
 
-def _decoder(zoo: Any, model: str) -> Decoder | str:
+def _decoder(zoo: Zoo, model: str) -> Decoder | str:
     """The model's decode that is not the library's (harness/engine/detokenize.py), or why none."""
-    return zoo.memo(("stopping-decoder", model), lambda: Decoder.of(zoo.directory(model)))
+    return zoo.memo(("stopping-decoder", model), lambda: Decoder.of(zoo.checkpoints.directory(model)))
 
 
-def _unstopped(zoo: Any, case: Case, ids: torch.Tensor, extra: tuple = (), **settings: Any) -> Stopped:
+def _unstopped(zoo: Zoo, case: Case, ids: torch.Tensor, extra: tuple = (), **settings: Any) -> Stopped:
     lm = zoo.load(case.model)
     key = ("stopping-unstopped", case.model, tuple(map(tuple, ids.tolist())), case.new_tokens, extra)
     return zoo.memo(key, lambda: stop_run(lm.model, lm.tokenizer, ids, dict(
@@ -179,7 +182,7 @@ def _cannot(obs: Observation, reason: str) -> Observation:
     return obs.stop(reason)
 
 
-def stop(zoo: Any, case: Case) -> Observation:
+def stop(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     model, tok, check, n = lm.model, lm.tokenizer, case.param("check"), case.new_tokens
@@ -282,7 +285,7 @@ def _combination(streamer: str, skip_prompt: bool) -> str:
     return f"{streamer}.skip_prompt={skip_prompt}"
 
 
-def stream(zoo: Any, case: Case) -> Observation:
+def stream(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     if not hf.requires(obs, hf.PATH_FEATURE.get(case.path)):
         return obs

@@ -108,7 +108,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -131,6 +131,9 @@ from harness.subjects.hf_text import (
     supports_tools,
     tokenize_texts,
 )
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 TEXTS: dict[str, str] = {
     "plain": "Hello world",
@@ -278,10 +281,10 @@ def sha256(text: str) -> str:
 # tokenizers
 
 
-def tokenizer(zoo: Any, case: Case) -> Observation:
+def tokenizer(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     tok = zoo.load(case.model).tokenizer
-    directory = zoo.directory(case.model)
+    directory = zoo.checkpoints.directory(case.model)
     configured = configured_clean_up(directory)
     got = tokenize_texts(tok, TEXTS, configured)
     stages = pipeline(tok)
@@ -483,7 +486,7 @@ def control_tokens(obs: Observation, tok: Any) -> None:
                   controls(chat_ids(tok, plain)), implementations_differ=False)
 
 
-def chat(zoo: Any, case: Case) -> Observation:
+def chat(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     own = bool(case.param("own"))
@@ -496,7 +499,7 @@ def chat(zoo: Any, case: Case) -> Observation:
             template = template.get("default", next(iter(template.values())))
     else:
         template = TEMPLATE_FILE.read_text()
-        tok, error = chat_tokenizer(zoo.directory(case.model), template)
+        tok, error = chat_tokenizer(zoo.checkpoints.directory(case.model), template)
         if error is not None:
             obs.add("error", error)
             return obs.stop(f"the chat fixture's tokenizer did not load: {error['type']}: {error['message']}")

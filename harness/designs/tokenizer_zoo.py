@@ -74,7 +74,7 @@ tokenizer's files; the text suite's conversation, and one ending with an assista
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -106,6 +106,9 @@ from harness.subjects.hf_text import (
     render_family,
     tokenizer_setup,
 )
+
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
 
 SERVING_MODEL = "llama-target"  # whose weights generate through the zoo tokenizers (vocabulary 512)
 CHAT_TOKENS = 8
@@ -148,9 +151,9 @@ def _by_text(values: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: (v[key] if isinstance(v, dict) and key in v else v) for k, v in values.items()}
 
 
-def zoo_tokenizer(zoo: Any, case: Case) -> Observation:
+def zoo_tokenizer(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
-    directory = zoo.tokenizer_directory(case.model)
+    directory = zoo.checkpoints.tokenizer_directory(case.model)
     tok, error = load_tokenizer(directory)
     if error is not None:
         obs.add("load_error", error)
@@ -208,11 +211,11 @@ def _spm_contract(obs: Observation, tok: Any, cases_: dict[str, str], plain: dic
 # chat templates
 
 
-def zoo_chat(zoo: Any, case: Case) -> Observation:
+def zoo_chat(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     name = case.param("template")
     template = template_file(name).read_text()
-    directory = zoo.tokenizer_directory(case.model)
+    directory = zoo.checkpoints.tokenizer_directory(case.model)
     tok, error = load_tokenizer(directory, template)
     if error is not None:
         obs.add("load_error", error)

@@ -51,8 +51,9 @@ def case_witness(zoo, case) -> float | None:
     """The largest rounding witness of the case's models (its model, its assistant) in the dtype each is
     loaded in (harness/subjects/engine.py `rounding_witness`); None in fp32 or without an engine model."""
     from harness.subjects.engine import rounding_witness
+    from harness.subjects.hf import Zoo
 
-    if not hasattr(zoo, "is_model"):  # a unit test's stand-in
+    if not isinstance(zoo, Zoo):  # a unit test's stand-in
         return None
     names = [n for n in (getattr(case, "model", None), getattr(case, "assistant", None)) if isinstance(n, str) and n]
     found = [w for w in (zoo.memo(("rounding-witness", n), lambda n=n: rounding_witness(zoo, n)) for n in names)

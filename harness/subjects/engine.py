@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,8 +22,11 @@ from harness.engine.teacher_forced import Forced
 from harness.engine.witness import UNIT_ROUNDOFF
 from harness.engine.witness import rounding_witness as witness_of
 from harness.schema import Case, Observation
+from harness.subjects.oracle import EOS
 
-EOS = 2
+if TYPE_CHECKING:
+    from harness.subjects.hf import Zoo
+
 STATIC_MAX_LEN = 256
 
 # layer kind -> (dynamic, static) layer class transformers 5.24 builds for it
@@ -58,53 +61,53 @@ def decoded_of(data: dict[str, Any]) -> Decoded:
                           in data["steps"]])
 
 
-def decode_cached(zoo: Any, case: Case, prompt: list[int]) -> Decoded:
+def decode_cached(zoo: Zoo, case: Case, prompt: list[int]) -> Decoded:
     """`decode_case` for a case of the zoo, through its answer cache."""
     def compute() -> dict[str, Any]:
-        assistant = zoo.reference(case.assistant) if case.assistant else None
-        return decoded_data(decode_case(zoo.reference(case.model), assistant, case, prompt))
+        assistant = zoo.oracle.model(case.assistant) if case.assistant else None
+        return decoded_data(decode_case(zoo.oracle.model(case.model), assistant, case, prompt))
 
     args = {"case": dataclasses.asdict(case), "prompt": list(prompt)}
-    return decoded_of(zoo.engine_answer("decode", (case.model, case.assistant), args, compute))
+    return decoded_of(zoo.oracle.answer("decode", (case.model, case.assistant), args, compute))
 
 
-def logits_cached(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
+def logits_cached(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
     """The engine's logits [T, V] over `tokens` from position 0 (no cache), through the answer cache."""
     def compute() -> torch.Tensor:
         t = torch.tensor(tokens)
-        return zoo.reference(name).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
+        return zoo.oracle.model(name).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
 
-    return zoo.engine_answer("logits", (name,), {"tokens": list(tokens)}, compute)
+    return zoo.oracle.answer("logits", (name,), {"tokens": list(tokens)}, compute)
 
 
 WITNESS_PROMPT = "long-0"  # held-out real text (harness/fixtures/prompts.py): ~80 tokens
 
 
-def rounding_witness(zoo: Any, name: str) -> float | None:
+def rounding_witness(zoo: Zoo, name: str) -> float | None:
     """The engine's rounding witness of model `name` in the dtype the run loads it in (harness/engine/
     witness.py): its logits over the held-out prompt in that dtype against its fp32 logits, at the
     columns a reference compares (`narrowed`). None in fp32 / fp64, for a name that is no model's,
-    or where the engine does not implement the family (`engine_gap`). Tokenized by the `tokenizers` library from the checkpoint's
+    or where the engine does not implement the family (`Zoo.oracle.gap`). Tokenized by the `tokenizers` library from the checkpoint's
     tokenizer.json (no library model is loaded for it); through the answer cache."""
     from harness.engine.model import Model
     from harness.fixtures.prompts import BY_ID
     from harness.subjects.hf import TORCH_DTYPES
     from harness.subjects.hf_cache import narrowed
 
-    dtype = TORCH_DTYPES.get(zoo.dtype_of(name))
-    if dtype not in UNIT_ROUNDOFF or not zoo.is_model(name) or zoo.engine_gap(name):
+    dtype = TORCH_DTYPES.get(zoo.checkpoints.dtype_of(name))
+    if dtype not in UNIT_ROUNDOFF or not zoo.checkpoints.is_model(name) or zoo.oracle.gap(name):
         return None
-    directory = zoo.directory(name)
+    directory = zoo.checkpoints.directory(name)
     tokens = witness_tokens(directory, BY_ID[WITNESS_PROMPT].text)
     if not tokens:
         return None
     full = logits_cached(zoo, name, tokens)
 
     def compute() -> torch.Tensor:
-        low = Model.load(directory, dtype=dtype, mapped=zoo.large(name))
+        low = Model.load(directory, dtype=dtype, mapped=zoo.checkpoints.large(name))
         return low.forward(torch.tensor(tokens), torch.arange(len(tokens)), None).logits.float().detach().clone()
 
-    low = zoo.engine_answer("logits-low", (name,), {"tokens": tokens, "dtype": str(dtype)}, compute)
+    low = zoo.oracle.answer("logits-low", (name,), {"tokens": tokens, "dtype": str(dtype)}, compute)
     observed, expected = narrowed(low, full)
     return witness_of(torch.tensor(observed), torch.tensor(expected), UNIT_ROUNDOFF[dtype])
 
@@ -119,17 +122,17 @@ def witness_tokens(directory: Any, text: str) -> list[int]:
     return Tokenizer.from_file(str(path)).encode(text).ids if path.is_file() else []
 
 
-def mtp_draft_logprobs(zoo: Any, name: str, context: list[int]) -> torch.Tensor:
+def mtp_draft_logprobs(zoo: Zoo, name: str, context: list[int]) -> torch.Tensor:
     """The engine's MTP head's log-probabilities [1, V] for the token after `context`: a fresh head fed
     the trunk's hidden states of `context` (no cache), through the answer cache - the draft an MTP
     drafter must propose from that context (log-probabilities: their differences are the logits')."""
     def compute() -> torch.Tensor:
-        target = zoo.reference(name)
+        target = zoo.oracle.model(name)
         hidden = target.forward(torch.tensor(context), torch.arange(len(context)), None).hidden
         draft = MtpDrafter(target).propose(list(context), 1, hidden=hidden, sample=False, generator=None)
         return torch.log(draft.q.float()).detach().clone()
 
-    return zoo.engine_answer("mtp-draft", (name,), {"tokens": list(context)}, compute)
+    return zoo.oracle.answer("mtp-draft", (name,), {"tokens": list(context)}, compute)
 
 
 def forced_reference(obs: Observation, name: str, tokens: list[int], forced: Forced, labels: list[str],
@@ -143,7 +146,7 @@ def forced_reference(obs: Observation, name: str, tokens: list[int], forced: For
                                    "row_labels": labels, **expected_extras})
 
 
-def last_logits(zoo: Any, name: str, tokens: list[int]) -> torch.Tensor:
+def last_logits(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
     """The engine's logits [1, V] at the last position of `tokens` (no cache), on the CPU: the oracle
     of a first step's scores (outputs, batching, loading)."""
     return logits_cached(zoo, name, tokens)[len(tokens) - 1:].cpu()

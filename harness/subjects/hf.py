@@ -1,10 +1,10 @@
 """The installed transformers as a subject: load a checkpoint, run generate() on a case, probe
 what this version supports.
 
-- `Zoo`: the checkpoints of a run, from `[tool.harness] models_dir` (hash-checked against its
-  manifest.json) and the user's own (harness/settings/models.py `UserModel`, checked by `resolve`), loaded
-  through the real `from_pretrained(local_dir)` path (safetensors, ``trust_remote_code=False``)
-  once per process;
+- `Zoo`: the models of a run loaded through the real `from_pretrained(local_dir)` path (safetensors,
+  ``trust_remote_code=False``) once per process - their checkpoints are `Zoo.checkpoints`
+  (harness/subjects/checkpoints.py), the reference engine over them `Zoo.oracle`
+  (harness/subjects/oracle.py);
 - `Zoo.generate(case)` / `generate(...)`: one `generate()` call on any path (plain, assisted,
   prompt lookup, MTP, ensemble), returning tokens, per-step top-2 margins, the drafts proposed and
   the number of target forward passes - or the exception transformers raised, as data;
@@ -19,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import hashlib
 import inspect
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,15 +29,15 @@ import torch
 
 from harness.engine.decode import top2_scale
 from harness.fixtures import load as fixtures_load
-from harness.fixtures.prompts import BY_ID
 from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
-from harness.store.cache import AnswerCache, source_digest
+from harness.store.cache import AnswerCache
 from harness.subjects import error_of, is_subject_error
+from harness.subjects.checkpoints import Checkpoints
 from harness.subjects.hf_state import ModelState
+from harness.subjects.oracle import EngineOracle
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
-EOS = 2
 
 
 def version() -> str:
@@ -179,48 +177,22 @@ def loaded_as(model) -> dict[str, str]:
 
 
 class Zoo:
-    """The checkpoints a run loads - the fixture zoo's from `models_dir`, and `user` models (their
-    assistants named `UserModel.assistant_name`) - each in its dtype (a user model's own, else the
-    run's) on the run's device; every load is cached for the process. The reference engine stays
-    an fp32 CPU oracle: comparisons with it use the tolerances of the run's dtype (harness/checking/policy.py)."""
+    """The models of a run as the installed transformers loads them - each checkpoint of `checkpoints`
+    (harness/subjects/checkpoints.py: the fixture zoo's and the user's, where each lives, its dtype)
+    on the run's device, every load cached for the process, the generation state a call leaves undone
+    before the next case (`fresh`). Beside it, `oracle` (harness/subjects/oracle.py): the reference
+    engine over the same checkpoints, an fp32 CPU oracle whose comparisons use the tolerances of the
+    run's dtype (harness/checking/policy.py)."""
 
     def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
                  user: Sequence[UserModel] = (), answers: AnswerCache | None = None):
-        self.models_dir = Path(models_dir)
-        self.answers = answers or AnswerCache(None, enabled=False)  # the engine's answers on disk (store/cache.py)
-        self._weights: dict[str, str] = {}
+        self.checkpoints = Checkpoints(models_dir, dtype, user)
+        self.oracle = EngineOracle(self.checkpoints, answers)
         self.dtype, self.device = dtype, device
-        self.user = {m.name: m for m in user}
-        self._assistants = {m.assistant_name: m for m in user if m.assistant_name}
         self._loaded: dict[tuple[str, str | None], Loaded] = {}
         self._states: list[ModelState] = []  # each loaded model as loaded (hf_state.py)
-        self._references: dict[str, Any] = {}
         self._generated: dict[Case, Generated] = {}
         self._memo: dict[Any, Any] = {}
-
-    def weights_id(self, name: str) -> str:
-        """sha256 over the model's config.json and safetensors files (what the engine's answers depend on)."""
-        if name not in self._weights:
-            digest = hashlib.sha256()
-            directory = self.directory(name)
-            for path in sorted([directory / "config.json", *directory.glob("*.safetensors")]):
-                digest.update(path.name.encode())
-                with path.open("rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
-            self._weights[name] = digest.hexdigest()
-        return self._weights[name]
-
-    def engine_answer(self, kind: str, models: Sequence[str | None], args: Any, compute: Callable[[], Any]) -> Any:
-        """The reference engine's answer `kind` about `models` for `args`, from the on-disk cache
-        when it holds exactly this question (weights, torch, the code of the engine and of the module
-        that defines `compute` - a design's reference code - by import graph), else computed."""
-        import torch
-
-        code = source_digest("harness.subjects.engine", getattr(compute, "__module__", None) or "harness.subjects.engine")
-        key = {"kind": kind, "models": {m: self.weights_id(m) for m in models if m}, "args": args,
-               "code": code, "torch": torch.__version__}
-        return self.answers.get(key, compute)
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per key for the process (e.g. a sampled case that two suites check)."""
@@ -229,75 +201,23 @@ class Zoo:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def _path(self, name: str) -> Path:
-        if name in self.user:
-            return self.user[name].path
-        if name in self._assistants:
-            return self._assistants[name].assistant  # type: ignore[return-value]
-        return self.models_dir / name
-
-    def directory(self, name: str) -> Path:
-        """The checkpoint's directory; a zoo model's files are checked against the manifest
-        (`FixtureError`), a user model's were checked up front (harness/settings/models.py `resolve`)."""
-        if name in self.user or name in self._assistants:
-            return self._path(name)
-        return fixtures_load.check_files(name, models_dir=self.models_dir)
-
-    def tokenizer_directory(self, name: str) -> Path:
-        """A directory of the tokenizer zoo, its files checked against the manifest's `tokenizers`."""
-        return fixtures_load.check_tokenizer(name, models_dir=self.models_dir)
-
-    def is_user(self, name: str) -> bool:
-        return name in self.user or name in self._assistants
-
-    def is_model(self, name: str) -> bool:
-        """A checkpoint of a model (a user's, or the zoo's with its config.json), not a tokenizer of the
-        tokenizer zoo or a case's other subject ("torch")."""
-        return self.is_user(name) or (self.models_dir / name / "config.json").is_file()
-
-    def dtype_of(self, name: str) -> str:
-        """The dtype a model is loaded in: a user model's configured one, else the run's."""
-        owner = self.user.get(name) or self._assistants.get(name)
-        return (owner.dtype if owner else None) or self.dtype
-
-    def config_json(self, name: str) -> dict[str, Any]:
-        return json.loads((self._path(name) / "config.json").read_text())
-
-    def model_type(self, name: str) -> str:
-        return self.config_json(name).get("model_type", "?")
-
-    def stateful(self, name: str) -> bool:
-        """The model has recurrent-state (linear-attention) layers: transformers refuses
-        speculative decoding on it."""
-        from harness.engine.cache import has_linear_attention
-
-        return has_linear_attention(self.config_json(name))
-
     def load(self, name: str, attn: str | None = None) -> Loaded:
         """The model as the installed transformers loads it (attn None: its default backend)."""
         key = (name, attn)
         if key not in self._loaded:
             from transformers import AutoTokenizer
 
-            directory = self.directory(name)
-            gap = family_gap(self.config_json(name))
+            directory = self.checkpoints.directory(name)
+            gap = family_gap(self.checkpoints.config_json(name))
             if gap:
                 raise NotSupported(f"{name}: {gap}")
-            if self.large(name):
+            if self.checkpoints.large(name):
                 self.release(name)
-            model, info = from_pretrained(directory, attn, self.dtype_of(name), self.device)
+            model, info = from_pretrained(directory, attn, self.checkpoints.dtype_of(name), self.device)
             tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
             self._loaded[key] = Loaded(model, tokenizer, info)
             self._states.append(ModelState.of(model))
         return self._loaded[key]
-
-    def large(self, name: str) -> bool:
-        """A user model of real size (over the budget plan's threshold, or under a budget plan):
-        held once per process (`release`); a small one keeps each backend's load for the process."""
-        from harness.settings.budget import THRESHOLD
-
-        owner = self.user.get(name) or self._assistants.get(name)
-        return owner is not None and (owner.params > THRESHOLD or owner.plan.budgeted)
 
     def release(self, name: str) -> int:
         """Drop every load of `name` this process holds (each attention backend's), so a user
@@ -320,55 +240,10 @@ class Zoo:
         draft schedule - must not reach another case. Returns what had drifted."""
         return [item for state in self._states for item in state.restore()]
 
-    def engine_gap(self, name: str) -> str:
-        """Why the reference engine cannot be the expected side for this model ('' when it can)."""
-        from harness.engine.model import SCALED_ROPE, SUPPORTED, RopeScaling, rope_type_of
-
-        config = self.config_json(name)
-        model_type = config.get("model_type", "?")
-        if model_type not in SUPPORTED:
-            return f"the reference engine does not implement model_type {model_type!r} (it has {', '.join(SUPPORTED)})"
-        if not self.is_user(name):
-            return ""
-        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-        per_kind = [rope_type_of(v) for v in rope.values() if isinstance(v, dict)]
-        kind = rope_type_of(rope)
-        if any(k != "default" for k in per_kind) or (not per_kind and kind not in ("default", *SCALED_ROPE)):
-            return (f"the reference engine implements default RoPE and, one for every layer, "
-                    f"{'/'.join(SCALED_ROPE)} scaling; {name} uses {per_kind or kind!r}")
-        try:
-            RopeScaling.from_params(rope if not per_kind else {}, config.get("max_position_embeddings"))
-        except ValueError as exc:
-            return f"the reference engine cannot run {name}'s {kind!r} RoPE: {exc}"
-        if config.get("eos_token_id") != EOS:
-            return f"the reference engine stops at token {EOS} only, {name}'s eos_token_id is {config.get('eos_token_id')!r}"
-        return ""
-
-    def reference(self, name: str):
-        """The reference engine's model, or None when it cannot be the expected side (`engine_gap`)."""
-        if name not in self._references:
-            if self.engine_gap(name):
-                self._references[name] = None
-            elif self.is_user(name):
-                from harness.engine.model import Model
-
-                self._references[name] = Model.load(self.directory(name), mapped=self.large(name))  # large: the file's pages
-            else:
-                self._references[name] = fixtures_load.load_reference(name, self.models_dir)
-        return self._references[name]
-
-    def prompt_text(self, name: str, prompt: str) -> str:
-        """A prompt id's text: the user model's own prompts, else the zoo's held-out ones."""
-        owner = self.user.get(name)
-        if owner is not None and owner.prompts:
-            found = {p.id: p.text for p in owner.prompts}
-            if prompt in found:
-                return found[prompt]
-        return BY_ID[prompt].text
-
     def prompt_ids(self, name: str, prompt: str) -> torch.Tensor:
         """[1, T] token ids of a prompt under the model's own tokenizer."""
-        return self.load(name).tokenizer(self.prompt_text(name, prompt), return_tensors="pt").input_ids.to(self.device)
+        text = self.checkpoints.prompt_text(name, prompt)
+        return self.load(name).tokenizer(text, return_tensors="pt").input_ids.to(self.device)
 
     def path_args(self, case: Case) -> dict[str, Any]:
         """The keyword arguments of `generate` / `hf_sampling.draw` that put a call on the case's path."""

@@ -286,8 +286,8 @@ def probe_mtp_checkpoint(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observa
 
     model_name = params["model"]
     lm = zoo.load(model_name)
-    n = zoo.config_json(model_name)["num_hidden_layers"]
-    with safe_open(str(zoo.directory(model_name) / "model.safetensors"), framework="pt") as f:
+    n = zoo.checkpoints.config_json(model_name)["num_hidden_layers"]
+    with safe_open(str(zoo.checkpoints.directory(model_name) / "model.safetensors"), framework="pt") as f:
         held = [k for k in f.keys() if k.startswith(("mtp.", "model.mtp."))  # Mellum / Inkling layouts
                 or ((m := re.match(r"model\.layers\.(\d+)\.", k)) and int(m.group(1)) >= n)]
     obs = Observation()

@@ -307,7 +307,7 @@ def probe_load_dtype_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Ob
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model, err = observe(lambda keyword=keyword: AutoModelForCausalLM.from_pretrained(
-                str(zoo.directory(TARGET)), trust_remote_code=False, **{keyword: torch.float16}))
+                str(zoo.checkpoints.directory(TARGET)), trust_remote_code=False, **{keyword: torch.float16}))
         dtype = None if model is None else str(next(model.parameters()).dtype)
         honoured[keyword] = "rejected" if err is not None else ("accepted" if dtype == "torch.float16" else "ignored")
         arrived[keyword] = dtype or err
@@ -371,7 +371,7 @@ def probe_tokenizer_special_keywords(zoo: Zoo, params: dict[str, Any], tmp: Path
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tok, err = observe(lambda keyword=keyword: AutoTokenizer.from_pretrained(
-                str(zoo.directory(TARGET)), trust_remote_code=False, **{keyword: [SPECIAL]}))
+                str(zoo.checkpoints.directory(TARGET)), trust_remote_code=False, **{keyword: [SPECIAL]}))
         special, err = (False, err) if tok is None else observe(lambda tok=tok: _is_special(tok))
         honoured[keyword] = _honoured(err, bool(special))
         encoded[keyword] = None if tok is None else len(tok.encode(SPECIAL, add_special_tokens=False))

@@ -117,7 +117,7 @@ class Calibration:
 def generic_calibration(zoo: Zoo) -> Calibration:
     """The fallback workload (a model the engine does not implement): the reference engine's
     forward of the calibration model over its short prompt, no cache."""
-    ref = zoo.reference(CALIBRATION_MODEL)
+    ref = zoo.oracle.model(CALIBRATION_MODEL)
     ids = zoo.prompt_ids(CALIBRATION_MODEL, "short-0")[0].cpu()
     positions = torch.arange(ids.shape[0])
     return Calibration(lambda: ref.forward(ids, positions, None),
@@ -126,7 +126,7 @@ def generic_calibration(zoo: Zoo) -> Calibration:
 
 def prefill_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
     """The same prompt's forward through the model's reference-engine twin (fresh, no cache)."""
-    ref = zoo.reference(name)
+    ref = zoo.oracle.model(name)
     if ref is None:
         return generic_calibration(zoo)
     flat = ids[0].cpu()
@@ -138,7 +138,7 @@ def prefill_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
 def decode_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
     """DECODE_STEPS single-token steps of the model's reference-engine twin over a prefilled cache
     (rewound after each sample, so every sample does the same work)."""
-    ref = zoo.reference(name)
+    ref = zoo.oracle.model(name)
     if ref is None:
         return generic_calibration(zoo)
     flat = ids[0].cpu()
@@ -156,7 +156,7 @@ def decode_calibration(zoo: Zoo, name: str, ids: torch.Tensor) -> Calibration:
 
 def generate_calibration(zoo: Zoo, name: str, ids: torch.Tensor, new_tokens: int) -> Calibration:
     """A greedy decode of `new_tokens` tokens by the model's reference-engine twin (plain)."""
-    ref = zoo.reference(name)
+    ref = zoo.oracle.model(name)
     if ref is None:
         return generic_calibration(zoo)
     from harness.engine.decode import decode
@@ -169,7 +169,7 @@ def generate_calibration(zoo: Zoo, name: str, ids: torch.Tensor, new_tokens: int
 
 def requests_calibration(zoo: Zoo, name: str, prompts: list[list[int]], new_tokens: int) -> Calibration:
     """Greedy decodes of `new_tokens` tokens of each prompt in turn by the model's reference-engine twin."""
-    ref = zoo.reference(name)
+    ref = zoo.oracle.model(name)
     if ref is None:
         return generic_calibration(zoo)
     from harness.engine.decode import decode
@@ -224,14 +224,14 @@ def cost_ratio(zoo: Zoo, model_name: str, path: str, assistant: str | None) -> f
     (the zoo's models share widths); a user model's assistant: its parameters / the target's."""
     if path == "prompt_lookup":
         return 0.0
-    if zoo.is_user(model_name) and path != "mtp":
+    if zoo.checkpoints.is_user(model_name) and path != "mtp":
         def params(name: str) -> int:
             return sum(p.numel() for p in zoo.load(name).model.parameters())
         return params(assistant) / params(model_name)
-    layers = zoo.config_json(model_name)["num_hidden_layers"]
+    layers = zoo.checkpoints.config_json(model_name)["num_hidden_layers"]
     if path == "mtp":
         return 1.0 / layers
-    return zoo.config_json(assistant)["num_hidden_layers"] / layers
+    return zoo.checkpoints.config_json(assistant)["num_hidden_layers"] / layers
 
 
 def speculative_stats(got, draft_tokens: int, c: float, plain_s: float, path_s: float) -> dict[str, float]:
