@@ -41,7 +41,7 @@ from harness.checking import stats  # noqa: E402
 from harness.checking.compare_stats import compare_paired  # noqa: E402
 from harness.checking.policy import Policy  # noqa: E402
 from harness.designs import paired  # noqa: E402
-from harness.fixtures.zoo import MODELS_DIR  # noqa: E402
+from harness.zoo.specs import MODELS_DIR  # noqa: E402
 
 FIELDS = ("llama-target.prefill/prefill_long_dynamic", "llama-target.decode/decode_dynamic",
           "llama-target.generate/generate_plain")

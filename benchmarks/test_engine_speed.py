@@ -20,7 +20,7 @@ import torch
 
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter
-from harness.fixtures import load, prompts
+from harness.zoo import load, prompts
 
 NEW_TOKENS = 48
 REPEATS = 5

@@ -21,7 +21,7 @@ import pytest
 # activity -> (module, qualified name) of the functions whose time is that activity's
 ACTIVITIES: dict[str, tuple[tuple[str, str], ...]] = {
     "model loading": (("harness.subjects.hf", "from_pretrained"), ("transformers", "AutoTokenizer.from_pretrained"),
-                      ("harness.fixtures.load", "load_reference"), ("harness.fixtures.load", "check_models")),
+                      ("harness.zoo.load", "load_reference"), ("harness.zoo.load", "check_models")),
     "transformers generate()": (("transformers", "GenerationMixin.generate"),),
     "reference engine": (("harness.engine.model", "Model.forward"),),
     "statistics": (("harness.checking.stats", "g_test"), ("harness.checking.stats", "g_test_two_sample"),

@@ -194,7 +194,7 @@ class Case:
     model: str
     path: str = "plain"  # one of PATHS
     cache: str = "dynamic"  # "dynamic" | "static"
-    prompt: str = ""  # prompt id (harness.fixtures.prompts)
+    prompt: str = ""  # prompt id (harness.zoo.prompts)
     decoding: str = "greedy"  # "greedy" | "sample"
     seed: int | None = None
     weight: float | None = None  # assistant_ensemble_weight

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.designs.backends import declared_default_attn
-from harness.fixtures.load import load_hf
 from harness.subjects.hf_cache import attn_implementation
+from harness.zoo.load import load_hf
 
 
 class Declares:
@@ -48,7 +48,7 @@ class _Zoo:
     class oracle:
         @staticmethod
         def model(name):
-            from harness.fixtures.load import load_reference
+            from harness.zoo.load import load_reference
 
             return load_reference(name)
 
@@ -61,7 +61,7 @@ class _Zoo:
         def config_json(name):
             import json
 
-            from harness.fixtures.load import check_files
+            from harness.zoo.load import check_files
 
             return json.loads((check_files(name) / "config.json").read_text())
 

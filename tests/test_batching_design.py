@@ -123,8 +123,8 @@ def test_padding_warnings_are_kept_from_the_library_s_loggers_even_when_it_is_qu
 
 
 def test_the_table_names_each_case_once_and_reaches_a_user_model():
-    from harness.fixtures.prompts import BY_ID
     from harness.settings.models import UserModel
+    from harness.zoo.prompts import BY_ID
 
     zoo = cases.batching()
     assert len({c.id for c in zoo}) == len(zoo)

@@ -180,8 +180,8 @@ def test_the_references_catch_a_perturbed_observation():
 
 
 def test_the_tables_name_each_case_once_and_reach_a_user_model():
-    from harness.fixtures.prompts import BY_ID
     from harness.settings.models import UserModel
+    from harness.zoo.prompts import BY_ID
 
     table = cases.beam() + cases.beam_modes()
     ids = [c.id for c in table]

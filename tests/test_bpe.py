@@ -20,8 +20,8 @@ from harness.designs import text as text_design
 from harness.designs import tokenizer_zoo
 from harness.engine.bpe import Reader, Unsupported
 from harness.engine.detokenize import NoOracle, Oracle
-from harness.fixtures import tokzoo
-from harness.fixtures.zoo import MODELS_DIR
+from harness.zoo import tokzoo
+from harness.zoo.specs import MODELS_DIR
 
 ZOO = ["llama-target", *(t.name for t in tokzoo.TOKENIZERS)]
 BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -175,7 +175,7 @@ def test_the_reader_runs_each_family_component_as_the_library_does(name):
 def test_a_subword_prefix_and_end_of_word_suffix_merge_as_the_library_does():
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
-    from harness.fixtures import build
+    from harness.zoo import build
 
     lib = Tokenizer(models.BPE(continuing_subword_prefix="##", end_of_word_suffix="</w>", unk_token="[UNK]"))
     lib.pre_tokenizer = pre_tokenizers.Whitespace()

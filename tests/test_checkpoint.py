@@ -1,4 +1,4 @@
-"""A checkpoint's fingerprint (harness/fixtures/checkpoint.py) and its comparison (kind "checkpoint"):
+"""A checkpoint's fingerprint (harness/zoo/checkpoint.py) and its comparison (kind "checkpoint"):
 every file that loads, by sha256; a change is `changed` (checkpoint-changed), never a regression by
 itself, and the findings put it first (tests/test_words.py, tests/test_journey.py end to end)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 
 from harness.checking.compare import compare_field
-from harness.fixtures.checkpoint import fingerprint, fingerprint_changes
 from harness.plugin.fixtures import user_checkpoint
 from harness.schema import Field, Status, malformed
 from harness.settings.models import UserModel
+from harness.zoo.checkpoint import fingerprint, fingerprint_changes
 
 
 def sha(data: bytes) -> str:

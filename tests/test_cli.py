@@ -46,7 +46,7 @@ SUITE = textwrap.dedent("""
 """)
 
 OTHER_KEY = "tf5.13.0-torch2.8.0-cpu-x86_64-fp32"
-FIX = "python -m harness.fixtures build"
+FIX = "python -m harness.zoo build"
 
 
 @pytest.fixture(scope="module")

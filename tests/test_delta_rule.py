@@ -12,7 +12,7 @@ from harness.engine import cache as cache_mod
 from harness.engine.decode import decode
 from harness.engine.delta_rule import l2norm, recurrence
 from harness.engine.drafters import AssistantDrafter
-from harness.fixtures import load, prompts
+from harness.zoo import load, prompts
 
 H, DK, DV = 2, 8, 4
 

@@ -24,9 +24,9 @@ import torch
 from harness.engine.cache import LINEAR
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter, MtpDrafter, PromptLookupDrafter
-from harness.fixtures import load, prompts
-from harness.fixtures.zoo import SPECS, WINDOW
 from harness.subjects import hf
+from harness.zoo import load, prompts
+from harness.zoo.specs import SPECS, WINDOW
 
 DECODING = [s.name for s in SPECS if s.role in ("target", "mtp", "long-context")]
 NEW_TOKENS = 40

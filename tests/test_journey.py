@@ -218,13 +218,13 @@ def journey(tmp_path_factory: pytest.TempPathFactory) -> Journey:
 
 
 def test_the_wheel_carries_the_suites_and_the_zoo(journey: Journey) -> None:
-    probe = ("import harness.cli.project as p, harness.fixtures.zoo as z; "
+    probe = ("import harness.cli.project as p, harness.zoo.specs as z; "
              "print(p.HARNESS_SUITES); print(z.MODELS_DIR)")
     out = subprocess.run([str(journey.venv / "bin" / "python"), "-c", probe], cwd=journey.project, env=journey.env(),
                          capture_output=True, text=True, check=True).stdout.split()
     site = str(journey.venv / "lib")
     assert out[0].startswith(site) and out[0].endswith("harness/suites"), out
-    assert out[1].startswith(site) and out[1].endswith("harness/zoo"), out
+    assert out[1].startswith(site) and out[1].endswith("harness/zoo/models"), out
     assert journey.steps["zoo case"].rc == 0, journey.steps["zoo case"].out[-3000:]  # a zoo model loads from the install
 
 

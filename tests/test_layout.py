@@ -29,9 +29,9 @@ def test_the_wheel_carries_every_package_the_suites_and_the_zoo():
     tomllib = pytest.importorskip("tomllib")
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "harness").rglob("__init__.py")}
-    assert set(setuptools["packages"]) == packages | {"harness.suites", "harness.zoo"}
-    assert setuptools["package-dir"] == {"harness.suites": "suites", "harness.zoo": "golden/models"}
-    assert setuptools["package-data"]["harness.zoo"] == ["manifest.json", "*/*"]
+    assert set(setuptools["packages"]) == packages | {"harness.suites", "harness.zoo.models"}
+    assert setuptools["package-dir"] == {"harness.suites": "suites", "harness.zoo.models": "golden/models"}
+    assert setuptools["package-data"]["harness.zoo.models"] == ["manifest.json", "*/*"]
 
 
 def _graph():

@@ -13,9 +13,9 @@ import pytest
 
 from harness import cases
 from harness.designs import loading
-from harness.fixtures.prompts import Prompt
-from harness.fixtures.zoo import SPECS
 from harness.settings.models import UserModel
+from harness.zoo.prompts import Prompt
+from harness.zoo.specs import SPECS
 
 ERROR = {"type": "ValueError", "message": "no"}
 

@@ -25,8 +25,8 @@ from harness.engine.model import (
     scaled_inv_freq,
     yarn_ramp,
 )
-from harness.fixtures.zoo import CHECKOUT_ZOO, ROPE_FACTOR, ROPE_ORIGINAL_MAX
 from harness.schema import Field, Status
+from harness.zoo.specs import CHECKOUT_ZOO, ROPE_FACTOR, ROPE_ORIGINAL_MAX
 
 
 def llama3_direct(d: int, theta: float, factor: float, low: float, high: float, original: int) -> list[float]:
@@ -156,7 +156,7 @@ def test_step_positions_and_comparable_steps():
 
 
 def test_the_table_names_each_case_once_and_runs_past_the_pretraining_length():
-    from harness.fixtures.prompts import BY_ID  # noqa: F401  (the prompts exist)
+    from harness.zoo.prompts import BY_ID  # noqa: F401  (the prompts exist)
 
     table = cases.long_context()
     ids = [c.id for c in table]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.config import ConfigError, HarnessConfig, Thresholds, load_config
+from harness.zoo.specs import MODELS_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 

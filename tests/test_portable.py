@@ -1,5 +1,5 @@
 """The zoo's config and tokenizer files in the form transformers 4.57 and 5.x both read
-(harness/fixtures/portable.py): keys added under 4.57's names, no value changed."""
+(harness/zoo/portable.py): keys added under 4.57's names, no value changed."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from harness.fixtures.portable import PORTABLE_TOKENIZER_CLASS, portable_config, portable_files
-from harness.fixtures.zoo import MODELS_DIR, SPECS
+from harness.zoo.portable import PORTABLE_TOKENIZER_CLASS, portable_config, portable_files
+from harness.zoo.specs import MODELS_DIR, SPECS
 
 ROPE = {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5}
 

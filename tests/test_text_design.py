@@ -13,7 +13,7 @@ import pytest
 from harness import cases
 from harness.designs import text
 from harness.engine import detokenize
-from harness.fixtures.zoo import MODELS_DIR
+from harness.zoo.specs import MODELS_DIR
 
 
 def test_the_round_trip_promise_is_read_from_the_files_not_from_the_loaded_pipeline():
@@ -21,7 +21,7 @@ def test_the_round_trip_promise_is_read_from_the_files_not_from_the_loaded_pipel
     into the load (fault nfkc-normalizer-slipped-in) no longer makes it skip itself: it runs, and the
     probe of compatibility characters comes back rewritten."""
     from harness.faults.catalogue import inject
-    from harness.fixtures.load import load_hf
+    from harness.zoo.load import load_hf
 
     zoo, case = _Zoo(), cases.tokenizers()[0]
     obs = text.tokenizer(zoo, case)
@@ -151,7 +151,7 @@ class _Zoo:
     device = "cpu"
 
     def __init__(self, tokenizer=None):
-        from harness.fixtures.load import load_hf
+        from harness.zoo.load import load_hf
 
         model, tok = load_hf(cases.TARGET)
         self.loaded = SimpleNamespace(model=model, tokenizer=tokenizer or tok)

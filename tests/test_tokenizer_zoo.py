@@ -1,4 +1,4 @@
-"""The tokenizer zoo (harness/fixtures/tokzoo.py): a deterministic build equal to the committed
+"""The tokenizer zoo (harness/zoo/tokzoo.py): a deterministic build equal to the committed
 files, the manifest's hashes, the SentencePiece prefix-space contract (harness/engine/spm_contract.py)
 read against the harness's own reading of the files (harness/engine/bpe.py), the contract's power to
 see the legacy prefix space, and the probes that tell the faults of the pipeline's load apart."""
@@ -14,8 +14,8 @@ from harness import cases
 from harness.designs import tokenizer_zoo
 from harness.engine import spm_contract
 from harness.engine.detokenize import Oracle
-from harness.fixtures import build, load, tokzoo
-from harness.fixtures.checkpoint import fingerprint
+from harness.zoo import build, load, tokzoo
+from harness.zoo.checkpoint import fingerprint
 
 SPM = load.MODELS_DIR / "tok-spm"
 

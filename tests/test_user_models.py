@@ -19,11 +19,11 @@ import pytest
 from harness import cases as tables
 from harness.checking.findings import group_findings
 from harness.cli import main
-from harness.fixtures.zoo import MODELS_DIR
 from harness.report import load_results
 from harness.report.page import model_of
 from harness.settings.config import ConfigError, parse_config
 from harness.settings.models import ModelError, UserModel, from_flags, resolve
+from harness.zoo.specs import MODELS_DIR
 from user_checkpoints import other_tokenizer, perturb, qwen3
 
 if sys.version_info >= (3, 11):

@@ -10,9 +10,9 @@ import torch
 
 from harness.engine.decode import decode
 from harness.engine.drafters import AssistantDrafter, MtpDrafter
-from harness.fixtures import build, load, prompts
-from harness.fixtures.checkpoint import fingerprint
-from harness.fixtures.zoo import BUILD_COMMAND, SPECS, spec
+from harness.zoo import build, load, prompts
+from harness.zoo.checkpoint import fingerprint
+from harness.zoo.specs import BUILD_COMMAND, SPECS, spec
 
 NAMES = [s.name for s in SPECS]
 HELD_OUT = [p for p in prompts.PROMPTS if p.length == "short"]
@@ -38,7 +38,7 @@ def test_files_match_manifest_hashes(name):
 
 
 def test_corpus_is_reproducible_and_prompts_are_held_out():
-    from harness.fixtures import corpus
+    from harness.zoo import corpus
 
     text = corpus.generate(corpus.CORPUS_SEED, corpus.CORPUS_STORIES)
     assert build.sha256(build.CORPUS_PATH) == load.manifest()["corpus"]["sha256"]
@@ -76,7 +76,7 @@ def test_corrupt_fixture_names_file_and_fix(tmp_path):
     shutil.copytree(load.MODELS_DIR / "llama-target", directory)
     with open(directory / "config.json", "a") as fh:
         fh.write(" ")
-    with pytest.raises(load.FixtureError, match=r"config\.json is corrupt .*python -m harness.fixtures build"):
+    with pytest.raises(load.FixtureError, match=r"config\.json is corrupt .*python -m harness.zoo build"):
         load.check_files("llama-target", directory)
 
 
@@ -86,7 +86,7 @@ def test_a_file_added_to_a_fixture_is_caught(tmp_path):
     directory = tmp_path / "llama-target"
     shutil.copytree(load.MODELS_DIR / "llama-target", directory)
     (directory / "generation_config.json").write_text('{"do_sample": true}')
-    with pytest.raises(load.FixtureError, match=r"generation_config\.json is not in the manifest .*harness.fixtures build"):
+    with pytest.raises(load.FixtureError, match=r"generation_config\.json is not in the manifest .*harness.zoo build"):
         load.check_files("llama-target", directory)
     (directory / "generation_config.json").unlink()
     (directory / "README.md").write_text("a model card is not what loads")
@@ -94,7 +94,7 @@ def test_a_file_added_to_a_fixture_is_caught(tmp_path):
 
 
 def test_the_manifest_lists_each_models_fingerprint():
-    """manifest.json is produced by the code (`python -m harness.fixtures manifest` re-hashes without
+    """manifest.json is produced by the code (`python -m harness.zoo manifest` re-hashes without
     retraining): its files are exactly each directory's fingerprint."""
     entries = load.manifest(load.MODELS_DIR)["models"]
     for name, entry in entries.items():
@@ -142,8 +142,8 @@ def test_tokenizer_training_reproduces_the_committed_tokenizer(tmp_path):
 
     from transformers import AutoTokenizer
 
-    from harness.fixtures import tokenizer
-    from harness.fixtures.zoo import VOCAB_SIZE
+    from harness.zoo import tokenizer
+    from harness.zoo.specs import VOCAB_SIZE
 
     tok = tokenizer.train(build.CORPUS_PATH.read_text(), VOCAB_SIZE)
     assert [tok.token_to_id(t) for t in tokenizer.SPECIAL_TOKENS] == [0, 1, 2]
@@ -158,16 +158,16 @@ def test_tokenizer_training_reproduces_the_committed_tokenizer(tmp_path):
 
 
 def test_build_command_line(monkeypatch, capsys):
-    """`python -m harness.fixtures build [--only NAME ...]` calls the build with the names; an
+    """`python -m harness.zoo build [--only NAME ...]` calls the build with the names; an
     unknown name is refused by argparse before anything is trained."""
-    from harness.fixtures import __main__ as fixtures_cli
+    from harness.zoo import __main__ as zoo_cli
 
     calls = []
     monkeypatch.setattr(build, "build", lambda only: calls.append(only))
-    assert fixtures_cli.main(["build"]) == 0
-    assert fixtures_cli.main(["build", "--only", NAMES[0], NAMES[1]]) == 0
+    assert zoo_cli.main(["build"]) == 0
+    assert zoo_cli.main(["build", "--only", NAMES[0], NAMES[1]]) == 0
     assert calls == [None, [NAMES[0], NAMES[1]]]
     with pytest.raises(SystemExit) as exit_info:
-        fixtures_cli.main(["build", "--only", "no-such-model"])
+        zoo_cli.main(["build", "--only", "no-such-model"])
     assert exit_info.value.code == 2 and "no-such-model" in capsys.readouterr().err
     assert calls == [None, [NAMES[0], NAMES[1]]]

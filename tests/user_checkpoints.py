@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from harness.fixtures.zoo import MODELS_DIR
+from harness.zoo.specs import MODELS_DIR
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 

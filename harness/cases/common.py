@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.cases.registry import Table
-from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.settings.run import RunSettings
+from harness.zoo.specs import SPECS
 
 NEW_TOKENS = 24
 DRAFT_TOKENS = 4

@@ -8,9 +8,9 @@ from typing import Any
 from harness.cases.common import MTP, TARGET, _p, models
 from harness.cases.registry import Suite, Table
 from harness.engine.cache import has_linear_attention
-from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.settings.run import RunSettings
+from harness.zoo.specs import SPECS
 
 
 def contract(id: str, probe: str, requires: str | None = None, params: tuple[tuple[str, Any], ...] = (),

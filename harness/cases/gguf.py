@@ -1,5 +1,5 @@
 """The gguf suite's table and row (suites/test_gguf.py): transformers' `gguf_file=` load of a real
-model's GGUF - SmolLM2-135M-Instruct's Q4_1 file (harness/fixtures/real.py) - judged against the
+model's GGUF - SmolLM2-135M-Instruct's Q4_1 file (harness/zoo/real.py) - judged against the
 harness's own conversion of it (harness/designs/gguf.py). The `real` extra and the cached (or
 fetchable) file are what it needs: without them the case is skipped (not observable) with the
 install line."""

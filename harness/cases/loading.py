@@ -9,10 +9,10 @@ from harness.cases.common import (
     _p,
 )
 from harness.cases.registry import Suite, Table
-from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
+from harness.zoo.specs import SPECS
 
 LOAD_PROMPT = "short-0"
 # llama-target's checkpoint variants (harness/designs/loading.py `VARIANTS` says what each edits)

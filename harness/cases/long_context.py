@@ -9,9 +9,9 @@ from harness.cases.common import (
     _p,
 )
 from harness.cases.registry import Suite, Table
-from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.settings.run import RunSettings
+from harness.zoo.specs import SPECS
 
 LONG_PROMPT = "long-0"  # 83 tokens: past the rope fixtures' original_max_position_embeddings (32) at once
 LONG_TOKENS = 20  # prompt + new tokens reach position 102, past 3 x 32

@@ -14,10 +14,10 @@ from harness.cases.common import (
     draft_tokens_of,
 )
 from harness.cases.registry import Recipe, Rule, Suite, Table
-from harness.fixtures.zoo import MTP_TRUNK_LAYERS, SPECS
 from harness.schema import Case
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
+from harness.zoo.specs import MTP_TRUNK_LAYERS, SPECS
 
 
 def user_outputs(model: UserModel) -> list[Case]:

@@ -1,5 +1,5 @@
 """The text suite's tables (suites/test_text.py): the zoo's distinct tokenizers, the tokenizer zoo
-(harness/fixtures/tokzoo.py), the families' chat templates, and each user model's own."""
+(harness/zoo/tokzoo.py), the families' chat templates, and each user model's own."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from harness.cases.common import TARGET, _p
 from harness.cases.registry import Suite, Table
-from harness.fixtures import load as fixtures_load
-from harness.fixtures import tokzoo
-from harness.fixtures.zoo import SPECS
 from harness.schema import Case
 from harness.settings.run import RunSettings
+from harness.zoo import load as zoo_load
+from harness.zoo import tokzoo
+from harness.zoo.specs import SPECS
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json")
@@ -33,8 +33,8 @@ def tokenizer_groups(manifest: dict[str, Any] | None, names: Sequence[str]) -> l
 
 def _zoo_manifest(run: RunSettings | None) -> dict[str, Any] | None:
     try:
-        return fixtures_load.manifest(run.config.models_dir) if run is not None else fixtures_load.manifest()
-    except fixtures_load.FixtureError:
+        return zoo_load.manifest(run.config.models_dir) if run is not None else zoo_load.manifest()
+    except zoo_load.FixtureError:
         return None  # every model its own group; loading it reports the missing manifest
 
 
@@ -50,11 +50,11 @@ tokenizers = Table("tokenizers", _zoo_model_tokenizers,
 
 
 def _tokenizer_zoo(run: RunSettings | None = None) -> list[Case]:
-    """`<tok>.tokenizer`: each tokenizer of the tokenizer zoo (harness/fixtures/tokzoo.py)."""
+    """`<tok>.tokenizer`: each tokenizer of the tokenizer zoo (harness/zoo/tokzoo.py)."""
     return [Case(t.name, name=f"{t.name}.tokenizer") for t in tokzoo.TOKENIZERS]
 
 
-# (tokenizer, template): the families' chat templates (harness/fixtures/chat_<template>.jinja)
+# (tokenizer, template): the families' chat templates (harness/zoo/chat_<template>.jinja)
 ZOO_CHATS = (("tok-spm", "mistral"), ("tok-spm", "gemma"), ("tok-bytelevel", "llama3"), ("tok-added", "chatml"))
 
 
@@ -65,7 +65,7 @@ def _family_chats(run: RunSettings | None = None) -> list[Case]:
 
 
 def _zoo_chats(run: RunSettings | None = None) -> list[Case]:
-    """`<model>.chat`: the chat-template fixture (harness/fixtures/chat_template.jinja) with the
+    """`<model>.chat`: the chat-template fixture (harness/zoo/chat_template.jinja) with the
     zoo's `CHAT_MODELS`; a user model's: its own template."""
     return [Case(m, name=f"{m}.chat") for m in CHAT_MODELS]
 

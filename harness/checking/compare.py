@@ -17,7 +17,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 | latency      | {"samples", "calibration", "cpu", "cpu_calibration"}: wall s paired with a matched calibration (a record: {"by_hardware": {class: ...}}) | paired median log ratio vs the record's on the same hardware class; z test with between-run variance beyond (1 + tolerance) at alpha; a busy machine is not judged |
 | memory       | {"peak_bytes": int, "allocated_bytes": int} | a growth beyond (1 + memory_tolerance) is a regression, a saving a change |
 | capability   | bool, {feature: bool} or [features]; a path's extras path, ignored | added / removed -> changed (feature-added / feature-removed); accepted but silently doing nothing -> regression (feature-ignored; a path's, in a first run too); a path that ran in the baseline and does not run now -> regression (path-lost) |
-| checkpoint   | {file: sha256} of your model's directory (harness/fixtures/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
+| checkpoint   | {file: sha256} of your model's directory (harness/zoo/checkpoint.py) | any file added, removed or changed -> changed (checkpoint-changed): your change, not the library's; the report puts it first and groups the differences of its cases under it |
 | deviation    | {"tv": x, "positions": n}; extras detectable_tv, worst_at, mechanism, deviating_at, min_positions | an observed quantity's distance from its exact value (computed in the run): fewer positions observed than the case generated (or than the baseline) is a regression (coverage-lost); within detectable_tv passes; beyond it, the deviation the baseline already has - same mechanism, worst position, deviating positions and size within the tolerance - is changed (known-deviation), any other a regression, one that disappears changed (fixed); decided without a baseline too |
 
 Statistical kinds (`STATISTICAL_KINDS`) decide at `policy.alpha`; the plugin chooses that alpha
@@ -44,8 +44,8 @@ from harness.checking.humane import change_detail
 from harness.checking.policy import TOLERANCES, UNIT_ROUNDOFF, Policy, coarser, dtype_of, short, verdict
 from harness.checking.rounding import LOW_PRECISION, rounding_allowance, typical_magnitude, ulps_used
 from harness.checking.signatures import api_transition
-from harness.fixtures.checkpoint import fingerprint_changes
 from harness.schema import STATISTICAL_KINDS, Category, Field, Outcome, Status
+from harness.zoo.checkpoint import fingerprint_changes
 
 # ----------------------------------------------------------------------------------------------
 # exact

@@ -16,7 +16,7 @@ backend and its numeric differences (harness/checking/causes.py) - are merged in
 every affected field (`by_cause`).
 
 A changed checkpoint of yours comes before everything (category `checkpoint-changed`: its
-fingerprint differs from the baseline's, harness/fixtures/checkpoint.py): the differences
+fingerprint differs from the baseline's, harness/zoo/checkpoint.py): the differences
 (regressions, changes, missing fields) of the cases it was observed in are grouped `under` it, so a
 reader tells a change of the model from a change of the library. New and skipped fields are not
 differences and stay where they are.

@@ -110,7 +110,7 @@ def init_project(directory: Path, name: str, model: str | None, assistant: str |
     model / assistant that is not a checkpoint, is refused (UsageError) before anything is written."""
     if not NAME.match(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' and '_' (it prefixes case ids and record files)")
-    from harness.fixtures.zoo import BY_NAME
+    from harness.zoo.specs import BY_NAME
 
     if name in BY_NAME:  # every command after would refuse the [tool.harness.models.NAME] table
         raise UsageError(f"--name {name!r} is a fixture zoo model's name (its case ids and records would collide); "

@@ -115,7 +115,7 @@ def check_fixtures(config: HarnessConfig) -> None:
     """Fail before running anything: every checkpoint the suites will load (all of the manifest's,
     or those named in [tool.harness] models) is present with its manifest sha256, and every
     extra_model_dirs entry exists. (Your own models are checked by `RunSettings.validate`.)"""
-    from harness.fixtures.load import FixtureError, check_models
+    from harness.zoo.load import FixtureError, check_models
 
     try:
         check_models(config.models_dir, config.models)

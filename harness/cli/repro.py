@@ -180,7 +180,7 @@ def find_case(project: Project, suite: str, case_id: str) -> tuple[Case, dict[st
 
 
 def prompts_of(case: Case, recipe: str | None, users: dict[str, Any]) -> dict[str, str]:
-    from harness.fixtures.prompts import BY_ID
+    from harness.zoo.prompts import BY_ID
 
     owner = users.get(case.model)
     own = {p.id: p.text for p in owner.prompts} if owner is not None and case.model == owner.name else {}
@@ -200,7 +200,7 @@ def checkpoints_of(case: Case, users: dict[str, Any]) -> dict[str, str]:
 
 
 def copy_checkpoints(plan: repro.Plan, project: Project, out: Path) -> None:
-    from harness.fixtures.load import check_files
+    from harness.zoo.load import check_files
 
     for name, source in repro.copy_targets(plan, project.config.models_dir).items():
         check_files(name, models_dir=project.config.models_dir)  # the manifest's sha256, before copying

@@ -1,7 +1,7 @@
 """The GGUF load contract, per version (suites/test_gguf.py; table: harness/cases/gguf.py; the load:
-harness/subjects/hf_gguf.py): SmolLM2-135M-Instruct's Q4_1 GGUF (harness/fixtures/real.py) loaded by
+harness/subjects/hf_gguf.py): SmolLM2-135M-Instruct's Q4_1 GGUF (harness/zoo/real.py) loaded by
 transformers' `from_pretrained(folder, gguf_file=name)` - model and tokenizer - judged against the
-harness's own conversion of the same file (harness/fixtures/gguf_convert.py).
+harness's own conversion of the same file (harness/zoo/gguf_convert.py).
 
 The oracle never runs transformers' GGUF code, nor transformers: the conversion reads the file with
 the `gguf` library, dequantizes, renames to HF Llama's names, un-permutes q / k (the formula in its
@@ -195,7 +195,7 @@ def witness(converted: Path, dtype: str) -> float | None:
 
     from harness.engine.model import Config, Model
     from harness.engine.witness import UNIT_ROUNDOFF, rounding_witness
-    from harness.fixtures.prompts import BY_ID
+    from harness.zoo.prompts import BY_ID
 
     low = TORCH_DTYPES[dtype]
     if low not in UNIT_ROUNDOFF:
@@ -222,8 +222,8 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
     from harness.engine.detokenize import Oracle
     from harness.engine.model import Config, Model
     from harness.engine.teacher_forced import teacher_forced
-    from harness.fixtures import real
-    from harness.fixtures.gguf_convert import CONVERTER_VERSION
+    from harness.zoo import real
+    from harness.zoo.gguf_convert import CONVERTER_VERSION
 
     obs = Observation()
     versions = subject.require()

@@ -17,7 +17,7 @@ which equals v itself; so the bias is TV(P, p) = (1-w) * TV(q, p), computed, not
 Contexts (`CONTEXTS`, found by `search_contexts`): a check only has teeth where a verifier bug
 moves the emitted distribution. At acceptance ~0.98 (the old context, " she felt") almost every
 step accepts the draft and a wrong rejection branch is invisible (TV <= 0.016). So the contexts
-are token prefixes of the held-out prompts (harness.fixtures.prompts; never seen in training)
+are token prefixes of the held-out prompts (harness.zoo.prompts; never seen in training)
 where the lossless acceptance sum_x min(p, q) lies in `ACCEPTANCE_RANGE` (0.5 - 0.7), ranked by
 how far the subtlest bug - the correction drawn from p instead of norm([p - q]+) - moves the
 step: TV = (1 - acceptance) * TV(p, norm([p - q]+)). The top `len(CONTEXTS)` are kept (ties:
@@ -52,8 +52,8 @@ import torch
 from harness.cases import ASSISTANT, CONTEXTS, TARGET, Context
 from harness.checking import stats
 from harness.engine import verify
-from harness.fixtures import prompts
 from harness.schema import Case, Observation
+from harness.zoo import prompts
 
 if TYPE_CHECKING:
     from harness.subjects.hf import Zoo

@@ -66,7 +66,7 @@ punctuation (what clean_up_tokenization_spaces removes) and the empty text.
                          default) - padding_side ignored at call time (PR #33385's class) is seen on a first run
 
 **Chat templates.** `<model>.chat`: the zoo tokenizer loaded (`AutoTokenizer.from_pretrained`) from
-its files beside harness/fixtures/chat_template.jinja - a Llama-3-shaped template: a system turn that
+its files beside harness/zoo/chat_template.jinja - a Llama-3-shaped template: a system turn that
 lists the tools, alternating user / assistant turns closed by eos, an assistant header on
 add_generation_prompt; a user model's case renders its own template (none: recorded, then skipped; one
 that refuses the system turn: the refusal recorded as `system_turn_refused`, the rest without it).
@@ -149,7 +149,7 @@ TEXTS: dict[str, str] = {
     "empty": "",
 }
 
-TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "chat_template.jinja"
+TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "zoo" / "chat_template.jinja"
 HEADER = "<|start_header_id|>assistant<|end_header_id|>\n\n"  # the fixture's generation prompt
 CHAT_TOKENS = 8
 # a batch of three lengths (the zoo corpus' words; no added or special token inside)

@@ -1,5 +1,5 @@
 """The tokenizer zoo through the installed transformers (suites/test_text.py; tables: harness/cases/text.py
-`zoo_tokenizers`, `zoo_chats`; tokenizers: harness/fixtures/tokzoo.py): each real family's pipeline
+`zoo_tokenizers`, `zoo_chats`; tokenizers: harness/zoo/tokzoo.py): each real family's pipeline
 on a text set made for it, and the families' chat templates rendered, tokenized and generated from
 with llama-target's weights (the zoo tokenizers keep its 512-id vocabulary).
 
@@ -49,7 +49,7 @@ variants for tok-added):
   skip_special_contract exact (SentencePiece family) decode(ids_special, skip_special_tokens=True) equals
                          the contract's decode: no space left behind a skipped special token (#25073)
 
-**`<tok>.chat.<template>`** - a family's template (harness/fixtures/chat_<template>.jinja) beside the
+**`<tok>.chat.<template>`** - a family's template (harness/zoo/chat_<template>.jinja) beside the
 tokenizer's files; the text suite's conversation, and one ending with an assistant message:
 
   rendered       exact   with / without the generation prompt, with tools (llama3, chatml), the
@@ -93,8 +93,6 @@ from harness.designs.text import (
 )
 from harness.engine import spm_contract
 from harness.engine.detokenize import NoOracle, Oracle
-from harness.fixtures import tokzoo
-from harness.fixtures.zoo import PACKAGE_ROOT
 from harness.schema import Case, Observation
 from harness.subjects import hf
 from harness.subjects.hf_text import (
@@ -106,6 +104,8 @@ from harness.subjects.hf_text import (
     render_family,
     tokenizer_setup,
 )
+from harness.zoo import tokzoo
+from harness.zoo.specs import PACKAGE_ROOT
 
 if TYPE_CHECKING:
     from harness.subjects.hf import Zoo
@@ -121,7 +121,7 @@ ORDER = {"mistral": (1, 2, 0, 3)}
 
 
 def template_file(name: str) -> Any:
-    return PACKAGE_ROOT / "fixtures" / f"chat_{name}.jinja"
+    return PACKAGE_ROOT / "zoo" / f"chat_{name}.jinja"
 
 
 def texts(family: str, specials: list[str], bos: str | None) -> dict[str, str]:

@@ -542,7 +542,7 @@ class Model:
         names = ["config.json"] + ([] if mapped and weight_files(directory) else ["model.safetensors"])
         for name in names:
             if not (directory / name).is_file():
-                raise FileNotFoundError(f"{directory / name} is missing; rebuild the zoo: python -m harness.fixtures build")
+                raise FileNotFoundError(f"{directory / name} is missing; rebuild the zoo: python -m harness.zoo build")
         cfg = Config.from_dict(json.loads((directory / "config.json").read_text()))
         if mapped:
             return cls(cfg, Weights(mapped_checkpoint(directory), dtype), directory)

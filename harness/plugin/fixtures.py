@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.fixtures.checkpoint import fingerprint
 from harness.plugin.golden import Golden
 from harness.plugin.selection import case_id, case_of, suite_name
 from harness.plugin.session import GOLDEN_KEY, RunEnv, run_settings, session_of
 from harness.settings.config import HarnessConfig
 from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
+from harness.zoo.checkpoint import fingerprint
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def case_witness(zoo, case) -> float | None:
 
 def user_checkpoint(model: UserModel, with_assistant: bool) -> dict[str, str]:
     """The fingerprint of a user model's files (its assistant's under "assistant/" when the case
-    drafts with it): harness/fixtures/checkpoint.py."""
+    drafts with it): harness/zoo/checkpoint.py."""
     prints = fingerprint(model.path)
     if with_assistant and model.assistant is not None:
         prints.update(fingerprint(model.assistant, prefix="assistant/"))

@@ -79,7 +79,7 @@ class Golden:
         self._witness = witness
 
     def checkpoint(self, fingerprint: dict[str, str]) -> None:
-        """This case runs a checkpoint of yours: its fingerprint (harness/fixtures/checkpoint.py) is
+        """This case runs a checkpoint of yours: its fingerprint (harness/zoo/checkpoint.py) is
         observed as the field `checkpoint` before anything else, so a changed checkpoint is the
         first thing its record comparison says. Before the first check only."""
         if self._check is not None:

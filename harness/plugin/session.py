@@ -210,7 +210,7 @@ class HarnessSession:
         if problem and not self.is_worker and any(is_golden(item) for item in items):
             raise pytest.UsageError(problem)  # (an xdist worker's golden tests fail with it: harness/plugin/fixtures.py)
         if any("zoo" in getattr(item, "fixturenames", ()) for item in items):
-            from harness.fixtures.load import FixtureError, check_models
+            from harness.zoo.load import FixtureError, check_models
 
             try:  # fail closed: a missing or corrupt checkpoint stops the run, it never skips a case
                 check_models(self.settings.config.models_dir, self.settings.config.models)

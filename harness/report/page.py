@@ -187,7 +187,7 @@ def model_of(case: str, names: Sequence[str]) -> str:
 
 def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[ModelView]:
     """Outcome counts per model - your models first, then the zoo's, then the rest."""
-    from harness.fixtures.zoo import BY_NAME
+    from harness.zoo.specs import BY_NAME
 
     names = [*user_models, *sorted(BY_NAME, key=len, reverse=True)]  # longest zoo name first: no prefix clash
     grouped: dict[str, list[OutcomeView]] = {}

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.fixtures.zoo import MODELS_DIR
 from harness.settings.budget import BudgetError
 from harness.settings.budget import parse as parse_budget
 from harness.settings.models import ModelError, UserModel, parse_models_table
 from harness.store.reading import InputError, read_toml
+from harness.zoo.specs import MODELS_DIR
 
 
 class ConfigError(ValueError):

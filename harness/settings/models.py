@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.fixtures.load import REMOTE_CODE_FIX, remote_code
-from harness.fixtures.prompts import PROMPTS, Prompt
 from harness.schema import PATHS
 from harness.settings.budget import Plan
 from harness.store.reading import InputError, read_json
+from harness.zoo.load import REMOTE_CODE_FIX, remote_code
+from harness.zoo.prompts import PROMPTS, Prompt
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # a case-id prefix: no dots, safe in file names
 PROMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -92,7 +92,7 @@ def parse_model(source: Path, rootdir: Path, name: str, table: Any) -> UserModel
     if not NAME.match(name):
         raise _fail(where, "the name becomes the prefix of case ids and record files; use letters, digits, "
                            "'-' and '_' (no dots)")
-    from harness.fixtures.zoo import BY_NAME
+    from harness.zoo.specs import BY_NAME
 
     if name in BY_NAME:
         raise _fail(where, f"{name!r} is a fixture zoo model's name; give your model another name")
@@ -130,7 +130,7 @@ def from_flags(model: str, assistant: str | None = None) -> UserModel:
     """`--model PATH [--assistant PATH]`: a one-off run, named after the model's directory."""
     path = Path(model).resolve()
     name = re.sub(r"[^A-Za-z0-9_-]", "-", path.name).strip("-_") or "model"
-    from harness.fixtures.zoo import BY_NAME
+    from harness.zoo.specs import BY_NAME
 
     if name in BY_NAME:
         name = f"user-{name}"
@@ -197,7 +197,7 @@ def files_problem(directory: Path) -> str:
 
     for path in sorted(Path(directory).rglob("*")):
         if any(part.startswith(".") for part in path.relative_to(directory).parts):
-            continue  # hidden: never read (harness/fixtures/checkpoint.py)
+            continue  # hidden: never read (harness/zoo/checkpoint.py)
         try:
             mode = path.stat().st_mode  # follows a symlink to what it names
         except OSError as exc:

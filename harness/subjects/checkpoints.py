@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.fixtures import load as fixtures_load
-from harness.fixtures.prompts import BY_ID
 from harness.settings.models import UserModel
+from harness.zoo import load as zoo_load
+from harness.zoo.prompts import BY_ID
 
 
 class Checkpoints:
     """The checkpoints of a run: the fixture zoo's in `models_dir` and the `user` models."""
 
-    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32",
+    def __init__(self, models_dir: Path | str = zoo_load.MODELS_DIR, dtype: str = "fp32",
                  user: Sequence[UserModel] = ()):
         self.models_dir = Path(models_dir)
         self.dtype = dtype  # the run's: a model without a dtype of its own is loaded in it
@@ -49,11 +49,11 @@ class Checkpoints:
         (`FixtureError`), a user model's were checked up front (harness/settings/models.py `resolve`)."""
         if self.is_user(name):
             return self.path(name)
-        return fixtures_load.check_files(name, models_dir=self.models_dir)
+        return zoo_load.check_files(name, models_dir=self.models_dir)
 
     def tokenizer_directory(self, name: str) -> Path:
         """A directory of the tokenizer zoo, its files checked against the manifest's `tokenizers`."""
-        return fixtures_load.check_tokenizer(name, models_dir=self.models_dir)
+        return zoo_load.check_tokenizer(name, models_dir=self.models_dir)
 
     def is_user(self, name: str) -> bool:
         return name in self.user or name in self.assistants

@@ -80,7 +80,7 @@ def logits_cached(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
     return zoo.oracle.answer("logits", (name,), {"tokens": list(tokens)}, compute)
 
 
-WITNESS_PROMPT = "long-0"  # held-out real text (harness/fixtures/prompts.py): ~80 tokens
+WITNESS_PROMPT = "long-0"  # held-out real text (harness/zoo/prompts.py): ~80 tokens
 
 
 def rounding_witness(zoo: Zoo, name: str) -> float | None:
@@ -90,9 +90,9 @@ def rounding_witness(zoo: Zoo, name: str) -> float | None:
     or where the engine does not implement the family (`Zoo.oracle.gap`). Tokenized by the `tokenizers` library from the checkpoint's
     tokenizer.json (no library model is loaded for it); through the answer cache."""
     from harness.engine.model import Model
-    from harness.fixtures.prompts import BY_ID
     from harness.subjects.hf import TORCH_DTYPES
     from harness.subjects.hf_cache import narrowed
+    from harness.zoo.prompts import BY_ID
 
     dtype = TORCH_DTYPES.get(zoo.checkpoints.dtype_of(name))
     if dtype not in UNIT_ROUNDOFF or not zoo.checkpoints.is_model(name) or zoo.oracle.gap(name):

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 
 from harness.engine.decode import top2_scale
-from harness.fixtures import load as fixtures_load
 from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
 from harness.store.cache import AnswerCache
@@ -36,6 +35,7 @@ from harness.subjects import error_of, is_subject_error
 from harness.subjects.checkpoints import Checkpoints
 from harness.subjects.hf_state import ModelState
 from harness.subjects.oracle import EngineOracle
+from harness.zoo import load as zoo_load
 
 LOAD_SEED = 0  # weights a version fails to find are initialised from this seed: reproducible
 
@@ -132,7 +132,7 @@ def from_pretrained(directory: Path | str, attn: str | None = None, dtype: str =
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"attn_implementation": attn} if attn else {}
-    fixtures_load.refuse_remote_code(Path(directory))  # checked up front; a harness error here, never data
+    zoo_load.refuse_remote_code(Path(directory))  # checked up front; a harness error here, never data
     torch.manual_seed(LOAD_SEED)
     model, info = AutoModelForCausalLM.from_pretrained(
         str(directory), dtype=TORCH_DTYPES[dtype], trust_remote_code=False, use_safetensors=True,
@@ -184,7 +184,7 @@ class Zoo:
     engine over the same checkpoints, an fp32 CPU oracle whose comparisons use the tolerances of the
     run's dtype (harness/checking/policy.py)."""
 
-    def __init__(self, models_dir: Path | str = fixtures_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
+    def __init__(self, models_dir: Path | str = zoo_load.MODELS_DIR, dtype: str = "fp32", device: str = "cpu",
                  user: Sequence[UserModel] = (), answers: AnswerCache | None = None):
         self.checkpoints = Checkpoints(models_dir, dtype, user)
         self.oracle = EngineOracle(self.checkpoints, answers)

@@ -5,8 +5,8 @@ tokenizer from the metadata) - and what the loaded objects hold.
 
 The `real` extra (gguf, accelerate: `pip install 'genharness[real]'`, pinned in constraints.txt) is
 what transformers' GGUF path needs, and what the harness's own conversion (the oracle,
-harness/fixtures/gguf_convert.py) reads the file with: without it, or without the model in the
-cache and no way to fetch it (harness/fixtures/real.py), `require` / `model_files` raise
+harness/zoo/gguf_convert.py) reads the file with: without it, or without the model in the
+cache and no way to fetch it (harness/zoo/real.py), `require` / `model_files` raise
 `MissingExtra` - the case is skipped (not observable) with the install line, never an error.
 
 - `require()` -> the extra's versions; `model_files(dtype)` -> (the .gguf, the conversion's folder);
@@ -51,9 +51,9 @@ def require() -> dict[str, str]:
 
 def model_files(dtype: str) -> tuple[Path, Path]:
     """(the verified SmolLM2 .gguf, the harness's conversion of it in `dtype` - "float32" / "bfloat16"),
-    fetched and converted once (harness/fixtures/real.py); `MissingExtra` naming the command to run by
+    fetched and converted once (harness/zoo/real.py); `MissingExtra` naming the command to run by
     hand where the cache lacks it and the fetch fails (offline)."""
-    from harness.fixtures import real
+    from harness.zoo import real
 
     try:
         converted = real.smollm2_model(progress=lambda line: None, dtype=dtype)

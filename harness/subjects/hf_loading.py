@@ -30,11 +30,11 @@ from typing import Any
 
 import torch
 
-from harness.fixtures import load as fixtures_load
 from harness.subjects import observe
 from harness.subjects.hf import LOAD_SEED, loaded_as
 from harness.subjects.hf_api import jsonable
 from harness.subjects.hf_processors import processor_lists
+from harness.zoo import load as zoo_load
 
 # the generation config's bookkeeping, not settings
 METADATA = ("transformers_version", "_from_model_config", "_commit_hash", "_original_object_hash")
@@ -49,7 +49,7 @@ def plain_load(directory: Path) -> Any:
     to find get a seeded init."""
     from transformers import AutoModelForCausalLM
 
-    fixtures_load.refuse_remote_code(Path(directory))  # checked up front; a harness error here, never data
+    zoo_load.refuse_remote_code(Path(directory))  # checked up front; a harness error here, never data
     torch.manual_seed(LOAD_SEED)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

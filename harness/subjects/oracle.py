@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.fixtures import load as fixtures_load
 from harness.store.cache import AnswerCache, source_digest
 from harness.subjects.checkpoints import Checkpoints
+from harness.zoo import load as zoo_load
 
 EOS = 2  # the one end token the reference engine stops at (harness/subjects/engine.py decodes to it)
 
@@ -63,7 +63,7 @@ class EngineOracle:
                 # large: the file's pages, mapped
                 self._models[name] = Model.load(self.checkpoints.directory(name), mapped=self.checkpoints.large(name))
             else:
-                self._models[name] = fixtures_load.load_reference(name, self.checkpoints.models_dir)
+                self._models[name] = zoo_load.load_reference(name, self.checkpoints.models_dir)
         return self._models[name]
 
     def answer(self, kind: str, models: Sequence[str | None], args: Any, compute: Callable[[], Any]) -> Any:
