@@ -6,6 +6,7 @@ the measured false alarms and power on this host are benchmarks/paired_power.py'
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -171,3 +172,30 @@ def test_check_against_something_that_is_no_interpreter_is_a_usage_error(capsys,
     assert "not an interpreter" in capsys.readouterr().err
     assert main(["check", "--root", str(root), "--against", "python3", "--pair-fields", "no-such-field"]) == 2
     assert "no paired field matches" in capsys.readouterr().err
+
+
+def test_a_paired_run_writes_the_report_a_run_writes(tmp_path):
+    """paired.json beside results.json, index.html, junit.xml and summary.md of the same outcomes: a
+    5 % slower new side is the report's regression, its JUnit failure and its summary's finding."""
+    import json as _json
+
+    from harness.cli.paired import run_fields, write_paired
+    from harness.settings.config import load_config
+
+    host = Host(drift=0.002)
+    project = type("P", (), {"config": load_config(Path(__file__).resolve().parents[1])})()
+    outcomes, records = run_fields(FakeWorker(host, "new", slow=0.08), FakeWorker(host, "old"), (FIELD,), 0.0,
+                                   0.01, project)
+    hello = {"new": {"transformers": "5.24.0", "torch": "2.13.0"}, "old": {"transformers": "5.14.0", "torch": "2.13.0"}}
+    run = {"against": "/venvs/old/bin/python", "alpha_field": 0.01, "alpha": 0.01, "cores": [0], "threads": 1,
+           "seconds": 0.0, "end": "load 0 0 0"}
+    path, index = write_paired(tmp_path, hello, run, outcomes, records)
+    assert _json.loads(path.read_text())["outcomes"] == [o.to_json() for o in outcomes]
+    results = _json.loads((tmp_path / "results.json").read_text())
+    assert [o["status"] for o in results["outcomes"]] == [o.status.value for o in outcomes]
+    decided = next(o for o in outcomes if o.field == FIELD.name)
+    assert decided.status is Status.REGRESSION
+    assert "<failure" in (tmp_path / "junit.xml").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("# tf5.24.0-torch2.13.0 vs baseline tf5.14.0-torch2.13.0 (paired")
+    assert "Verdict: **regression**" in summary and index.is_file()

@@ -6,8 +6,9 @@ The run's family is its paired fields: each is decided at alpha / bucket(m) (m =
 `stats.per_test_alpha`), half of it per direction, so a run with nothing changed reports a latency
 finding with probability <= alpha. Memory: the bytes one call allocates, asked once per env,
 compared by `compare_memory` (deterministic for a torch build). Prints one line per field and the
-verdict; writes ``<reports_dir>/paired/<YYYYmmdd-HHMMSS>/paired.json`` (both envs, the load, every
-field's outcome and its blocks). Exit 1 on a regression, 0 otherwise, 2 for a usage error."""
+verdict; writes ``<reports_dir>/paired/<YYYYmmdd-HHMMSS>/``: paired.json (both envs, the load, every
+field's outcome and its blocks) and the run's report from the same outcomes (results.json, index.html,
+junit.xml, summary.md: `write_paired`). Exit 1 on a regression, 0 otherwise, 2 for a usage error."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from harness.cli.common import EXIT_OK, EXIT_REGRESSION
 from harness.cli.project import Project, UsageError
 from harness.designs import paired
 from harness.report.terminal import timestamped_dir
-from harness.schema import Outcome, Status
+from harness.schema import Outcome, Results, Status
 
 
 def python_of(spec: str) -> str:
@@ -79,16 +80,41 @@ def cmd_paired(project: Project, args: argparse.Namespace) -> int:
             w.close()
     regressions = sum(o.status is Status.REGRESSION for o in outcomes)
     out = timestamped_dir(project.reports_dir / "paired")
-    out.mkdir(parents=True)
-    path = out / "paired.json"
-    path.write_text(json.dumps({"envs": hello, "against": python, "alpha_field": alpha, "alpha": project.config.alpha,
-                                "cores": cores, "threads": threads, "seconds": seconds, "end": load_line(),
-                                "outcomes": [o.to_json() for o in outcomes], "fields": records}, indent=1) + "\n")
+    run = {"against": python, "alpha_field": alpha, "alpha": project.config.alpha, "cores": cores, "threads": threads,
+           "seconds": seconds, "end": load_line()}
+    path, report = write_paired(out, hello, run, outcomes, records)
     counts = {s.value: sum(o.status is s for o in outcomes) for s in Status if any(o.status is s for o in outcomes)}
     verdict = "regression" if regressions else "pass"
     print(f"harness: paired verdict {verdict}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-          + f"; {load_line()}; {path}")
+          + f"; {load_line()}; {path}\nreport: {report}")
     return EXIT_REGRESSION if regressions else EXIT_OK
+
+
+def env_of(hello: dict[str, Any], threads: int) -> dict[str, Any]:
+    """A paired worker's environment as a run's report reads it (its hello: the versions it runs)."""
+    return {"transformers": hello.get("transformers"), "torch": hello.get("torch"), "device": {"type": "cpu"},
+            "dtype": "fp32", "threads": threads}
+
+
+def write_paired(out: Path, hello: dict[str, Any], run: dict[str, Any], outcomes: list[Outcome],
+                 records: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """The paired run's folder: paired.json (both envs, the run's settings, every field's outcome and
+    its blocks) and the report a run writes - results.json, index.html, junit.xml, summary.md - from
+    the same outcomes, so the paired verdict reads like any other run's (a CI's JUnit, a PR's summary)."""
+    from harness.report.output import write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "paired.json"
+    path.write_text(json.dumps({"envs": hello, **run, "outcomes": [o.to_json() for o in outcomes], "fields": records},
+                               indent=1) + "\n")
+    new, old = env_of(hello["new"], run["threads"]), env_of(hello["old"], run["threads"])
+    key = "tf{transformers}-torch{torch}".format
+    results = Results(env=new, baseline_env=old, outcomes=outcomes,
+                      meta={"env_key": key(**new), "baseline_key": f"{key(**old)} (paired: {run['against']})",
+                            "command": f"harness check --against {run['against']}", "alpha": run["alpha"],
+                            "paired": {k: v for k, v in run.items() if k != "against"}})
+    paths = write_report(results, out)
+    return path, paths.index
 
 
 def run_fields(new: paired.Asks, old: paired.Asks, fields: tuple[paired.PairedField, ...], budget: float,
