@@ -22,8 +22,11 @@ the wall clock (`compare_stats.compare_paired`). No calibration is needed: each 
 The fields (`FIELDS`) are the latency suite's (harness/designs/latency.py) timed the same way: prefill
 (best of 3 calls into a fresh cache), decode (best of 2 runs of DECODE_STEPS steps over a prefilled
 cache, per step), generate() per path (one call), each with the memory torch allocates in one call
-(`memory_<field>`, deterministic: asked once per env). Not paired yet: the serving paths (compiled
-generate(), the sequential requests) and a user model's paths.
+(`memory_<field>`, deterministic: asked once per env), and the serving case's three (`_serving`):
+the compiled static-cache generate() in its steady state, the batching prompts through generate() one
+after another, and one generate_batch of them - unpaired, generate_batch spread its calibration by
+26-41 % and was information only; paired, its neighbour of the other env is its calibration. Not
+paired yet: a user model's paths.
 
 Protocol: one JSON object per line on the worker's stdin, one reply per line on its stdout -
 ``hello``; ``prepare`` (build a field's call and warm it up); ``time`` (the best of the field's inner
@@ -76,7 +79,8 @@ def _fields() -> tuple[PairedField, ...]:
     decode = [PairedField("llama-target.decode", f"decode_{k}", inner=2, per=DECODE_STEPS) for k in ("dynamic", "static")]
     generate = [PairedField("llama-target.generate", f"generate_{p}") for p in ("plain", "assisted", "prompt_lookup", "ensemble")]
     mtp = [PairedField("glm4moe-mtp.generate", f"generate_{p}") for p in ("plain", "mtp")]
-    return (*prefill, *decode, *generate, *mtp)
+    serving = [PairedField("llama-target.serving", f"generate_{p}") for p in ("compiled", "sequential", "batch")]
+    return (*prefill, *decode, *generate, *mtp, *serving)
 
 
 FIELDS = _fields()
@@ -104,6 +108,8 @@ def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
         prompt = field.name.split("_")[1]
         return hf_latency.prefill(zoo.load(case.model).model, zoo.prompt_ids(case.model, f"{prompt}-0"), kind), None
     ids = zoo.prompt_ids(case.model, "short-0")
+    if case.id.endswith(".serving"):
+        return _serving(zoo, case, field.name, ids), None
     if field.name.startswith("decode_"):
         model = zoo.load(case.model).model
         return hf_latency.decode_steps(model), hf_latency.decode_setup(model, ids, kind)
@@ -118,6 +124,34 @@ def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
             raise RuntimeError(f"{got.error.get('type')}: {got.error.get('message')}")
         return got
     return checked, None
+
+
+def _serving(zoo: Zoo, case: Any, name: str, ids: Any) -> Callable[[], Any]:
+    """A serving field's call as the latency suite's serving case makes it: the compiled static-cache
+    generate() (its first call, which compiles, is the warm-up), the SERVING_PROMPTS through generate()
+    one after another, or one generate_batch of them - a call that raised or a request that failed
+    raises, so the field is `not compared` with it (5.13 / 5.14's generate_batch without psutil)."""
+    from harness.designs.latency import SERVING_PROMPTS
+    from harness.subjects import hf_compiled, hf_latency
+
+    model = zoo.load(case.model).model
+    prompts = [zoo.prompt_ids(case.model, p)[0].tolist() for p in SERVING_PROMPTS]
+    if name == "generate_compiled":
+        hf_compiled.reset()
+        call: Callable[[], Any] = hf_latency.compiled_generate(model, ids, case.new_tokens)
+    elif name == "generate_sequential":
+        call = hf_latency.sequential_generate(model, prompts, case.new_tokens, zoo.device)
+    else:
+        call = hf_latency.continuous_batch(model, prompts, case.new_tokens)
+
+    def checked() -> Any:
+        got = call()
+        for one in got if isinstance(got, list) else [got]:
+            error = getattr(one, "error", None) or next((e for e in getattr(one, "request_errors", ()) or () if e), None)
+            if error:
+                raise RuntimeError(f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else error)
+        return got
+    return checked
 
 
 def slowed(fn: Callable[..., Any], fraction: float) -> Callable[..., Any]:
