@@ -95,3 +95,14 @@ def test_every_deep_entry_names_a_test_that_exists():
             sources = "".join(f.read_text(encoding="utf-8") for f in [REPO / "tests" / path, REPO / "golden/models/manifest.json",
                                                                      *(REPO / "harness/faults").rglob("*.py")])
             assert spelled in sources, f"DEEP names {entry}: no such parameter"
+
+
+def test_the_designs_reach_the_zoo_by_its_typed_parts_never_by_getattr():
+    """A `getattr(zoo, "user", {})` survives a rename of what it reads and answers the default: when
+    `Zoo.user` became `Zoo.checkpoints.user`, three designs read every user model as unbudgeted."""
+    import re
+
+    found = [f"{p.relative_to(REPO)}:{i}" for p in (REPO / "harness").rglob("*.py")
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b(getattr|hasattr)\((self\.)?zoo\b", line)]
+    assert found == []

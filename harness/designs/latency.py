@@ -201,7 +201,7 @@ def decode(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
 def generate(zoo: Zoo, case: Case, run: RunSettings) -> Observation:
     obs = Observation()
     ids = zoo.prompt_ids(case.model, "short-0")
-    owner = getattr(zoo, "user", {}).get(case.model)
+    owner = zoo.checkpoints.user.get(case.model)
     budgeted = owner is not None and owner.plan.budgeted
     # the budget plan times against the generic calibration: the model's own engine twin would cost a
     # decode of the model per sample

@@ -394,7 +394,7 @@ def _engine_twin(zoo: Zoo, case: Case) -> Case:
     a user model's budget plan, for a lossless path or the static cache, plain greedy in the dynamic
     cache - the same expected tokens (greedy decoding is what a lossless path and either cache must
     emit), so the engine decodes the model once instead of once per case."""
-    owner = getattr(zoo, "user", {}).get(case.model)
+    owner = zoo.checkpoints.user.get(case.model)
     if owner is None or not owner.plan.budgeted or not (case.lossless or case.path == "plain"):
         return case
     return replace(case.plain(), cache="dynamic")

@@ -229,7 +229,7 @@ def observe(zoo: Zoo, spec: SamplingSpec, run: RunSettings, alpha: float, field:
     if (spec.model, spec.path) in NO_BACKSTOP:
         obs.skipped(field, "distribution", NO_BACKSTOP[(spec.model, spec.path)])
         return obs
-    owner = getattr(zoo, "user", {}).get(spec.model)
+    owner = zoo.checkpoints.user.get(spec.model)
     if whitebox and owner is not None and owner.plan.budgeted:  # the white box above checks it exactly
         obs.skipped(field, "distribution", budget.BACKSTOP_WHY)
         return obs
