@@ -199,3 +199,23 @@ def test_a_paired_run_writes_the_report_a_run_writes(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("# tf5.24.0-torch2.13.0 vs baseline tf5.14.0-torch2.13.0 (paired")
     assert "Verdict: **regression**" in summary and index.is_file()
+
+
+def test_a_user_model_adds_its_own_fields_and_reaches_the_worker_as_resolved(tmp_path):
+    """--model PATH (or [tool.harness.models]) pairs the model's prefill, decode and generate() per path
+    but MTP; the worker gets it as JSON and resolves it again in its own env."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from user_checkpoints import qwen3
+
+    from harness.settings.models import from_flags, resolve
+
+    model = resolve(from_flags(str(qwen3(tmp_path / "mine", layers=1)), None))
+    keys = [f.key for f in paired.select(["mine"], [model])]
+    assert keys[:2] == ["mine.prefill/prefill_dynamic", "mine.decode/decode_dynamic"]
+    assert keys[2:] == [f"mine.generate/generate_{p}" for p in ("plain", *(p for p in model.paths
+                                                                            if p not in ("plain", "mtp")))]
+    assert set(paired.select([], [model])) >= set(paired.FIELDS)
+    again = paired.user_model(paired.user_spec(model))
+    assert (again.name, again.path, again.paths, again.prompts) == (model.name, model.path, model.paths, model.prompts)

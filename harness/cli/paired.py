@@ -6,7 +6,8 @@ The run's family is its paired fields: each is decided at alpha / bucket(m) (m =
 `stats.per_test_alpha`), half of it per direction, so a run with nothing changed reports a latency
 finding with probability <= alpha. Memory: the bytes one call allocates, asked once per env,
 compared by `compare_memory` (deterministic for a torch build). Prints one line per field and the
-verdict; writes ``<reports_dir>/paired/<YYYYmmdd-HHMMSS>/``: paired.json (both envs, the load, every
+verdict; a user model (--model PATH, else the project's [tool.harness.models]) adds its own fields
+(paired.py `user_fields`). Writes ``<reports_dir>/paired/<YYYYmmdd-HHMMSS>/``: paired.json (both envs, the load, every
 field's outcome and its blocks) and the run's report from the same outcomes (results.json, index.html,
 junit.xml, summary.md: `write_paired`). Exit 1 on a regression, 0 otherwise, 2 for a usage error."""
 
@@ -41,6 +42,22 @@ def python_of(spec: str) -> str:
     return found
 
 
+def user_models(project: Project, args: argparse.Namespace) -> tuple[Any, ...]:
+    """The user models whose paths are paired too: --model PATH (with --assistant), else the project's
+    [tool.harness.models] tables - each resolved here first, so a bad path is this command's usage
+    error, not a worker's."""
+    from harness.settings.models import ModelError, from_flags, resolve
+
+    model, assistant = getattr(args, "harness_model", None), getattr(args, "harness_assistant", None)
+    if assistant and not model:
+        raise UsageError("--assistant needs --model PATH (the model it drafts for)")
+    declared = (from_flags(str(model), str(assistant) if assistant else None),) if model else project.config.user_models
+    try:
+        return tuple(resolve(m) for m in declared)
+    except ModelError as exc:
+        raise UsageError(f"bad model: {exc}") from None
+
+
 def load_line() -> str:
     try:
         return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -50,10 +67,11 @@ def load_line() -> str:
 
 def cmd_paired(project: Project, args: argparse.Namespace) -> int:
     python = python_of(args.against)
-    fields = paired.select([p for p in (args.pair_fields or "").split(",") if p])
+    users = user_models(project, args)
+    fields = paired.select([p for p in (args.pair_fields or "").split(",") if p], users)
     if not fields:
         raise UsageError(f"--pair-fields {args.pair_fields}: no paired field matches; fields: "
-                         + ", ".join(f.key for f in paired.FIELDS))
+                         + ", ".join(f.key for f in paired.select([], users)))
     seconds = float(args.pair_seconds)
     if seconds <= 0:
         raise UsageError(f"--pair-seconds {args.pair_seconds}: must be > 0")
@@ -63,9 +81,9 @@ def cmd_paired(project: Project, args: argparse.Namespace) -> int:
     alpha = stats.per_test_alpha(project.config.alpha, len(fields))
     workers: list[paired.Worker] = []
     try:
-        new = paired.Worker(sys.executable, models, cores, threads)
+        new = paired.Worker(sys.executable, models, cores, threads, users)
         workers.append(new)
-        old = paired.Worker(python, models, cores, threads)
+        old = paired.Worker(python, models, cores, threads, users)
         workers.append(old)
         hello = {"new": new.ask({"op": "hello"}), "old": old.ask({"op": "hello"})}
         if {h.get("protocol") for h in hello.values()} != {paired.PROTOCOL}:

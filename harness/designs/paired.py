@@ -25,8 +25,9 @@ cache, per step), generate() per path (one call), each with the memory torch all
 (`memory_<field>`, deterministic: asked once per env), and the serving case's three (`_serving`):
 the compiled static-cache generate() in its steady state, the batching prompts through generate() one
 after another, and one generate_batch of them - unpaired, generate_batch spread its calibration by
-26-41 % and was information only; paired, its neighbour of the other env is its calibration. Not
-paired yet: a user model's paths.
+26-41 % and was information only; paired, its neighbour of the other env is its calibration. A user
+model's (`user_fields`: its checkpoint from [tool.harness.models] or --model, resolved in each env):
+prefill and decode over a dynamic cache, generate() per path but MTP.
 
 Protocol: one JSON object per line on the worker's stdin, one reply per line on its stdout -
 ``hello``; ``prepare`` (build a field's call and warm it up); ``time`` (the best of the field's inner
@@ -47,6 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.settings.models import UserModel
 
 if TYPE_CHECKING:
     from harness.subjects.hf import Zoo
@@ -86,11 +89,46 @@ def _fields() -> tuple[PairedField, ...]:
 FIELDS = _fields()
 
 
-def select(patterns: Sequence[str]) -> tuple[PairedField, ...]:
-    """The fields whose key contains any of `patterns` (all without)."""
+def user_fields(users: Sequence[UserModel]) -> tuple[PairedField, ...]:
+    """A user model's fields: prefill and decode over a dynamic cache (its first prompt), and one greedy
+    generate() per path it runs but MTP (the latency suite's `<name>.generate`), plain first."""
+    out: list[PairedField] = []
+    for m in users:
+        out += [PairedField(f"{m.name}.prefill", "prefill_dynamic", inner=3),
+                PairedField(f"{m.name}.decode", "decode_dynamic", inner=2, per=_decode_steps())]
+        out += [PairedField(f"{m.name}.generate", f"generate_{p}")
+                for p in ("plain", *(p for p in m.paths if p not in ("plain", "mtp")))]
+    return tuple(out)
+
+
+def _decode_steps() -> int:
+    from harness.subjects.hf_latency import DECODE_STEPS
+
+    return DECODE_STEPS
+
+
+def select(patterns: Sequence[str], users: Sequence[UserModel] = ()) -> tuple[PairedField, ...]:
+    """The fields - the zoo's, then each user model's - whose key contains any of `patterns` (all without)."""
+    every = (*FIELDS, *user_fields(users))
     if not patterns:
-        return FIELDS
-    return tuple(f for f in FIELDS if any(p in f.key for p in patterns))
+        return every
+    return tuple(f for f in every if any(p in f.key for p in patterns))
+
+
+def user_spec(m: UserModel) -> dict[str, Any]:
+    """What a worker needs to load a user model as the driver resolved it (JSON)."""
+    return {"name": m.name, "path": str(m.path), "assistant": str(m.assistant) if m.assistant else None,
+            "dtype": m.dtype, "prompts_file": str(m.prompts_file) if m.prompts_file else None, "paths": list(m.paths)}
+
+
+def user_model(spec: dict[str, Any]) -> UserModel:
+    """`user_spec` back, resolved in the worker's env (harness/settings/models.py `resolve`)."""
+    from harness.settings.models import resolve
+
+    def path(key: str) -> Path | None:
+        return Path(spec[key]) if spec.get(key) else None
+    return resolve(UserModel(spec["name"], Path(spec["path"]), "--against", assistant=path("assistant"),
+                             dtype=spec.get("dtype"), prompts_file=path("prompts_file"), paths=tuple(spec["paths"])))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,6 +140,8 @@ def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
     from harness import cases
     from harness.subjects import hf_latency
 
+    if field.case.split(".", 1)[0] in zoo.checkpoints.user:
+        return _user(zoo, field)
     case = next(c for c in cases.latency() if c.id == field.case)
     kind = field.name.rsplit("_", 1)[-1]
     if field.name.startswith("prefill_"):
@@ -117,6 +157,32 @@ def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
     call = hf_latency.generate_path(zoo, case.model, path, ids, case.new_tokens, case.draft_tokens,
                                     weight=case.param("weight") if path == "ensemble" else None,
                                     assistant=case.assistant if path in ("assisted", "ensemble") else None)
+
+    def checked() -> Any:
+        got = call()
+        if got.error is not None:
+            raise RuntimeError(f"{got.error.get('type')}: {got.error.get('message')}")
+        return got
+    return checked, None
+
+
+def _user(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[], Any] | None]:
+    """A user model's field (`user_fields`) on its first prompt (its own, else the zoo's short-0)."""
+    from harness.cases.common import DRAFT_TOKENS, ENSEMBLE_WEIGHTS, NEW_TOKENS
+    from harness.subjects import hf_latency
+
+    name = field.case.split(".", 1)[0]
+    owner = zoo.checkpoints.user[name]
+    ids = zoo.prompt_ids(name, owner.prompts[0].id if owner.prompts else "short-0")
+    model = zoo.load(name).model
+    if field.name == "prefill_dynamic":
+        return hf_latency.prefill(model, ids, "dynamic"), None
+    if field.name == "decode_dynamic":
+        return hf_latency.decode_steps(model), hf_latency.decode_setup(model, ids, "dynamic")
+    path = field.name.removeprefix("generate_")
+    call = hf_latency.generate_path(zoo, name, path, ids, NEW_TOKENS, DRAFT_TOKENS,
+                                    weight=ENSEMBLE_WEIGHTS[0] if path == "ensemble" else None,
+                                    assistant=owner.assistant_name if path in ("assisted", "ensemble") else None)
 
     def checked() -> Any:
         got = call()
@@ -175,13 +241,15 @@ def slowed(fn: Callable[..., Any], fraction: float) -> Callable[..., Any]:
 class Server:
     """The worker's state: the zoo and each prepared field's call."""
 
-    def __init__(self, models_dir: str, threads: int) -> None:
+    def __init__(self, models_dir: str, threads: int, users: Sequence[dict[str, Any]] = ()) -> None:
         import torch
 
         from harness.subjects.hf import Zoo
 
         torch.set_num_threads(threads)
-        self.zoo = Zoo(models_dir)
+        self.users = [user_model(u) for u in users]
+        self.zoo = Zoo(models_dir, user=self.users)
+        self.fields = {f.key: f for f in (*FIELDS, *user_fields(self.users))}
         self.calls: dict[str, tuple[PairedField, Callable[..., Any], Callable[[], Any] | None]] = {}
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -193,7 +261,7 @@ class Server:
             return {"protocol": PROTOCOL, "transformers": transformers.__version__, "torch": torch.__version__,
                     "python": sys.version.split()[0], "pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0)),
                     "threads": torch.get_num_threads()}
-        field = next(f for f in FIELDS if f.key == msg["field"])
+        field = self.fields[msg["field"]]
         if op == "prepare":
             fn, setup = build(self.zoo, field)
             self.calls[field.key] = (field, fn, setup)
@@ -231,10 +299,10 @@ def best_of(fn: Callable[..., Any], field: PairedField, setup: Callable[[], Any]
     return best[0] / field.per, best[1] / field.per
 
 
-def serve(models_dir: str, threads: int) -> None:
+def serve(models_dir: str, threads: int, users: Sequence[dict[str, Any]] = ()) -> None:
     """The worker's loop: a request per stdin line, a reply per stdout line (an exception is the
     reply's error, type and message)."""
-    server = Server(models_dir, threads)
+    server = Server(models_dir, threads, users)
     out = sys.stdout
     sys.stdout = sys.stderr  # what the library prints goes to stderr, never into the replies
     for line in sys.stdin:
@@ -272,13 +340,15 @@ class Worker:
     """A timing worker: `python -m harness.designs.paired` under `python`, with this harness first on
     its path (both envs time the same code), pinned to `cores`."""
 
-    def __init__(self, python: str, models_dir: Path, cores: Sequence[int], threads: int = 1) -> None:
+    def __init__(self, python: str, models_dir: Path, cores: Sequence[int], threads: int = 1,
+                 users: Sequence[UserModel] = ()) -> None:
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
                "OMP_NUM_THREADS": str(threads)}
         try:
             self.proc = subprocess.Popen(
-                [python, "-m", "harness.designs.paired", str(models_dir), str(threads)], stdin=subprocess.PIPE,
+                [python, "-m", "harness.designs.paired", str(models_dir), str(threads),
+                 json.dumps([user_spec(m) for m in users])], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
         except OSError as exc:
             raise WorkerError(f"{python}: cannot start a timing worker: {exc}") from exc
@@ -382,4 +452,4 @@ def memory(new: Asks, old: Asks, field: PairedField) -> tuple[dict[str, Any], di
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else ())
