@@ -139,3 +139,36 @@ def test_a_cell_records_or_with_a_baseline_checks_the_case_n_times(tmp_path, mon
         else:
             assert "--force-regen" in args and "--baseline" not in args and kwargs["success_codes"] == [0]
     assert session.installs[1][0] == "transformers==5.20.0"
+
+
+def test_pair_seconds_pairs_each_links_cells_by_their_recorded_interpreters(project, tmp_path, monkeypatch):
+    """--pair-seconds: each link's b cell (new) paired against its a cell (old), by the interpreters
+    their results.json record; a cell without one is said, not paired; the index links the report."""
+    import harness.cli.paired as paired_cli
+
+    calls = []
+
+    def runner(cell, project, out, args, versions):
+        rc = fake_runner(cell, project, out, args, versions)
+        path = out / "cells" / cell.version / "results.json"
+        if rc == 0 and cell.version != "5.24.0":
+            data = json.loads(path.read_text())
+            data["meta"]["interpreter"] = sys.executable
+            atomic_write_json(path, data)
+        return rc
+
+    def pair_envs(project, new, old, fields, users, seconds, threads, out):
+        calls.append((new, old, [f.key for f in fields], seconds, out.relative_to(tmp_path)))
+        (out / "index.html").parent.mkdir(parents=True)
+        (out / "index.html").write_text("paired")
+        return 1
+
+    monkeypatch.setattr(paired_cli, "pair_envs", pair_envs)
+    args = argparse.Namespace(transformers=["5.13.1", "5.14.0", "5.24.0"], torch=None, workers=None,
+                              out=str(tmp_path / "m"), pair_seconds="30", pair_fields="decode_dynamic")
+    cells, links, out = matrix(project, args, runner=runner)
+    assert [c.interpreter for c in cells] == [sys.executable, sys.executable, ""]
+    assert calls == [(sys.executable, sys.executable, ["llama-target.decode/decode_dynamic"], 30.0,
+                      Path("m/5.13.1-to-5.14.0/paired"))]
+    assert [link.paired for link in links] == ["regression (1)", "not paired: no interpreter recorded for 5.24.0"]
+    assert "5.13.1-to-5.14.0/paired/index.html" in (out / "index.html").read_text()

@@ -10,6 +10,8 @@ the index page) and the matrix goes on; the chain links the cells that recorded.
     DIR/index.html                     cells (version, env key, status, time) and the chain
     DIR/<a>-to-<b>/{index.html,results.json,summary.md}   one upgrade report per link
     DIR/cells/<V>/{nox.log,results.json}                  each cell's log and run results
+    DIR/<a>-to-<b>/paired/                               --pair-seconds S: the link's paired latency
+                                                         (b's venv against a's, call by call)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Cell:
     version: str
     status: str = "pending"  # recorded | recorded, tests failed | failed
     env_key: str = ""
+    interpreter: str = ""  # the cell's python, from its results.json (what --pair-seconds pairs)
     seconds: float = 0.0
     error: str = ""  # the log's tail when the cell failed
 
@@ -56,6 +59,7 @@ class Link:
     directory: str
     verdict: str
     headline: str
+    paired: str = ""  # --pair-seconds: the paired latency verdict of b against a ("" unpaired)
 
 
 def nox_command(version: str, envdir: str | None = None, posargs: Sequence[str] = ()) -> list[str]:
@@ -102,7 +106,8 @@ def record_cell(cell: Cell, project: Project, out: Path, args: argparse.Namespac
     rc = runner(cell, project, out, args, versions)
     cell.seconds = time.monotonic() - start
     try:
-        cell.env_key = str(load_results(cell_dir / "results.json").meta.get("env_key", ""))
+        meta = load_results(cell_dir / "results.json").meta
+        cell.env_key, cell.interpreter = str(meta.get("env_key", "")), str(meta.get("interpreter", ""))
     except ResultsFileError:
         cell.env_key = ""
     if cell.env_key:
@@ -130,8 +135,9 @@ def index_html(cells: Sequence[Cell], links: Sequence[Link], torch: str) -> str:
         f"</td></tr>" for c in cells)
     chain = "".join(
         f"<li><a href='{e(k.directory)}/index.html'>{e(k.a.version)} &rarr; {e(k.b.version)}</a>: verdict "
-        f"<b>{e(k.verdict)}</b>, {e(k.headline)} (<a href='{e(k.directory)}/summary.md'>summary.md</a>)</li>"
-        for k in links) or "<li>fewer than two cells recorded: no upgrade report</li>"
+        f"<b>{e(k.verdict)}</b>, {e(k.headline)} (<a href='{e(k.directory)}/summary.md'>summary.md</a>)"
+        + (f"; paired latency: <a href='{e(k.directory)}/paired/index.html'>{e(k.paired)}</a>" if k.paired else "")
+        + "</li>" for k in links) or "<li>fewer than two cells recorded: no upgrade report</li>"
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>transformers upgrade matrix</title>"
             "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:.3em .6em;"
             "vertical-align:top}table{border-collapse:collapse}.failed{background:#fde8e8}pre{margin:0;"
@@ -159,8 +165,25 @@ def matrix(project: Project, args: argparse.Namespace, runner: Runner = run_nox)
             print("  " + cell.reason, flush=True)
     recorded = [c for c in cells if c.env_key]
     links = [link_report(project, a, b, out) for a, b in zip(recorded, recorded[1:], strict=False)]
+    if getattr(args, "pair_seconds", None):
+        for link in links:
+            link.paired = pair_link(project, link, out, args)
     write_file(out / "index.html", index_html(cells, links, args.torch or ""))
     return cells, links, out
+
+
+def pair_link(project: Project, link: Link, out: Path, args: argparse.Namespace) -> str:
+    """Paired latency of the link's cells (harness/cli/paired.py `pair_envs`: b's python the new side,
+    a's the old, in one time window), its report under DIR/<a>-to-<b>/paired/; the verdict words."""
+    from harness.cli.paired import fields_of, pair_envs, seconds_of
+
+    missing = [c.version for c in (link.a, link.b) if not c.interpreter or not Path(c.interpreter).exists()]
+    if missing:
+        return f"not paired: no interpreter recorded for {', '.join(missing)}"
+    print(f"harness: matrix pairs {link.a.version} -> {link.b.version} ({args.pair_seconds} s)", flush=True)
+    regressions = pair_envs(project, link.b.interpreter, link.a.interpreter, fields_of(args.pair_fields),
+                            (), seconds_of(args.pair_seconds), 1, out / link.directory / "paired")
+    return f"regression ({regressions})" if regressions else "pass"
 
 
 # a release version as PyPI spells transformers': 4.57.6, 5.0.0, 5.0.0rc1 (a major of 4 or later - the
@@ -185,7 +208,8 @@ def cmd_matrix(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise UsageError(f"{project.store.root} does not exist (the store the cells record into)")
     cells, links, out = matrix(project, args)
     for link in links:
-        print(f"  {link.a.version} -> {link.b.version}: {link.verdict}; {link.headline}")
+        paired = f"; paired latency {link.paired}" if link.paired else ""
+        print(f"  {link.a.version} -> {link.b.version}: {link.verdict}; {link.headline}{paired}")
     print(f"\nmatrix: {out / 'index.html'}")
     return 1 if any(c.status == "failed" for c in cells) else 0
 
@@ -200,4 +224,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--envdir", metavar="DIR", help="where the cells' virtualenvs go (default: nox's .nox/; with "
                    "--torch V: DIR/torch<V>/)")
     p.add_argument("--out", metavar="DIR", help="where the reports go (default: <reports_dir>/matrix/<time>)")
+    p.add_argument("--pair-seconds", metavar="S", help="also pair each link's two cells' latency call by call "
+                   "(harness check --against between their venvs) for S seconds: DIR/<a>-to-<b>/paired/")
+    p.add_argument("--pair-fields", metavar="NAMES", help="with --pair-seconds: the paired fields (comma-separated "
+                   "parts of a field's key; default all)")
     p.set_defaults(func=cmd_matrix)

@@ -68,44 +68,63 @@ def load_line() -> str:
 def cmd_paired(project: Project, args: argparse.Namespace) -> int:
     python = python_of(args.against)
     users = user_models(project, args)
-    fields = paired.select([p for p in (args.pair_fields or "").split(",") if p], users)
-    if not fields:
-        raise UsageError(f"--pair-fields {args.pair_fields}: no paired field matches; fields: "
-                         + ", ".join(f.key for f in paired.select([], users)))
-    seconds = float(args.pair_seconds)
-    if seconds <= 0:
-        raise UsageError(f"--pair-seconds {args.pair_seconds}: must be > 0")
+    fields = fields_of(args.pair_fields, users)
+    seconds = seconds_of(args.pair_seconds)
     threads = int(getattr(args, "harness_threads", None) or 1)
+    regressions = pair_envs(project, sys.executable, python, fields, users, seconds, threads,
+                            timestamped_dir(project.reports_dir / "paired"))
+    return EXIT_REGRESSION if regressions else EXIT_OK
+
+
+def fields_of(spec: str | None, users: tuple[Any, ...] = ()) -> tuple[paired.PairedField, ...]:
+    """--pair-fields NAMES (comma-separated parts of a field's key; all without) as fields."""
+    fields = paired.select([p for p in (spec or "").split(",") if p], users)
+    if not fields:
+        raise UsageError(f"--pair-fields {spec}: no paired field matches; fields: "
+                         + ", ".join(f.key for f in paired.select([], users)))
+    return fields
+
+
+def seconds_of(spec: Any) -> float:
+    seconds = float(spec)
+    if seconds <= 0:
+        raise UsageError(f"--pair-seconds {spec}: must be > 0")
+    return seconds
+
+
+def pair_envs(project: Project, new_python: str, old_python: str, fields: tuple[paired.PairedField, ...],
+              users: tuple[Any, ...], seconds: float, threads: int, out: Path) -> int:
+    """Pair `new_python`'s env against `old_python`'s on `fields` for `seconds` in all, print a line
+    per field and the verdict, write `write_paired`'s folder `out`; the number of regressions."""
     cores = paired.shared_core()
     models = project.config.models_dir
     alpha = stats.per_test_alpha(project.config.alpha, len(fields))
     workers: list[paired.Worker] = []
     try:
-        new = paired.Worker(sys.executable, models, cores, threads, users)
+        new = paired.Worker(new_python, models, cores, threads, users)
         workers.append(new)
-        old = paired.Worker(python, models, cores, threads, users)
+        old = paired.Worker(old_python, models, cores, threads, users)
         workers.append(old)
         hello = {"new": new.ask({"op": "hello"}), "old": old.ask({"op": "hello"})}
         if {h.get("protocol") for h in hello.values()} != {paired.PROTOCOL}:
-            raise UsageError(f"--against {python}: its timing worker speaks another protocol ({hello['old']})")
+            raise UsageError(f"--against {old_python}: its timing worker speaks another protocol ({hello['old']})")
         print(f"harness: paired latency, new transformers {hello['new']['transformers']} torch {hello['new']['torch']} "
-              f"({sys.executable}) vs old transformers {hello['old']['transformers']} torch {hello['old']['torch']} "
-              f"({python}); {len(fields)} fields, ~{seconds:.0f} s of pairing, cores {cores}, threads {threads}, "
+              f"({new_python}) vs old transformers {hello['old']['transformers']} torch {hello['old']['torch']} "
+              f"({old_python}); {len(fields)} fields, ~{seconds:.0f} s of pairing, cores {cores}, threads {threads}, "
               f"alpha {alpha:.3g} a field; {load_line()}", flush=True)
         outcomes, records = run_fields(new, old, fields, seconds / len(fields), alpha, project)
     finally:
         for w in workers:
             w.close()
     regressions = sum(o.status is Status.REGRESSION for o in outcomes)
-    out = timestamped_dir(project.reports_dir / "paired")
-    run = {"against": python, "alpha_field": alpha, "alpha": project.config.alpha, "cores": cores, "threads": threads,
-           "seconds": seconds, "end": load_line()}
+    run = {"against": old_python, "alpha_field": alpha, "alpha": project.config.alpha, "cores": cores,
+           "threads": threads, "seconds": seconds, "end": load_line()}
     path, report = write_paired(out, hello, run, outcomes, records)
     counts = {s.value: sum(o.status is s for o in outcomes) for s in Status if any(o.status is s for o in outcomes)}
     verdict = "regression" if regressions else "pass"
     print(f"harness: paired verdict {verdict}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
           + f"; {load_line()}; {path}\nreport: {report}")
-    return EXIT_REGRESSION if regressions else EXIT_OK
+    return regressions
 
 
 def env_of(hello: dict[str, Any], threads: int) -> dict[str, Any]:

@@ -435,6 +435,7 @@ class HarnessSession:
             "duration_s": round(time.time() - self.start, 3),
             "env_key": key,
             "baseline_key": baseline_key,
+            "interpreter": sys.executable,  # the env's python: `harness matrix --pair-seconds` pairs cells by it
             "force_regen": self.force_regen,
             "strict": self.strict,
             "golden_dir": relative_to(root, self.store.root),
