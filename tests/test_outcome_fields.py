@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.checking.compare import compare_field
+from harness.checking.policy import Policy
 from harness.schema import Category, Field, Status
 from harness.subjects import observe
 
@@ -94,3 +95,25 @@ def test_a_special_token_is_told_from_ordinary_text_by_its_effect():
     directory = str(Zoo().checkpoints.directory(TARGET))
     assert not _is_special(AutoTokenizer.from_pretrained(directory))
     assert _is_special(AutoTokenizer.from_pretrained(directory, extra_special_tokens=[SPECIAL]))
+
+
+def test_a_value_now_reported_where_none_was_is_a_feature_added_and_the_reverse_is_removed():
+    """5.25's linear-attention layers answer get_seq_length() (None -> 83 at layers 0 and 2): added,
+    not a regression; a layer that stops answering is feature-removed; any other change beside stays
+    a real change."""
+    from harness.checking.compare import compare_exact
+
+    policy = Policy()
+    old, new = [None, 83, None, 83], [83, 83, 83, 83]
+    added = compare_exact("seq_len_after_prefill", Field("exact", new), Field("exact", old), policy)
+    assert (added.status, added.category) == (Status.CHANGED, Category.FEATURE_ADDED)
+    assert "root[0]: None -> 83" in added.detail
+    removed = compare_exact("seq_len_after_prefill", Field("exact", old), Field("exact", new), policy)
+    assert (removed.status, removed.category) == (Status.REGRESSION, Category.FEATURE_REMOVED)
+    mixed = compare_exact("seq_len_after_prefill", Field("exact", [83, 84, 83, 83]), Field("exact", old), policy)
+    assert (mixed.status, mixed.category) == (Status.REGRESSION, Category.REAL_CHANGE)
+    nested = compare_exact("rollback", Field("exact", {"prefill": [83, 1], "decode": [87, 1]}),
+                           Field("exact", {"prefill": [None, 1], "decode": [None, 1]}), policy)
+    assert nested.category is Category.FEATURE_ADDED
+    error = compare_exact("error", Field("exact", {"type": "TypeError", "message": "x"}), Field("exact", None), policy)
+    assert error.status is Status.REGRESSION and error.category is not Category.FEATURE_ADDED

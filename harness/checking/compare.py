@@ -9,7 +9,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
-| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) |
+| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) - but a value now reported where the baseline held None, and nothing else, is changed (feature-added; None where a number was: feature-removed) |
 | tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is within the tie epsilon of the coarser dtype (bf16 / fp16 with extras scales: c u (|x1|+|x2|+2 rms) of the step, `tie_eps_at`), between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
@@ -135,6 +135,55 @@ def _refusal_transition(name: str, old: Any, new: Any) -> Outcome | None:
                    f"{short(new.get('message'))}); {change_detail(old, new)}", "feature-removed", diff)
 
 
+def _leaf_changes(old: Any, new: Any, path: str = "root") -> list[tuple[str, Any, Any]] | None:
+    """Each (path, old, new) where two values of one shape differ at a leaf; None where the shape
+    itself differs (other keys, another length, a container against a leaf)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if old.keys() != new.keys():
+            return None
+        out: list[tuple[str, Any, Any]] = []
+        for key in old:
+            sub = _leaf_changes(old[key], new[key], f"{path}[{key!r}]")
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return None
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            sub = _leaf_changes(a, b, f"{path}[{i}]")
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(old, (dict, list)) or isinstance(new, (dict, list)):
+        return None
+    return [] if old == new and type(old) is type(new) else [(path, old, new)]
+
+
+def _reported_transition(name: str, old: Any, new: Any) -> Outcome | None:
+    """A structure (per layer, per request) whose only differences are values now reported where the
+    baseline reported none (None -> a number: 5.25's linear-attention layers answering
+    get_seq_length()) is `changed` (feature-added) - whether the number is right is its in-run
+    reference's to say; values no longer reported (a number -> None) are a regression (feature-removed).
+    None where any other difference is there too."""
+    changes = _leaf_changes(old, new)
+    if not changes or not isinstance(old, (dict, list)):
+        return None
+    number = (int, float)
+    if all(a is None and isinstance(b, number) and not isinstance(b, bool) for _, a, b in changes):
+        where = ", ".join(f"{p}: None -> {b}" for p, _, b in changes[:4]) + (" ..." if len(changes) > 4 else "")
+        return verdict(name, "exact", Status.CHANGED, f"reports now what the baseline did not report ({where})",
+                       "feature-added", {"reported": [[p, b] for p, _, b in changes]})
+    if all(b is None and isinstance(a, number) and not isinstance(a, bool) for _, a, b in changes):
+        where = ", ".join(f"{p}: {a} -> None" for p, a, _ in changes[:4]) + (" ..." if len(changes) > 4 else "")
+        return verdict(name, "exact", Status.REGRESSION, f"no longer reports what the baseline reported ({where})",
+                       "feature-removed", {"unreported": [[p, a] for p, a, _ in changes]})
+    return None
+
+
 def _deepdiff(old: Any, new: Any) -> Any:
     """deepdiff's structural diff (imported on first use: with pydantic it takes ~0.2 s, paid by
     every pytest start that loads the plugin, also where nothing is compared)."""
@@ -147,7 +196,9 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
     """Structural equality via deepdiff (no tolerance, types matter). Any difference -> regression,
     except the transitions of a recorded exception (`_error_transition`: a fix is `changed`), of an
     outcome field (extras `outcome`, `_outcome_transition`: a load error gone is fixed), of an entry
-    point (harness/checking/signatures.py: a signature or an absent entry point, by compatibility) and a
+    point (harness/checking/signatures.py: a signature or an absent entry point, by compatibility), of
+    values now reported where none were (`_reported_transition`: feature-added; the reverse
+    feature-removed) and a
     field whose extras say `presentation` - how the same result is presented (a streamer's cuts of
     text whose whole is checked elsewhere): `changed` (presentation-changed), never a regression."""
     diff = _deepdiff(baseline.value, observed.value)
@@ -165,6 +216,9 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
         if transition is not None:
             return transition
     transition = _refusal_transition(name, baseline.value, observed.value)
+    if transition is not None:
+        return transition
+    transition = _reported_transition(name, baseline.value, observed.value)
     if transition is not None:
         return transition
     if observed.extras.get("presentation"):

@@ -23,7 +23,9 @@ one record:
                                    exact  the same for StaticCache
     cache_elements                 exact  key+value elements per layer class, dynamic and static (the
                                           layout, whatever the dtype; the bytes ride along as an extra)
-    seq_len_vs_reference           ref    get_seq_length() equals the reference caches' length
+    seq_len_vs_reference           ref    get_seq_length() equals the reference caches' length; a
+                                          linear-attention layer may report none (None, up to 5.24) or the
+                                          tokens it processed (5.25), any other number fails (`as_reported`)
     state_shapes_vs_reference      ref    the state shapes the config implies
     held_vs_reference              ref    no problem under the reference rule: every layer holds what the
                                           next query needs and a windowed layer at most its window
@@ -31,6 +33,15 @@ one record:
     static_vs_dynamic              ref    decode logits through StaticCache equal DynamicCache's (two code
                                           paths: fp32 rounding of another summation order allowed)
   rollback (prompt + a wrong 3-token draft, crop it, feed the correct token + 2 more)
+    rollback_call                  exact  how past recording is switched on, as the version's own
+                                          speculative decoding does (hf_cache.py `recording_call`: 5.25's
+                                          linear-attention layers take recurrent_states_to_keep = the
+                                          draft length; {} before) - presentation: a new argument is
+                                          `changed`, what it breaks is the next field
+    rollback_default_call_error    exact  the same rollback with activate_past_recording() called without
+                                          arguments, as code written for 5.24 calls it (5.25: TypeError at
+                                          the crop, its default None compared with an int); where the
+                                          version takes no argument it is rollback_error
     rollback_supported             capability  crop worked for every layer type
     rollback_error                 exact  the exception crop/rollback raised, or None: a crop that raises
                                           where it ran before is `broken` (a regression, by the exact
@@ -75,6 +86,7 @@ from harness.subjects.hf_cache import (
     narrowed,
     new_caches,
     prefill_and_decode,
+    recording_call,
     restored_states,
     seq_length,
     state_shapes,
@@ -183,7 +195,8 @@ def lengths(zoo: Zoo, case: Case) -> Observation:
     (ref_seq_p, need_p), (ref_seq_d, need_d) = [
         engine.lengths(ref, [prompt_len] + [1] * DECODE_STEPS)[i] for i in (0, DECODE_STEPS)]
     obs.reference("seq_len_vs_reference", {"prefill": after_prefill["seq_len"], "decode": seq_after},
-                  {"prefill": ref_seq_p, "decode": ref_seq_d})
+                  {"prefill": as_reported(after_prefill["seq_len"], ref_seq_p, prompt_len),
+                   "decode": as_reported(seq_after, ref_seq_d, prompt_len + DECODE_STEPS)})
     if any(shapes):
         obs.reference("state_shapes_vs_reference", shapes,
                       engine.state_shapes(zoo.checkpoints.config_json(case.model), ref["layer_types"]))
@@ -194,12 +207,24 @@ def lengths(zoo: Zoo, case: Case) -> Observation:
     return obs
 
 
+def as_reported(observed: list[int | None], expected: list[int | None], processed: int) -> list[int | None]:
+    """The reference lengths with each linear-attention layer's (the reference's None: no sequence
+    dimension) as the layer reports it when that is allowed: no length (None, up to 5.24) or the
+    tokens it has processed (5.25's get_seq_length); any other number stays against None and fails."""
+    return [o if e is None and o in (None, processed) else e for o, e in zip(observed, expected, strict=True)]
+
+
 def rollback(zoo: Zoo, case: Case) -> Observation:
     obs = Observation()
     lm = zoo.load(case.model)
     ids = zoo.prompt_ids(case.model, PROMPT)
     fresh, feed, draft, before_draft = fresh_run(lm.model, ids, DRAFT, FOLLOW)
-    result, err = observe(lambda: crop_run(lm.model, ids, draft, feed))
+    call = recording_call(lm.model, DRAFT)  # the version's own API: 5.25 asks how many states to keep
+    result, err = observe(lambda: crop_run(lm.model, ids, draft, feed, call))
+    obs.add("rollback_call", call, presentation=True)
+    # what a caller written for the releases before gets: the same rollback with no arguments
+    default_err = observe(lambda: crop_run(lm.model, ids, draft, feed))[1] if call else err
+    obs.add("rollback_default_call_error", default_err)
     classes = sorted(set(dynamic_layer_classes(lm.model)))
     extras: dict[str, Any] = {}
     restored = result is not None

@@ -204,17 +204,35 @@ def fresh_run(model, ids: torch.Tensor, draft_len: int, follow: int
     return torch.stack(fresh), feed[: follow + 1], draft, before_draft
 
 
-def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int]
+def recording_call(model, draft_len: int) -> dict[str, dict[str, int]]:
+    """How this version's own speculative decoding switches on past recording, per layer class that
+    takes arguments for it: 5.25's linear-attention layers keep `recurrent_states_to_keep` recurrent
+    states (its candidate generators pass the number of drafted tokens); {} where every layer takes
+    none (5.24: windowed layers record with no argument)."""
+    import inspect
+
+    from transformers import DynamicCache
+
+    out: dict[str, dict[str, int]] = {}
+    for layer in DynamicCache(config=model.config).layers:
+        method = getattr(layer, "activate_past_recording", None)
+        if method is not None and "recurrent_states_to_keep" in inspect.signature(method).parameters:
+            out[type(layer).__name__] = {"recurrent_states_to_keep": draft_len}
+    return out
+
+
+def crop_run(model, ids: torch.Tensor, draft: list[int], feed: list[int], call: dict[str, dict[str, int]] | None = None
              ) -> tuple[torch.Tensor, dict, list[dict[str, torch.Tensor]]]:
     """(logits, lengths after crop, linear-attention states after crop): prompt, the wrong draft in
     one forward, crop it, then `feed` one token per forward - the logits a rollback must make equal
-    to `fresh_run`'s."""
+    to `fresh_run`'s. `call`: the arguments of each layer class's activate_past_recording
+    (`recording_call`; none: the call of the releases before 5.25)."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
     for layer in cache.layers:
         if hasattr(layer, "activate_past_recording"):  # 5.24: windowed layers record to be croppable
-            layer.activate_past_recording()
+            layer.activate_past_recording(**(call or {}).get(type(layer).__name__, {}))
     forward(model, ids, cache)
     forward(model, ids.new_tensor([draft]), cache)
     cache.crop(-len(draft))
