@@ -1,7 +1,7 @@
 """Findings: outcomes with one suite-independent cause grouped (harness/checking/findings.py)."""
 
 from harness.checking.findings import cause, group_findings, headline, normalise
-from harness.schema import Outcome, Status
+from harness.schema import Category, Outcome, Results, Status
 
 CROP = "raises now: ValueError: Assisted decoding requires a cache that can be cropped"
 
@@ -96,3 +96,22 @@ def test_one_exception_raised_now_by_many_calls_is_one_finding_wherever_the_base
     merged = next(f for f in findings if len(f.cases) == 5)
     assert merged.status is Status.REGRESSION and "one exception raised now" in merged.cause
     assert merged.category == Category.BROKEN.value and "ValueError" in merged.cause
+
+
+def test_one_cases_oracles_reading_its_tokens_part_at_one_step_are_one_finding():
+    """5.25's prompt lookup on Qwen3.5: equals_plain_greedy, equals_reference_engine and steps_as_engine
+    all read the token at step 8 - one observation, one finding; another step or case stays apart."""
+    from harness.checking.findings import Findings
+
+    def ref(field: str, case: str = "m.prompt_lookup.dynamic.short-0.greedy", step: int = 8) -> Outcome:
+        return Outcome("outputs", case, field, "tokens", Status.REGRESSION,
+                       f"tokens differ from step {step}: expected [294] vs observed [303]", Category.REAL_CHANGE,
+                       against="reference")
+
+    results = Results({"transformers": "5.25.0"}, {"transformers": "5.24.0"},
+                      [ref("equals_plain_greedy"), ref("equals_reference_engine"), ref("steps_as_engine"),
+                       ref("steps_as_engine", step=3, case="m.assisted.dynamic.short-0.greedy")])
+    found = Findings.of(results).grouped
+    merged = [f for f in found if len(f.outcomes) == 3]
+    assert len(merged) == 1 and "part from their oracles at step 8" in merged[0].cause
+    assert len([f for f in found if f.status is Status.REGRESSION]) == 2

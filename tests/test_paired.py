@@ -207,9 +207,8 @@ def test_a_user_model_adds_its_own_fields_and_reaches_the_worker_as_resolved(tmp
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from user_checkpoints import qwen3
-
     from harness.settings.models import from_flags, resolve
+    from user_checkpoints import qwen3
 
     model = resolve(from_flags(str(qwen3(tmp_path / "mine", layers=1)), None))
     keys = [f.key for f in paired.select(["mine"], [model])]

@@ -16,6 +16,10 @@ Three causes are recognised, each from what the outcomes themselves say:
   SDPA gained or lost, with it the soft-cap) is the cause of the numeric differences of its own cases (tensor, tokens,
   the SDPA calls it makes, references against its eager logits or the engine).
 
+- one token stream parting: the in-run references of one case that read its tokens differing from
+  the same step (`divergence_of`: equals_plain_greedy, equals_reference_engine and steps_as_engine of
+  5.25's prompt lookup on Qwen3.5, all at step 8) judge one observation - the token chosen there.
+
 Anything else stays its own finding: a cause is only claimed where the outcomes name it.
 """
 
@@ -97,3 +101,14 @@ def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:
             what = str(o.detail).removeprefix("raises now: ").split("; worked before")[0]
             out.setdefault((o.suite, o.case), what if len(what) <= 200 else what[:197] + "...")
     return out
+
+
+_PARTS = re.compile(r"tokens differ from step (\d+)")
+
+
+def divergence_of(o: Outcome) -> str:
+    """`suite/case@step` of an in-run reference that reads the case's tokens differing from a step
+    ("tokens differ from step 8: ..."); "" otherwise."""
+    found = _PARTS.search(o.detail or "") if o.against == "reference" and o.kind == "tokens" else None
+    return f"{o.suite}/{o.case}@{found.group(1)}" if found else ""
+

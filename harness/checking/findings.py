@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from harness.checking.causes import (
     attention_model,
+    divergence_of,
     exception_of,
     follows_attention,
     names_value,
@@ -208,7 +209,8 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
     (harness/checking/causes.py): a removed name and the differences that name it; one exception
     raised now by several calls; a model's
     attention backend and its cases' numeric differences; a field broken by its oracle and that
-    oracle's failing reference; a model's references that fail in the baseline too (known-failure). Only differences are merged (new and
+    oracle's failing reference; one case's references reading its tokens part at one step; a model's
+    references that fail in the baseline too (known-failure). Only differences are merged (new and
     skipped fields stay where they are)."""
     rest = [f for f in findings if f.status in DIFFERENCES]
     kept = [f for f in findings if f.status not in DIFFERENCES]
@@ -247,6 +249,15 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
             rest = [g for g in rest if g is not f and g not in refs]
             oracles = sorted({str(n) for *_, n in names if n})
             out.append(_merged([f, *refs], f"{', '.join(f'`{n}`' for n in oracles)} fails now"))
+    for part in dict.fromkeys(divergence_of(o) for f in rest for o in f.outcomes):
+        if not part:
+            continue
+        parts = [_split(f, lambda o, p=part: divergence_of(o) == p) for f in rest]
+        inside = [i for i, _ in parts if i is not None]
+        if len(inside) > 1:  # several oracles of one case reading the same token at the same step
+            rest = [outside for _, outside in parts if outside is not None]
+            case, step = part.rsplit("@", 1)
+            out.append(_merged(inside, f"the tokens of {case} part from their oracles at step {step}"))
     for model in dict.fromkeys(o.case.split(".", 1)[0] for f in rest for o in f.outcomes):
         group = [f for f in rest if f.category == Category.KNOWN_FAILURE.value and f.models == [model]]
         if len(group) > 1:
