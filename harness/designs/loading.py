@@ -15,6 +15,10 @@ Fields (all exact):
   attn_implementation config._attn_implementation after the plain load; as shipped, the mechanism of
                      `logits` (extra ``mechanism_of``: a change of it while the logits moved to the
                      engine's is that fix, any other change keeps its verdict)
+  kernels            (as shipped) whether the load kernelized the model with the `kernels` library's hub
+                     kernels (`use_kernels`: 5.25 does by default - a new required dependency -, earlier
+                     releases do not) and the layers that name a hub kernel; the kernels package's version
+                     rides along (an extra, never compared)
   logits             (tensor, as shipped) the plainly loaded model's logits at the prompt's last position
                      (a vocabulary above 4096: its top 256); its oracle is the reference engine
   logits_vs_engine   (a reference, tensor, as shipped) ... equal the engine's logits of the same prompt
@@ -234,6 +238,16 @@ def plain_row(result: dict[str, Any], prompt_len: int) -> dict[str, Any]:
 # the observation
 
 
+def _version_of(package: str) -> str | None:
+    """An installed package's version (None: not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def observe_load(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     """One checkpoint loaded with no arguments: what it resolved, and (where the variant asks) the
     precedence of every route."""
@@ -254,6 +268,7 @@ def observe_load(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     obs.add("attn_implementation", got["attn_implementation"], model_class=type(model).__name__,
             **({"mechanism_of": "logits"} if shipped else {}))
     if shipped:
+        obs.add("kernels", got["kernels"], kernels_package=_version_of("kernels"))
         logits_vs_engine(obs, zoo, case, model, ids, got["parameters"])
     gen = hf.generation_dicts(model)
     obs.add("generation_config", {"built_from": built_from(gen["from_model_config"]),

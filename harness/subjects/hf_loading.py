@@ -87,7 +87,17 @@ def resolved(model: Any) -> dict[str, Any]:
     except ValueError:
         config_dtype = str(config_dtype)
     return {"parameters": loaded_as(model)["dtype"], "config": config_dtype,
-            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+            "attn_implementation": getattr(model.config, "_attn_implementation", None),
+            "kernels": kernels_of(model)}
+
+
+def kernels_of(model: Any) -> dict[str, Any]:
+    """Whether the load kernelized the model with the `kernels` library's hub kernels (`use_kernels`:
+    5.25 does by default, earlier releases do not; None where the model has no such attribute) and the
+    layers that name a hub kernel (`kernel_layer_name`: RMSNorm, SiLU, ...)."""
+    use = getattr(model, "use_kernels", None)
+    return {"use_kernels": use if isinstance(use, bool) else None,
+            "kernel_layers": sorted({str(m.kernel_layer_name) for m in model.modules() if hasattr(m, "kernel_layer_name")})}
 
 
 def _stop_after(prompt_len: int, cap: int) -> Any:
