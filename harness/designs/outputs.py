@@ -19,6 +19,10 @@
                         sampled call (`first_logits_vs_engine`): a change toward them is fixed, away
                         from them broken (harness/checking/oracles.py)
   target_forwards exact number of target forward passes
+  scores_as_engine tensor (a reference) a lossless speculative path's (assisted, prompt lookup, MTP)
+                        scores at every emitted token against the engine's logits after that token's own
+                        prefix: first_logits sees only the first step, and equal tokens can hide a
+                        verifier whose later logits are off (`scores_as_engine`)
   drafts        tokens  the drafter's proposals, flattened, with its own top-2 margins (greedy
                         speculative paths; prompt lookup has no margins)
   acceptance    exact   accepted / drafted tokens of a greedy speculative path (deterministic: compared
@@ -152,6 +156,8 @@ def observe(zoo: Zoo, case: Case, run: RunSettings, alpha: float) -> Observation
         else:
             mine, theirs = narrowed(torch.tensor(got.first_logits[:1]), ours)
             obs.reference("first_logits_vs_engine", mine, theirs, kind="tensor")
+    if case.lossless and case.path != "plain" and got.token_scores is not None and not zoo.oracle.gap(case.model):
+        scores_as_engine(obs, zoo, case, got)
     obs.add("target_forwards", got.target_forwards, follows=["tokens", "drafts"])
     if case.path != "plain":
         accepted, drafted = got.acceptance_trace()
@@ -398,6 +404,19 @@ def _engine_twin(zoo: Zoo, case: Case) -> Case:
     if owner is None or not owner.plan.budgeted or not (case.lossless or case.path == "plain"):
         return case
     return replace(case.plain(), cache="dynamic")
+
+
+def scores_as_engine(obs: Observation, zoo: Zoo, case: Case, got: hf.Generated) -> None:
+    """Reference `scores_as_engine`: a lossless speculative path's scores at every emitted token - not
+    only the first step's - against the engine's logits after that token's own prefix (teacher-forced
+    over prompt + the emitted tokens): the verifier's logits must be the target's. Tokens that agree
+    can hide scores that do not (5.25's assisted decoding on Qwen3.5's linear attention, 0.18 off
+    after the first step); the cross-implementation tolerance of the run's dtype."""
+    prompt = zoo.prompt_ids(case.model, case.prompt)[0].tolist()
+    row = got.tokens[:got.token_scores.shape[0]]
+    logits = engine.logits_cached(zoo, case.model, [*prompt, *row])
+    mine, theirs = narrowed(got.token_scores[:len(row)], logits[len(prompt) - 1:len(prompt) - 1 + len(row)])
+    obs.reference("scores_as_engine", mine, theirs, kind="tensor")
 
 
 def _engine_gap(zoo: Zoo, case: Case) -> str:

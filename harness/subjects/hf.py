@@ -266,7 +266,8 @@ class Zoo:
             self._generated[case] = generate(
                 self.load(case.model).model, self.prompt_ids(case.model, case.prompt), case.new_tokens,
                 **self.path_args(case), do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache,
-                first_logit_steps=1, own_scores=case.path == "ensemble")
+                first_logit_steps=1, own_scores=case.path == "ensemble",
+                all_scores=case.lossless and case.path != "plain")
         return self._generated[case]
 
 
@@ -286,7 +287,8 @@ class Generated:
     draft_margins: list[list[float | None]] = field(default_factory=list)  # the drafter's top-2 margin per draft token
     # a greedy ensemble call: the numbers its verifier had - the drafter's scores per step ([k, V], the
     # candidate logits get_candidates returned; None: it returned none) and the target's processed
-    # scores of every emitted token ([T, V], generate()'s output scores), float32 on the CPU
+    # scores of every emitted token ([T, V], generate()'s output scores, also kept for a lossless
+    # speculative path: `all_scores`), float32 on the CPU
     draft_scores: list[torch.Tensor | None] | None = None
     token_scores: torch.Tensor | None = None
     target_forwards: int = 0
@@ -454,7 +456,7 @@ def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
              use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
              do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
-             first_logit_steps: int = 0, own_scores: bool = False) -> Generated:
+             first_logit_steps: int = 0, own_scores: bool = False, all_scores: bool = False) -> Generated:
     """One generate() call on a path. `own_scores`: a greedy ensemble call keeps the numbers its
     verifier had (`Generated.draft_scores` / `token_scores`: outputs' ensemble_on_own_scores) - off
     where the call is timed or its memory measured (the copies are the harness's, not the library's)."""
@@ -491,7 +493,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
     out.margins = [top2_margin(s[0]) for s in result.scores]
     out.scales = [top2_scale(s[0]) for s in result.scores]
     out.first_logits = [s[0].float().tolist() for s in result.scores[:first_logit_steps]]
-    if out.draft_scores is not None and result.scores:
+    if (out.draft_scores is not None or all_scores) and result.scores:
         out.token_scores = torch.stack([s[0].detach().float().cpu() for s in result.scores])
     out.built_config = lists[0]["config"] if lists else None
     out.target_forwards = counter["n"]
