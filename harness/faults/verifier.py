@@ -106,4 +106,16 @@ FAULTS: tuple[Fault, ...] = (
                  "than asked); on an empty store the engine's assistant run drafts num_assistant_tokens "
                  "(acceptance_vs_engine, drafted_per_step); missed on an empty bf16 store: that reference is "
                  "fp32-only for a model drafter")),
+    Fault("assisted-scores-one-behind", "verifier",
+          "assisted decoding stores, for each token a verification step emits after its first, the verifier's "
+          "scores of the position before: the tokens, the first step's scores and every count stay right, the "
+          "scores handed back for later tokens belong to another position",
+          Catch("outputs", "llama-target.assisted.dynamic.short-0.greedy", "scores_as_engine"),
+          (edit(GEN, "GenerationMixin._assisted_decoding",
+                ("scores += tuple(new_logits[:, i, :] for i in range(newly_added_length))",
+                 "scores += tuple(new_logits[:, max(i - 1, 0), :] for i in range(newly_added_length))")),),
+          notes="the class of transformers #17868 / #23750 (scores and tokens of generate() out of step: n tokens, "
+                "n - 1 scores) in the assisted path's own bookkeeping, and of what 5.25.0 shows on Qwen3.5's linear "
+                "attention (the same tokens, later scores 0.08-0.18 off): first_logits and the tokens see nothing, "
+                "scores_as_engine (every emitted token against the engine) does, on an empty store too"),
 )
