@@ -115,3 +115,19 @@ def test_one_cases_oracles_reading_its_tokens_part_at_one_step_are_one_finding()
     merged = [f for f in found if len(f.outcomes) == 3]
     assert len(merged) == 1 and "part from their oracles at step 8" in merged[0].cause
     assert len([f for f in found if f.status is Status.REGRESSION]) == 2
+
+
+def test_one_exception_gone_from_several_fields_is_one_fix():
+    """5.14's sliding-window crop error gone from the rollback and from the same rollback called
+    without arguments: one `fixed` finding, not two."""
+    from harness.checking.findings import Findings
+
+    old = {"type": "ValueError", "message": "Cannot `crop` a `DynamicSlidingWindowLayer`"}
+
+    def fixed(field: str, case: str) -> Outcome:
+        return Outcome("caches", case, field, "exact", Status.CHANGED, f"generates now; raised {old['type']}: ...",
+                       Category.FIXED, {"old": old, "new": None})
+
+    outcomes = [fixed(f, c) for f in ("rollback_error", "rollback_default_call_error") for c in ("a", "b")]
+    grouped = Findings.of(Results({}, {}, outcomes)).grouped
+    assert len(grouped) == 1 and grouped[0].cause.startswith("one exception gone: `ValueError")

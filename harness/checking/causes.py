@@ -5,7 +5,9 @@ Three causes are recognised, each from what the outcomes themselves say:
 
 - one exception: the calls that raise now the same exception (type and message) - 5.17's static cache
   refused for assisted generation raises it in every assisted / prompt-lookup / MTP static case,
-  whether the baseline generated there or failed otherwise (`exception_of`);
+  whether the baseline generated there or failed otherwise (`exception_of`) - and, the other way,
+  the calls that no longer raise one the baseline raised (`exception_gone`: 5.14's sliding-window
+  crop error gone from the rollback and from the same rollback called without arguments);
 
 - a removed name: a capability that lost a value or keyword, or ignores it now (`diff["removed"]`,
   `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every other difference whose
@@ -90,6 +92,17 @@ def exception_of(o: Outcome) -> str:
     if not raised(o) or not isinstance(new, dict) or not new.get("type"):
         return ""
     return f"{new['type']}: {new.get('message', '')}"
+
+
+def exception_gone(o: Outcome) -> str:
+    """'Type: message' of the exception a call raised in the baseline and no longer raises (a `fixed`
+    error field: "generates now; raised ...", its diff's `old` error), "" otherwise - one exception
+    gone from several calls (a rollback and the same rollback called another way) is one fix."""
+    old = o.diff.get("old") if isinstance(o.diff, dict) else None
+    if o.category is not Category.FIXED or not str(o.detail).startswith("generates now") or not isinstance(old, dict) \
+            or not old.get("type"):
+        return ""
+    return f"{old['type']}: {old.get('message', '')}"
 
 
 def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from harness.checking.causes import (
     attention_model,
     divergence_of,
+    exception_gone,
     exception_of,
     follows_attention,
     names_value,
@@ -225,6 +226,11 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if len(group) > 1:  # one exception raised now by many calls, wherever the baseline stood
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"one exception raised now: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+    for exc in dict.fromkeys(exception_gone(o) for f in rest for o in f.outcomes):
+        group = [f for f in rest if exc and all(exception_gone(o) == exc for o in f.outcomes)]
+        if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"one exception gone: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
     for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
         if not model:
             continue

@@ -17,8 +17,9 @@ Fields (all exact):
                      engine's is that fix, any other change keeps its verdict)
   kernels            (as shipped) whether the load kernelized the model with the `kernels` library's hub
                      kernels (`use_kernels`: 5.25 does by default - a new required dependency -, earlier
-                     releases do not) and the layers that name a hub kernel; the kernels package's version
-                     rides along (an extra, never compared)
+                     releases do not): one cause across models; the layers that name a hub kernel
+                     (`kernel_layers`: RMSNorm, SiLU, ...) and the kernels package's version ride along
+                     (extras, never compared)
   logits             (tensor, as shipped) the plainly loaded model's logits at the prompt's last position
                      (a vocabulary above 4096: its top 256); its oracle is the reference engine
   logits_vs_engine   (a reference, tensor, as shipped) ... equal the engine's logits of the same prompt
@@ -268,7 +269,8 @@ def observe_load(zoo: Zoo, case: Case, tmp: Path) -> Observation:
     obs.add("attn_implementation", got["attn_implementation"], model_class=type(model).__name__,
             **({"mechanism_of": "logits"} if shipped else {}))
     if shipped:
-        obs.add("kernels", got["kernels"], kernels_package=_version_of("kernels"))
+        obs.add("kernels", {"use_kernels": got["kernels"]["use_kernels"]},
+                kernel_layers=got["kernels"]["kernel_layers"], kernels_package=_version_of("kernels"))
         logits_vs_engine(obs, zoo, case, model, ids, got["parameters"])
     gen = hf.generation_dicts(model)
     obs.add("generation_config", {"built_from": built_from(gen["from_model_config"]),
