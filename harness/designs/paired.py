@@ -157,13 +157,18 @@ def build(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
     call = hf_latency.generate_path(zoo, case.model, path, ids, case.new_tokens, case.draft_tokens,
                                     weight=case.param("weight") if path == "ensemble" else None,
                                     assistant=case.assistant if path in ("assisted", "ensemble") else None)
+    return _raising(call), None
 
+
+def _raising(call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call` (a generate() path returning `Generated`), raising the error it returned as data: a
+    field whose call fails is `not compared` with it, never timed."""
     def checked() -> Any:
         got = call()
         if got.error is not None:
             raise RuntimeError(f"{got.error.get('type')}: {got.error.get('message')}")
         return got
-    return checked, None
+    return checked
 
 
 def _user(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[], Any] | None]:
@@ -183,13 +188,7 @@ def _user(zoo: Zoo, field: PairedField) -> tuple[Callable[..., Any], Callable[[]
     call = hf_latency.generate_path(zoo, name, path, ids, NEW_TOKENS, DRAFT_TOKENS,
                                     weight=ENSEMBLE_WEIGHTS[0] if path == "ensemble" else None,
                                     assistant=owner.assistant_name if path in ("assisted", "ensemble") else None)
-
-    def checked() -> Any:
-        got = call()
-        if got.error is not None:
-            raise RuntimeError(f"{got.error.get('type')}: {got.error.get('message')}")
-        return got
-    return checked, None
+    return _raising(call), None
 
 
 def _serving(zoo: Zoo, case: Any, name: str, ids: Any) -> Callable[[], Any]:
