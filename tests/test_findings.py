@@ -131,3 +131,27 @@ def test_one_exception_gone_from_several_fields_is_one_fix():
     outcomes = [fixed(f, c) for f in ("rollback_error", "rollback_default_call_error") for c in ("a", "b")]
     grouped = Findings.of(Results({}, {}, outcomes)).grouped
     assert len(grouped) == 1 and grouped[0].cause.startswith("one exception gone: `ValueError")
+
+
+def test_references_lost_to_the_exception_raised_now_follow_it():
+    """5.17 against the 5.24 records: generate_batch raises MemoryError without psutil, and every
+    in-run reference of those cases cannot run - one finding, whatever byte counts the calls quote."""
+    from harness.checking.findings import Findings
+
+    new = {"type": "MemoryError", "message": "Memory footprint 1157120 is more than available memory 0"}
+    crash = Outcome("continuous", "m.cb.greedy", "error", "exact", Status.REGRESSION,
+                    f"raises now: {new['type']}: {new['message']}", Category.BROKEN, {"old": None, "new": new})
+    lost = [Outcome("continuous", case, field, "exact", Status.REGRESSION,
+                    f"ran in KEY (pass: identical) and cannot run now: {why}", Category.REFERENCE_LOST,
+                    against="reference")
+            for case, field, why in (("m.cb.greedy", "tokens_as_engine", f"generate_batch raised {new['type']}: "
+                                      f"{new['message']}"),
+                                     ("m.cb.requests", "draws_as_engine", "a request failed: Memory footprint 1157632 "
+                                      "is more than available memory 0"))]
+    other = Outcome("continuous", "m.cb.sample", "in_support", "exact", Status.REGRESSION,
+                    "ran in KEY (pass: identical) and cannot run now: a request failed: another error",
+                    Category.REFERENCE_LOST, against="reference")
+    grouped = Findings.of(Results({}, {}, [crash, *lost, other])).grouped
+    merged = [f for f in grouped if f.cause.startswith("one exception raised now")]
+    assert len(merged) == 1 and {o.field for o in merged[0].outcomes} == {"error", "tokens_as_engine", "draws_as_engine"}
+    assert len(grouped) == 2

@@ -94,6 +94,26 @@ def exception_of(o: Outcome) -> str:
     return f"{new['type']}: {new.get('message', '')}"
 
 
+_LOST = re.compile(r"cannot run now: (?:.*? raised |a request failed: )(?:(\w+(?:Error|Exception)): )?(.+?)(?: - not the upgrade's|$)")
+_DIGITS = re.compile(r"\d+")
+
+
+def lost_to(o: Outcome) -> str:
+    """The exception an in-run reference lost its run to ("... cannot run now: generate_batch raised
+    MemoryError: ..." / "a request failed: ..."), its numbers masked - the consequence of that one
+    exception, never a cause of its own; "" otherwise."""
+    if o.category is not Category.REFERENCE_LOST:
+        return ""
+    found = _LOST.search(str(o.detail))
+    return _DIGITS.sub("#", found.group(2).strip()) if found else ""
+
+
+def exception_key(exc: str) -> str:
+    """An exception's message with its numbers masked (`lost_to`'s key): one cause whatever sizes its
+    calls quote (1157120 and 1157632 bytes)."""
+    return _DIGITS.sub("#", exc.split(": ", 1)[-1].strip())
+
+
 def exception_gone(o: Outcome) -> str:
     """'Type: message' of the exception a call raised in the baseline and no longer raises (a `fixed`
     error field: "generates now; raised ...", its diff's `old` error), "" otherwise - one exception

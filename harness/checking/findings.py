@@ -32,8 +32,10 @@ from harness.checking.causes import (
     attention_model,
     divergence_of,
     exception_gone,
+    exception_key,
     exception_of,
     follows_attention,
+    lost_to,
     names_value,
     raised,
     removed_names,
@@ -223,9 +225,13 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
             out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
     for exc in dict.fromkeys(exception_of(o) for f in rest for o in f.outcomes):
         group = [f for f in rest if exc and any(exception_of(o) == exc for o in f.outcomes)]
-        if len(group) > 1:  # one exception raised now by many calls, wherever the baseline stood
-            rest = [f for f in rest if f not in group]
-            out.append(_merged(group, f"one exception raised now: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+        # the in-run references that lost their run to the same exception are its consequences
+        key = exception_key(exc) if exc else ""
+        lost = [f for f in rest if key and f not in group and all(lost_to(o) == key for o in f.outcomes)]
+        if group and len(group) + len(lost) > 1:  # one exception raised now by many calls, wherever the baseline stood
+            rest = [f for f in rest if f not in group and f not in lost]
+            out.append(_merged(group + lost,
+                               f"one exception raised now: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
     for exc in dict.fromkeys(exception_gone(o) for f in rest for o in f.outcomes):
         group = [f for f in rest if exc and all(exception_gone(o) == exc for o in f.outcomes)]
         if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
