@@ -135,49 +135,24 @@ def _refusal_transition(name: str, old: Any, new: Any) -> Outcome | None:
                    f"{short(new.get('message'))}); {change_detail(old, new)}", "feature-removed", diff)
 
 
-def _leaf_changes(old: Any, new: Any, path: str = "root") -> list[tuple[str, Any, Any]] | None:
-    """Each (path, old, new) where two values of one shape differ at a leaf; None where the shape
-    itself differs (other keys, another length, a container against a leaf)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        if old.keys() != new.keys():
-            return None
-        out: list[tuple[str, Any, Any]] = []
-        for key in old:
-            sub = _leaf_changes(old[key], new[key], f"{path}[{key!r}]")
-            if sub is None:
-                return None
-            out += sub
-        return out
-    if isinstance(old, list) and isinstance(new, list):
-        if len(old) != len(new):
-            return None
-        out = []
-        for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            sub = _leaf_changes(a, b, f"{path}[{i}]")
-            if sub is None:
-                return None
-            out += sub
-        return out
-    if isinstance(old, (dict, list)) or isinstance(new, (dict, list)):
-        return None
-    return [] if old == new and type(old) is type(new) else [(path, old, new)]
-
-
-def _reported_transition(name: str, old: Any, new: Any) -> Outcome | None:
+def _reported_transition(name: str, old: Any, new: Any, diff: Any) -> Outcome | None:
     """A structure (per layer, per request) whose only differences are values now reported where the
     baseline reported none (None -> a number: 5.25's linear-attention layers answering
     get_seq_length()) is `changed` (feature-added) - whether the number is right is its in-run
     reference's to say; values no longer reported (a number -> None) are a regression (feature-removed).
-    None where any other difference is there too."""
-    changes = _leaf_changes(old, new)
-    if not changes or not isinstance(old, (dict, list)):
+    None where any other difference is there too. `diff`: deepdiff's of the two (`compare_exact`'s)."""
+    if not isinstance(old, (dict, list)) or set(diff) != {"type_changes"}:
         return None
-    number = (int, float)
-    if all(a is None and isinstance(b, number) and not isinstance(b, bool) for _, a, b in changes):
+    changes = [(path, c["old_value"], c["new_value"]) for path, c in diff["type_changes"].items()]
+
+    def number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if all(a is None and number(b) for _, a, b in changes):
         where = ", ".join(f"{p}: None -> {b}" for p, _, b in changes[:4]) + (" ..." if len(changes) > 4 else "")
         return verdict(name, "exact", Status.CHANGED, f"reports now what the baseline did not report ({where})",
                        "feature-added", {"reported": [[p, b] for p, _, b in changes]})
-    if all(b is None and isinstance(a, number) and not isinstance(a, bool) for _, a, b in changes):
+    if all(b is None and number(a) for _, a, b in changes):
         where = ", ".join(f"{p}: {a} -> None" for p, a, _ in changes[:4]) + (" ..." if len(changes) > 4 else "")
         return verdict(name, "exact", Status.REGRESSION, f"no longer reports what the baseline reported ({where})",
                        "feature-removed", {"unreported": [[p, a] for p, a, _ in changes]})
@@ -218,7 +193,7 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
     transition = _refusal_transition(name, baseline.value, observed.value)
     if transition is not None:
         return transition
-    transition = _reported_transition(name, baseline.value, observed.value)
+    transition = _reported_transition(name, baseline.value, observed.value, diff)
     if transition is not None:
         return transition
     if observed.extras.get("presentation"):
