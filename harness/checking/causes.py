@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from harness.checking.oracles import numbers_masked
 from harness.schema import Category, Outcome
 
 ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports", "attn_load_error")
@@ -95,7 +96,6 @@ def exception_of(o: Outcome) -> str:
 
 
 _LOST = re.compile(r"cannot run now: (?:.*? raised |a request failed: )(?:(\w+(?:Error|Exception)): )?(.+?)(?: - not the upgrade's|$)")
-_DIGITS = re.compile(r"\d+")
 
 
 def lost_to(o: Outcome) -> str:
@@ -105,13 +105,13 @@ def lost_to(o: Outcome) -> str:
     if o.category is not Category.REFERENCE_LOST:
         return ""
     found = _LOST.search(str(o.detail))
-    return _DIGITS.sub("#", found.group(2).strip()) if found else ""
+    return numbers_masked(found.group(2)) if found else ""
 
 
 def exception_key(exc: str) -> str:
     """An exception's message with its numbers masked (`lost_to`'s key): one cause whatever sizes its
     calls quote (1157120 and 1157632 bytes)."""
-    return _DIGITS.sub("#", exc.split(": ", 1)[-1].strip())
+    return numbers_masked(exc.split(": ", 1)[-1])
 
 
 def exception_gone(o: Outcome) -> str:

@@ -70,7 +70,7 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
                                        f"{before.measure:.3g} there)",
                        diff={**outcome.diff, "baseline_reference": before.to_json()})
     same = (outcome.detail == before.detail if outcome.kind == "exact"
-            else outcome.kind == "tensor" or _shape(outcome.detail) == _shape(before.detail))
+            else outcome.kind == "tensor" or numbers_masked(outcome.detail) == numbers_masked(before.detail))
     if not same:
         # an exact reference is the same failure only with the same answer (deterministic ids, values);
         # another kind's only where it fails the same way, numbers aside
@@ -84,7 +84,7 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
-def _shape(detail: str) -> str:
+def numbers_masked(detail: str) -> str:
     """A failure's words with its numbers masked (steps, ids, sizes move with the run; the words name the failure)."""
     return _NUMBER.sub("#", str(detail)).strip()
 
