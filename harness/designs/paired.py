@@ -92,19 +92,15 @@ FIELDS = _fields()
 def user_fields(users: Sequence[UserModel]) -> tuple[PairedField, ...]:
     """A user model's fields: prefill and decode over a dynamic cache (its first prompt), and one greedy
     generate() per path it runs but MTP (the latency suite's `<name>.generate`), plain first."""
+    from harness.subjects.hf_latency import DECODE_STEPS
+
     out: list[PairedField] = []
     for m in users:
         out += [PairedField(f"{m.name}.prefill", "prefill_dynamic", inner=3),
-                PairedField(f"{m.name}.decode", "decode_dynamic", inner=2, per=_decode_steps())]
+                PairedField(f"{m.name}.decode", "decode_dynamic", inner=2, per=DECODE_STEPS)]
         out += [PairedField(f"{m.name}.generate", f"generate_{p}")
                 for p in ("plain", *(p for p in m.paths if p not in ("plain", "mtp")))]
     return tuple(out)
-
-
-def _decode_steps() -> int:
-    from harness.subjects.hf_latency import DECODE_STEPS
-
-    return DECODE_STEPS
 
 
 def select(patterns: Sequence[str], users: Sequence[UserModel] = ()) -> tuple[PairedField, ...]:
