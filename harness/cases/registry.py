@@ -122,6 +122,8 @@ def left_out(suites: Sequence[Suite], run: RunSettings | None) -> list[str]:
     """What the budget plans of the run's user models leave out, one line per (model, table)."""
     lines = []
     for m in users(run):
+        if m.shipped:  # the harness's real model: its plan is fixed (harness/settings/real.py PLAN), not yours to budget
+            continue
         for table in dict.fromkeys(t for s in suites for t in s.tables):
             ids, why = table.left_out(m)
             if ids:

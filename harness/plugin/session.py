@@ -460,6 +460,7 @@ class HarnessSession:
         left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/cases/tier.py)
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
+            meta["shipped_models"] = [m.name for m in self.settings.user_models if m.shipped]  # the harness's own
             left += cases.left_out(self.settings)  # what the budget plan did not run, and why (harness/settings/budget.py)
         if left:
             meta["left_out"] = left
@@ -547,7 +548,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "timing: the test measures time; `harness check` runs it in a phase of its "
                                        "own, after the parallel one (harness/plugin/selection.py)")
     try:
-        settings = RunSettings.from_pytest_config(config, load_config(config.rootpath)).validate()
+        settings = RunSettings.from_pytest_config(config, load_config(config.rootpath)).validate(
+            fetch=not hasattr(config, "workerinput"))  # a worker never fetches: its controller did, or could not
     except (ConfigError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from exc
     check_front(config, settings.regen, ci=bool(os.environ.get("CI")))

@@ -81,7 +81,7 @@ REQUIRED = ("suite", "case", "field", "kind", "status")
 META: dict[str, Check] = {
     "error": STRING, "interrupted": STRING, "env_key": STRING, "baseline_key": STRING, "golden_dir": STRING,
     "argv": STRINGS, "broken_tests": STRINGS, "failed_tests": STRINGS, "collection_errors": STRINGS,
-    "write_errors": STRINGS, "user_models": STRINGS, "left_out": STRINGS, "not_observable": STRINGS,
+    "write_errors": STRINGS, "user_models": STRINGS, "shipped_models": STRINGS, "left_out": STRINGS, "not_observable": STRINGS,
     "injected_fault": (_object_of_strings("name", "breaks"), "an object with string 'name' and 'breaks'"),
     "upgrade_baseline": (_object_of_strings("key", "why"), "an object with string 'key' and 'why'"),
     "writes": (lambda v: isinstance(v, list) and all(isinstance(w, dict) for w in v), "a list of objects"),

@@ -185,8 +185,9 @@ def model_of(case: str, names: Sequence[str]) -> str:
     return next((n for n in names if case == n or case.startswith(n + ".")), "")
 
 
-def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[ModelView]:
-    """Outcome counts per model - your models first, then the zoo's, then the rest."""
+def model_views(views: list[OutcomeView], user_models: Sequence[str], shipped: Sequence[str] = ()) -> list[ModelView]:
+    """Outcome counts per model - your models first (`shipped`: the harness's real model, "real"), then
+    the zoo's, then the rest."""
     from harness.zoo.specs import BY_NAME
 
     names = [*user_models, *sorted(BY_NAME, key=len, reverse=True)]  # longest zoo name first: no prefix clash
@@ -195,7 +196,7 @@ def model_views(views: list[OutcomeView], user_models: Sequence[str]) -> list[Mo
         grouped.setdefault(model_of(view.case, names), []).append(view)
     order = [*user_models, *sorted(n for n in grouped if n in BY_NAME), ""]
     return [ModelView(name or "(no single model: contracts, bias)",
-                      "yours" if name in user_models else "zoo" if name else "",
+                      "real" if name in shipped else "yours" if name in user_models else "zoo" if name else "",
                       len({(v.suite, v.case) for v in grouped[name]}),  # a case is suite/case, as findings count
                       tuple((s, n) for s, n in count_statuses(grouped[name]) if n))
             for name in order if name in grouped]
@@ -337,7 +338,7 @@ def context(results: Results, claims: Any = None, findings: Findings | None = No
         "next_step": next_step(results),
         "legend": legend(views, [g for f in finding_list for g in (f, *f.under)]),
         "suites": suite_views(views),
-        "models": model_views(views, results.meta.get("user_models") or []) if results.meta.get("user_models") else [],
+        "models": model_views(views, results.meta.get("user_models") or [], results.meta.get("shipped_models") or []) if results.meta.get("user_models") else [],
         "bias_groups": bias_groups(results.outcomes),
         "sampling": sampling,
         "sampling_counts": [(s.value, n) for s in STATUS_ORDER if (n := sum(r.status == s.value for r in sampling))],

@@ -67,7 +67,8 @@ def print_summary(results: Results, title: str, findings: Findings | None = None
         from harness.report.page import model_views, outcome_view
 
         print("\nper model:")
-        views = model_views([outcome_view(i, o) for i, o in enumerate(results.outcomes)], users)
+        views = model_views([outcome_view(i, o) for i, o in enumerate(results.outcomes)], users,
+                            results.meta.get("shipped_models") or [])
         for line in table(("model", "", "cases", "outcomes"),
                           ((v.name, v.origin, v.cases, ", ".join(f"{n} {s}" for s, n in v.counts)) for v in views),
                           (None, None, None, 80)):

@@ -14,6 +14,7 @@ models = []                      # fixture model names the suites run (empty = a
                                  # your own checkpoints (below; then only they run, unless zoo = true)
 zoo = false                      # with models of your own: also run the fixture zoo's cases
 ci_latency_strict = true         # under CI (CI set): a latency field not judged (busy machine) fails the run
+real_model = true                # the harness's real model (SmolLM2-135M, the `real` extra) runs where the zoo does
 extra_model_dirs = []            # more checkpoint directories; `harness check` verifies they exist
 
 [tool.harness.thresholds]        # see `Thresholds`
@@ -221,11 +222,13 @@ class HarnessConfig:
     zoo: bool = False  # with user models: also run the fixture zoo's cases (without user models it always runs)
     ci_latency_strict: bool = True  # under CI, latency not judged fails (as --latency-strict) unless false
     budget: str = ""  # your models' wall-time budget ("5m"; "full": every case); "" = the size rule (harness/settings/budget.py)
+    real_model: bool = True  # the harness's real model runs where the zoo does (harness/settings/real.py)
 
 
 # path keys and their defaults under rootdir; models_dir defaults to the zoo the harness ships (MODELS_DIR)
 _PATH_KEYS = {"golden_dir": "golden/records", "models_dir": None, "reports_dir": "reports"}
-_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict", "budget")
+_KNOWN = (*_PATH_KEYS, "alpha", "thresholds", "baseline", "models", "extra_model_dirs", "zoo", "ci_latency_strict", "budget",
+          "real_model")
 
 
 def _fail(path: Path, key: str, message: str) -> ConfigError:
@@ -334,7 +337,8 @@ def parse_config(rootdir: Path, table: dict[str, Any], source: Path | None = Non
     models = _string_list(path, "models", raw_models)
     extra = tuple(rootdir / p for p in _string_list(path, "extra_model_dirs", table.get("extra_model_dirs", [])))
     thresholds = _thresholds(path, table.get("thresholds", {}))
-    flags = {key: table.get(key, default) for key, default in (("zoo", False), ("ci_latency_strict", True))}
+    flags = {key: table.get(key, default) for key, default in (("zoo", False), ("ci_latency_strict", True),
+                                                                    ("real_model", True))}
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise _fail(path, key, f"expected true or false, got {value!r}")

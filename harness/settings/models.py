@@ -41,7 +41,8 @@ PROMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 KEYS = ("path", "assistant", "dtype", "prompts", "paths")
 DTYPES = ("fp32", "bf16", "fp16")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-DEFAULT_PROMPTS = ("short-0", "long-0")  # the zoo's held-out prompts, when the model has none of its own
+DEFAULT_PROMPTS = ("short-0", "long-0")
+SHIPPED_NAME = "smollm2-135m"  # the harness's real model (harness/settings/real.py NAME): no model of yours takes it  # the zoo's held-out prompts, when the model has none of its own
 ASSISTANT_PATHS = ("assisted", "ensemble")
 
 
@@ -65,6 +66,8 @@ class UserModel:
     model_type: str = ""
     params: int = 0  # counted from its safetensors headers by resolve (harness/settings/preflight.py)
     plan: Plan = Plan("full")  # the full grid or the budget plan (harness/settings/budget.py), set by the run
+    shipped: bool = False  # the harness's own real model (harness/settings/real.py), not a checkpoint of yours
+    unavailable: str = ""  # why its files are not here (the real model without its extra): every case skips with it
 
     @property
     def assistant_name(self) -> str | None:
@@ -94,8 +97,8 @@ def parse_model(source: Path, rootdir: Path, name: str, table: Any) -> UserModel
                            "'-' and '_' (no dots)")
     from harness.zoo.specs import BY_NAME
 
-    if name in BY_NAME:
-        raise _fail(where, f"{name!r} is a fixture zoo model's name; give your model another name")
+    if name in BY_NAME or name == SHIPPED_NAME:
+        raise _fail(where, f"{name!r} is the name of one of the harness's own models; give your model another name")
     if not isinstance(table, dict):
         raise _fail(where, f"expected a table with a path, got {table!r}; write path = \"/models/your-model\"")
     unknown = sorted(set(table) - set(KEYS))
@@ -132,7 +135,7 @@ def from_flags(model: str, assistant: str | None = None) -> UserModel:
     name = re.sub(r"[^A-Za-z0-9_-]", "-", path.name).strip("-_") or "model"
     from harness.zoo.specs import BY_NAME
 
-    if name in BY_NAME:
+    if name in BY_NAME or name == SHIPPED_NAME:
         name = f"user-{name}"
     return UserModel(name=name, path=path, origin="--model", assistant=Path(assistant).resolve() if assistant else None)
 

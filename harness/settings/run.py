@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.settings import budget
+from harness.settings import budget, real
 from harness.settings.config import HarnessConfig
 from harness.settings.models import ModelError, UserModel, from_flags, resolve
 from harness.store.env import canonical_dtype
@@ -328,11 +328,20 @@ class RunSettings:
         """`--model PATH`: only that checkpoint's cases run."""
         return self.model is not None
 
+    @property
+    def runs_real_model(self) -> bool:
+        """The harness's real model runs where the zoo does: not in a one-off `--model` run, not in a
+        project whose own models replace the zoo, only if a `models` list names it, never turned off."""
+        config = self.config
+        return (not self.one_off and (not config.user_models or config.zoo)
+                and (not config.models or real.NAME in config.models) and not real.turned_off(config.real_model))
+
     # validation ---------------------------------------------------------------------------
-    def validate(self, front: str = "pytest") -> RunSettings:
+    def validate(self, front: str = "pytest", fetch: bool = True) -> RunSettings:
         """Check what can be checked without running anything, and resolve the user models
-        (harness/settings/models.py `resolve`). `SettingsError` names the flag (as `front` spells
-        it: "cli" or "pytest") or the key."""
+        (harness/settings/models.py `resolve`) and the harness's real model (harness/settings/real.py:
+        fetched and converted first where `fetch` and its extra allow). `SettingsError` names the flag (as
+        `front` spells it: "cli" or "pytest") or the key."""
         def flag(name: str) -> str:
             return BY_FIELD[name].flag(front)
 
@@ -358,6 +367,8 @@ class RunSettings:
             users = tuple(replace(m, plan=budget.plan_for(m.params, seconds)) for m in map(resolve, declared))
         except ModelError as exc:
             raise SettingsError(f"bad model: {exc}") from None
+        if self.runs_real_model:
+            users = (*users, real.real_model(fetch))
         return replace(self, dtype=dtype, user_models=users)
 
     def describe(self) -> dict[str, Any]:

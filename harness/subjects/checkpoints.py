@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.schema import MissingExtra
 from harness.settings.models import UserModel
 from harness.zoo import load as zoo_load
 from harness.zoo.prompts import BY_ID
@@ -39,6 +40,8 @@ class Checkpoints:
 
     def path(self, name: str) -> Path:
         if name in self.user:
+            if self.user[name].unavailable:  # the real model without its extra: every case of it skips
+                raise MissingExtra(self.user[name].unavailable)
             return self.user[name].path
         if name in self.assistants:
             return self.assistants[name].assistant  # type: ignore[return-value]
