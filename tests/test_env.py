@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -219,3 +220,37 @@ def test_mps_fingerprint(monkeypatch):
     with pytest.raises(ValueError, match="device 'mps' requested but"):
         fingerprint(device="mps")
 
+
+
+def test_an_isa_cap_is_its_own_hardware_class_in_the_key_and_the_fingerprint(monkeypatch):
+    """ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS make an AVX-512 host run as an
+    AVX2 one (issue 60): the cap names the key's device tag and sits in the fingerprint; a native run's
+    key and fingerprint are as they were (no `isa_caps`), so no committed record moved."""
+    native = fingerprint()
+    assert "isa_caps" not in native["cpu_kernels"] and "-avx2-" not in key_of()
+    for name, value in (("ATEN_CPU_CAPABILITY", "avx2"), ("ONEDNN_MAX_CPU_ISA", "AVX2"), ("MKL_ENABLE_INSTRUCTIONS", "AVX2")):
+        monkeypatch.setenv(name, value)
+    capped = fingerprint()
+    assert capped["cpu_kernels"]["isa_caps"] == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                                                 "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    assert env_key(capped) == key_of() == env_key(native).replace("-cpu-x86_64-", "-cpu-x86_64-avx2-") \
+        if native["device"]["arch"] == "x86_64" else env_key(capped).endswith("-avx2-fp32")
+    assert "ISA cap none (native) -> ATEN_CPU_CAPABILITY=avx2" in machine_differences(capped, native)
+    assert numerics_differences(capped, native) == ["cpu_kernels"]
+    assert hardware_class(capped) != hardware_class(native)  # latency is not compared across them either
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", " ")  # blank: not a cap
+    assert "ATEN_CPU_CAPABILITY" not in fingerprint()["cpu_kernels"]["isa_caps"]
+
+
+def test_a_cap_set_after_torch_was_imported_is_refused_and_the_flag_sets_all_three(monkeypatch):
+    from harness.cli.project import apply_cpu_isa
+    from harness.store.env import ISA_CAPS, isa_cap_problem
+
+    for name in ISA_CAPS:
+        monkeypatch.setenv(name, "")  # blank: no cap; monkeypatch removes what apply_cpu_isa sets afterwards
+    native = fingerprint()
+    assert isa_cap_problem(native) == ""
+    other = "default" if native["cpu_kernels"]["isa"].lower() != "default" else "avx2"
+    apply_cpu_isa(other)  # in this process torch is imported already: the dispatcher stays where it was
+    assert all(os.environ.get(name) for name in ISA_CAPS)
+    assert "set it before torch is imported" in isa_cap_problem(fingerprint())

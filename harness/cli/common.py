@@ -23,7 +23,7 @@ from typing import Any
 from harness.checking.claims import ClaimsReport, markdown_lines
 from harness.checking.findings import Findings, library_hint
 from harness.checking.humane import printable
-from harness.cli.project import UsageError, pytest_problem
+from harness.cli.project import UsageError, cpu_isa, pytest_problem
 from harness.report.output import write_report
 from harness.report.terminal import print_summary
 from harness.report.writes import writes_lines
@@ -81,6 +81,10 @@ def running_parser(*fields: str) -> argparse.ArgumentParser:
     running.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (a number, 'auto')")
     running.add_argument("--suites", metavar="PATH", help="suites to run (default: <root>/suites)")
     running.add_argument("-v", "--verbose", action="store_true", help="pytest's verbose output instead of -q")
+    running.add_argument("--cpu-isa", metavar="LEVEL", type=cpu_isa,
+                         help="run the suites with torch, oneDNN and MKL capped at this instruction set (avx2, avx512, "
+                              "default): another hardware class on this host, recorded under its own env key "
+                              "(...-cpu-x86_64-avx2-fp32; harness/store/env.py ISA_CAPS)")
     for name in fields:
         option = BY_FIELD[name]
         kwargs: dict[str, Any] = option.parser_kwargs()

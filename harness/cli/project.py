@@ -94,8 +94,29 @@ def one_off_store(project: Project) -> None:
     project.store.root.mkdir(parents=True, exist_ok=True)
 
 
+CPU_ISAS = {"avx2": ("avx2", "AVX2", "AVX2"), "avx512": ("avx512", "AVX512_CORE", "AVX512"),
+            "default": ("default", "SSE41", "SSE4_2")}  # ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS
+
+
+def cpu_isa(level: str) -> str:
+    """--cpu-isa: a level torch's dispatcher knows (argparse reports another, exit 2)."""
+    if level.lower() not in CPU_ISAS:
+        raise argparse.ArgumentTypeError(f"{level!r}: expected one of {', '.join(CPU_ISAS)}")
+    return level.lower()
+
+
+def apply_cpu_isa(level: str | None) -> None:
+    """Set the ISA caps (harness/store/env.py ISA_CAPS) for the suites' processes, which inherit them
+    and import torch after: the env key this process computes names the cap too."""
+    if level:
+        from harness.store.env import ISA_CAPS
+
+        os.environ.update(zip(ISA_CAPS, CPU_ISAS[level], strict=True))
+
+
 def run_settings(project: Project, args: argparse.Namespace) -> RunSettings:
     """The run's settings from the command line, validated (harness/settings/run.py)."""
+    apply_cpu_isa(getattr(args, "cpu_isa", None))  # before the env key is computed and the suites start
     try:
         return RunSettings.from_cli(args, project.config).validate(front="cli")
     except SettingsError as exc:

@@ -56,7 +56,7 @@ from harness.schema import (
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import FRONT_INI, RunSettings, SettingsError
 from harness.store.baseline import Chosen, nearest_recorded
-from harness.store.env import env_key, fingerprint
+from harness.store.env import env_key, fingerprint, isa_cap_problem
 from harness.store.records import GoldenStore, UnknownEnvError, atomic_write_json, safe_name
 
 PLUGIN_NAME = "harness-session"
@@ -122,6 +122,8 @@ class HarnessSession:
                 fp = fingerprint(dtype=s.dtype, attn_implementation=s.attn, device=s.device, threads=s.threads)
             except ValueError as exc:
                 raise pytest.UsageError(f"harness environment: {exc}") from exc
+            if isa_cap_problem(fp):
+                raise pytest.UsageError(f"harness environment: {isa_cap_problem(fp)}")
             self._run_env = RunEnv(fp, env_key(fp), s.dtype, s.device, s.attn)
         return self._run_env
 

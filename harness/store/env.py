@@ -122,13 +122,42 @@ def cpu_kernels() -> dict[str, Any]:
     backends = sorted(name for name, flag in switches.items()
                       if getattr(torch.backends.cuda, flag, None) is not None and getattr(torch.backends.cuda, flag)())
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    caps = isa_caps()
     return {
         "isa": str(capability()) if capability else "unknown",
         "low_precision_units": low_precision_units(),
         "onednn": _built_with(config, r"MKL-DNN v([0-9][0-9.]*)"),
         "blas": _built_with(config, r"BLAS_INFO=([A-Za-z0-9_]+)"),
         "sdpa_backends": backends,
+        **({"isa_caps": caps} if caps else {}),  # only where set: a native run's fingerprint is as it was
     }
+
+
+# The variables that cap the instruction set torch's dispatcher, oneDNN and MKL use - an AVX-512 host
+# runs as an AVX2 one (issue 60: SmolLM2 in bf16 greedy parts from the native run at token 31). A run
+# under a cap is its own hardware class: the cap is in the fingerprint (`cpu_kernels.isa_caps`) and the
+# dispatcher's cap in the env key (`tf5.24.0-torch2.13.0-cpu-x86_64-avx2-fp32`), so its records are a
+# store of their own and `harness compare` reads the move between the two classes. Each must be set
+# before torch is imported (the children `harness check` starts inherit them).
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def isa_cap_problem(fp: dict[str, Any]) -> str:
+    """Why a fingerprint's ISA cap did not take ('' when it did or there is none): ATEN_CPU_CAPABILITY set
+    after torch was imported leaves the dispatcher where it was - records made so would be filed under a
+    hardware class they were not made in."""
+    kernels = fp.get("cpu_kernels") or {}
+    cap = (kernels.get("isa_caps") or {}).get("ATEN_CPU_CAPABILITY", "").strip()
+    if not cap or str(kernels.get("isa", "")).lower() == cap.lower():
+        return ""
+    return (f"ATEN_CPU_CAPABILITY={cap} but torch dispatches to {kernels.get('isa')}: set it before torch is imported "
+            "(in the shell that starts `harness`, or with --cpu-isa), or it is not a level this CPU or torch has")
+
+
+def isa_caps(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The `ISA_CAPS` set in the environment (empty: the machine's native dispatch)."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in ISA_CAPS if environ.get(name, "").strip()}
 
 
 # the CPU flags that give oneDNN / torch another bf16 / fp16 matmul kernel: torch's dispatch level
@@ -160,8 +189,10 @@ def key_of(dtype: str = "fp32", device: str = "cpu") -> str:
     names its report folder with it before any pytest starts."""
     if device.split(":", 1)[0] != "cpu":
         return env_key(fingerprint(dtype=dtype, device=device))
+    caps = isa_caps()
     return env_key({**{name: _version(name) for name in VERSIONED_PACKAGES},
-                    "device": {"type": "cpu", "arch": platform.machine()}, "dtype": canonical_dtype(dtype)})
+                    "device": {"type": "cpu", "arch": platform.machine()}, "dtype": canonical_dtype(dtype),
+                    **({"cpu_kernels": {"isa_caps": caps}} if caps else {})})
 
 
 def fingerprint(
@@ -196,21 +227,25 @@ def _short_version(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def _device_tag(device: dict[str, Any]) -> str:
+def _device_tag(device: dict[str, Any], kernels: dict[str, Any] | None = None) -> str:
+    """`cpu-x86_64`, `cuda-sm90`; a CPU run whose dispatcher is capped (ATEN_CPU_CAPABILITY) names the
+    cap: `cpu-x86_64-avx2`."""
     if device.get("type") == "cuda":
         return "cuda-sm" + str(device.get("capability", "")).replace(".", "")
-    return f"{device.get('type', 'unknown')}-{device.get('arch', 'unknown')}"
+    cap = ((kernels or {}).get("isa_caps") or {}).get("ATEN_CPU_CAPABILITY", "")
+    return f"{device.get('type', 'unknown')}-{device.get('arch', 'unknown')}" + (f"-{cap.strip().lower()}" if cap else "")
 
 
 def env_key(fp: dict[str, Any]) -> str:
-    """`tf<transformers>-torch<torch>-<device>-<dtype>`, e.g. ``tf5.24.0-torch2.13.0-cpu-x86_64-fp32``.
+    """`tf<transformers>-torch<torch>-<device>-<dtype>`, e.g. ``tf5.24.0-torch2.13.0-cpu-x86_64-fp32``
+(``...-cpu-x86_64-avx2-fp32`` under an ISA cap: `isa_caps`).
 
     Only ``[A-Za-z0-9._-]`` survive, so the key is a safe directory name on every OS.
     """
     parts = [
         "tf" + _short_version(str(fp.get("transformers", "absent"))),
         "torch" + _short_version(str(fp.get("torch", "absent"))),
-        _device_tag(fp.get("device", {})),
+        _device_tag(fp.get("device", {}), fp.get("cpu_kernels") if isinstance(fp.get("cpu_kernels"), dict) else None),
         str(fp.get("dtype", "fp32")),
     ]
     key = _SAFE.sub("_", "-".join(parts)).strip("._-")
@@ -236,8 +271,10 @@ def hardware_class(fp: dict[str, Any]) -> str:
     if device.get("type") == "cuda":
         return f"cuda/{device.get('name')}/sm{str(device.get('capability', '')).replace('.', '')}"
     base = f"{device.get('type')}/{device.get('arch')}/{device.get('name')}/threads={fp.get('threads')}"
-    isa = (fp.get("cpu_kernels") or {}).get("isa")
-    return f"{base}/isa={isa}" if isa else base
+    kernels = fp.get("cpu_kernels") or {}
+    isa, caps = kernels.get("isa"), kernels.get("isa_caps") or {}
+    base = f"{base}/isa={isa}" if isa else base
+    return base + "".join(f"/{name}={value}" for name, value in sorted(caps.items()))  # oneDNN / MKL under a cap
 
 
 def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
@@ -256,13 +293,15 @@ def _part(fp: dict[str, Any], key: str) -> dict[str, Any]:  # a results.json fro
 
 
 def _shown(kernels: dict[str, Any], key: str) -> str:
+    if key == "isa_caps":
+        return ",".join(f"{k}={v}" for k, v in (kernels.get(key) or {}).items()) or "none (native)"
     value = kernels.get(key, "not recorded")
     return ",".join(value) if isinstance(value, list) else str(value)
 
 
 # what the machine has (machine_differences: "another machine") and what the torch build brings
 # ("another torch build"): oneDNN and BLAS are linked into torch, the SDPA switches are torch's
-MACHINE_KERNELS = (("isa", "CPU ISA"), ("low_precision_units", "bf16/fp16 units"))
+MACHINE_KERNELS = (("isa", "CPU ISA"), ("isa_caps", "ISA cap"), ("low_precision_units", "bf16/fp16 units"))
 BUILD_KERNELS = (("onednn", "oneDNN"), ("blas", "BLAS"), ("sdpa_backends", "SDPA backends"))
 
 
@@ -299,7 +338,7 @@ def kernel_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tu
     ka, kb = _part(a, "cpu_kernels"), _part(b, "cpu_kernels")
     torch_moved = a.get("torch") != b.get("torch")
     for key, label in (*MACHINE_KERNELS, *BUILD_KERNELS):
-        if kb.get(key, "unknown") != ka.get(key, "unknown"):
+        if kb.get(key, {} if key == "isa_caps" else "unknown") != ka.get(key, {} if key == "isa_caps" else "unknown"):
             by_build = (key, label) in BUILD_KERNELS or (key == "isa" and same_device and torch_moved)
             (build if by_build else machine).append(f"{label} {_shown(kb, key)} -> {_shown(ka, key)}")
     return machine, build
