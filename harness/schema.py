@@ -227,8 +227,8 @@ class Case:
         return dict(self.params).get(key, default)
 
 
-PATHS = ("plain", "assisted", "prompt_lookup", "mtp", "ensemble")
-LOSSLESS = ("assisted", "prompt_lookup", "mtp")
+PATHS = ("plain", "assisted", "prompt_lookup", "mtp", "ensemble", "early_exit")
+LOSSLESS = ("assisted", "prompt_lookup", "mtp", "early_exit")
 
 
 @dataclass(frozen=True)

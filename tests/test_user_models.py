@@ -69,7 +69,8 @@ def written(root: Path) -> list[Path]:
     ('[tool.harness.models.mine]\nassistant = "a"', "mine] path: missing"),
     ('[tool.harness.models.mine]\npath = "m"\ndtype = "int8"', "dtype: 'int8' is not one of"),
     ('[tool.harness.models."my.model"]\npath = "m"', "no dots"),
-    ('[tool.harness.models.llama-target]\npath = "m"', "fixture zoo model's name"),
+    ('[tool.harness.models.llama-target]\npath = "m"', "one of the harness's own models"),
+    ('[tool.harness.models.smollm2-135m]\npath = "m"', "one of the harness's own models"),
 ])
 def test_bad_model_tables_name_the_key(tmp_path, table, says):
     with pytest.raises(ConfigError, match=r"pyproject.toml: \[tool.harness.models") as info:

@@ -19,8 +19,8 @@ from harness.settings.run import RunSettings
 
 def user_latency(model: UserModel) -> Case:
     """`<name>.generate`: one greedy generate() per path of the model's (MTP, whose draft schedule
-    differs, excepted), plain first - the speculative paths' speedups are over it."""
-    paths = tuple(p for p in model.paths if p != "mtp")
+    differs, and early exit excepted), plain first - the speculative paths' speedups are over it."""
+    paths = tuple(p for p in model.paths if p not in ("mtp", "early_exit"))
     return Case(model.name, name=f"{model.name}.generate", new_tokens=NEW_TOKENS, draft_tokens=DRAFT_TOKENS,
                 assistant=model.assistant_name, params=(("paths", paths), ("weight", ENSEMBLE_WEIGHTS[0])))
 

@@ -35,8 +35,9 @@ def user_outputs(model: UserModel) -> list[Case]:
                 for prompt in model.prompts:
                     cases.append(Case(model.name, path, cache, prompt.id, weight=w, draft_tokens=draft,
                                       assistant=assistant))
-            cases.append(Case(model.name, path, "dynamic", first, "sample", seed=0, weight=w, draft_tokens=draft,
-                              assistant=assistant))
+            if path != "early_exit":  # (its sampled verification is the assistant's: one mechanism)
+                cases.append(Case(model.name, path, "dynamic", first, "sample", seed=0, weight=w,
+                                  draft_tokens=draft, assistant=assistant))
     return cases
 
 
@@ -74,6 +75,8 @@ def zoo_outputs(run: RunSettings | None = None) -> list[Case]:
                     for w in ENSEMBLE_WEIGHTS:
                         cases.append(Case(model, "ensemble", cache, prompt, weight=w, draft_tokens=DRAFT_TOKENS,
                                           assistant=ASSISTANT))
+                    # self-speculation by early exit (LayerSkip): the target's own first half drafts
+                    cases.append(Case(model, "early_exit", cache, prompt, draft_tokens=DRAFT_TOKENS))
         cases.append(Case(model, "plain", "dynamic", "short-1", "sample", seed=0))
         if model == TARGET:
             cases.append(Case(model, "assisted", "dynamic", "short-1", "sample", seed=0, draft_tokens=DRAFT_TOKENS,

@@ -126,7 +126,7 @@ def user_sampling(model: UserModel) -> list[SamplingSpec]:
     supports at top-k (the ensemble at w = 0.3), after its first prompt."""
     prompt = model.prompts[0].id if model.prompts else SAMPLING_PROMPT
     out: list[SamplingSpec] = []
-    for path in model.paths:
+    for path in (p for p in model.paths if p != "early_exit"):  # an assistant's verification: the assisted path's
         settings = USER_SAMPLING_SETTINGS if path == "plain" else USER_SAMPLING_SETTINGS[:1]
         weight = USER_ENSEMBLE_WEIGHT if path == "ensemble" else None
         assistant = model.assistant_name if path in ("assisted", "ensemble") else None

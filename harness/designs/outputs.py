@@ -57,9 +57,10 @@ Computed in the same run:
                            the check, as it ends equals_reference_engine's
   drafted_within_k         greedy speculative paths: no step drafts more than k tokens (the library's own
                            drafts; every dtype)
-  drafts_as_drafter        assisted, ensemble and MTP greedy: each draft token equals the engine drafter's
-                           choice after the same context (the prompt, the tokens emitted before the step,
-                           the step's own earlier drafts; the MTP head fed the trunk's hidden states),
+  drafts_as_drafter        assisted, ensemble, MTP and early-exit greedy: each draft token equals the engine
+                           drafter's choice after the same context (the prompt, the tokens emitted before the
+                           step, the step's own earlier drafts; the MTP head fed the trunk's hidden states;
+                           early exit: the engine's model cut after `early_exit_layer` layers, final norm, head),
                            teacher-forced, one row per draft for the tie rule - every dtype, where
                            acceptance_vs_engine is fp32's
   steps_as_ensemble        ensemble greedy: each emitted token equals the ensemble rule's choice (argmax of
@@ -200,7 +201,7 @@ def observe(zoo: Zoo, case: Case, run: RunSettings, alpha: float) -> Observation
                       expected_extras={"margins": [ours.margins], "scales": [ours.scales]})
         if case.lossless or case.path == "plain":
             steps_as_engine(obs, zoo, case, got.tokens)
-        if case.path in ("assisted", "ensemble", "mtp") and got.drafts:
+        if case.path in ("assisted", "ensemble", "mtp", "early_exit") and got.drafts:
             drafts_as_drafter(obs, zoo, case, got)
         if case.path == "ensemble" and got.drafts:
             steps_as_ensemble(obs, zoo, case, got)
@@ -258,6 +259,8 @@ def drafts_as_drafter(obs: Observation, zoo: Zoo, case: Case, got: Any) -> None:
         if case.path == "mtp":  # one head, one draft; log-probabilities have no rounding scale of their own
             forced = teacher_forced(engine.mtp_draft_logprobs(zoo, case.model, context), 1, draft[:1])
             forced.scales = [None] * len(forced.best)
+        elif case.path == "early_exit":  # the target's own first layers (harness/engine/drafters.py)
+            forced = teacher_forced(engine.exit_logits_cached(zoo, case.model, [*context, *draft]), len(context), draft)
         else:
             forced = teacher_forced(engine.logits_cached(zoo, case.assistant, [*context, *draft]), len(context), draft)
         judged = draft[:len(forced.best)]

@@ -99,7 +99,7 @@ def user_fields(users: Sequence[UserModel]) -> tuple[PairedField, ...]:
         out += [PairedField(f"{m.name}.prefill", "prefill_dynamic", inner=3),
                 PairedField(f"{m.name}.decode", "decode_dynamic", inner=2, per=DECODE_STEPS)]
         out += [PairedField(f"{m.name}.generate", f"generate_{p}")
-                for p in ("plain", *(p for p in m.paths if p not in ("plain", "mtp")))]
+                for p in ("plain", *(p for p in m.paths if p not in ("plain", "mtp", "early_exit")))]
     return tuple(out)
 
 

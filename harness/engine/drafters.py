@@ -16,6 +16,11 @@ so decode asks it only after the target's first pass.
   and proposes x_{t+2}. One MTP layer drafts one token per step. The block is the family's
   decoder layer: GLM-4.5 a MoE full-attention layer at `model.layers.<N>.*`; Mellum a layer of
   kind `mtp_layer_types[0]` (sliding window here) at `mtp.layers.0.*` (`MtpNames`).
+- `EarlyExitDrafter`: self-speculation (LayerSkip, arXiv 2404.16710; transformers'
+  `assistant_early_exit=E`): the target's own first E layers, then its final norm and head,
+      q(x | ctx) = softmax(lm_head(norm(h_E(ctx)))),  E = `early_exit_layer(L)` = L // 2,
+  drafting as an assistant does (its own cache over those E layers, rewound to the committed
+  context). The verification is the target's as for any drafter: greedy output equals greedy decoding.
 - `PromptLookupDrafter`: n-gram match in the context (largest n first, first match from the
   left, up to k following tokens, cut before an end token); no draft probabilities.
 """
@@ -90,6 +95,19 @@ class AssistantDrafter:
                 logits = self.model.forward(torch.tensor([token]), torch.tensor([n]), self.caches).logits[-1]
                 self.seen.append(token)
         return Draft(tokens, torch.stack(probs))
+
+
+def early_exit_layer(num_layers: int) -> int:
+    """The layer an early-exit case drafts from: half the trunk (at least one layer). transformers is
+    given the same number (`assistant_early_exit`), read from its own config."""
+    return max(1, num_layers // 2)
+
+
+class EarlyExitDrafter(AssistantDrafter):
+    """The target's first `layers` layers as its own assistant (`Model.truncated`)."""
+
+    def __init__(self, target: Model, layers: int, static_max_len: int | None = None, slack: int = 8):
+        super().__init__(target.truncated(layers), static_max_len=static_max_len, slack=slack)
 
 
 class PromptLookupDrafter:

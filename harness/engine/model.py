@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -548,6 +548,15 @@ class Model:
             return cls(cfg, Weights(mapped_checkpoint(directory), dtype), directory)
         weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in load_file(directory / "model.safetensors").items()}
         return cls(cfg, weights, directory)
+
+    def truncated(self, layers: int) -> Model:
+        """The same weights run through their first `layers` layers, then the final norm and the head:
+        an early exit (LayerSkip's drafter; drafters.py `EarlyExitDrafter`)."""
+        if not 0 < layers <= self.cfg.num_layers:
+            raise ValueError(f"an early exit after {layers} layers of {self.cfg.num_layers}")
+        cfg = replace(self.cfg, num_layers=layers, layer_types=self.cfg.layer_types[:layers],
+                      rope_layers=self.cfg.rope_layers[:layers])
+        return Model(cfg, self.w, self.path)
 
     def new_caches(self, static_max_len: int | None = None, slack: int = 0) -> list[LayerCache | RecurrentCache]:
         return build_caches(list(self.cfg.layer_types), self.cfg.sliding_window, self.cfg.chunk_size,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import CAND, GEN, GEN_CONFIG
+from harness.faults.targets import CAND, GEN, GEN_CONFIG, LLAMA
 
 
 def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[..., Any]:
@@ -23,6 +23,40 @@ def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[...
         if assistant_model is not None and mode == "assisted_generation":
             return get_mode(self, None, *args, **kwargs) if not (self.use_mtp or self.prompt_lookup_num_tokens) else mode
         return mode
+    return wrapped
+
+
+def _exit_one_layer_late(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
+    """The early-exit generator's `base_model.config.num_hidden_layers = self.assistant_early_exit` one
+    layer late (its method calls super(), which a source edit cannot recompile: the exit is moved for
+    the call instead)."""
+    import functools
+
+    @functools.wraps(get_candidates)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        asked = self.assistant_early_exit
+        self.assistant_early_exit = asked + 1
+        try:
+            return get_candidates(self, *args, **kwargs)
+        finally:
+            self.assistant_early_exit = asked
+    return wrapped
+
+
+def _every_layer(forward: Callable[..., Any]) -> Callable[..., Any]:
+    """Llama's decoder loop over every layer, whatever `config.num_hidden_layers` says for the call (the
+    slice `self.layers[: self.config.num_hidden_layers]` gone): the count is put back to the module's
+    length for the forward, then restored."""
+    import functools
+
+    @functools.wraps(forward)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        asked = self.config.num_hidden_layers
+        self.config.num_hidden_layers = len(self.layers)
+        try:
+            return forward(self, *args, **kwargs)
+        finally:
+            self.config.num_hidden_layers = asked
     return wrapped
 
 
@@ -88,6 +122,26 @@ FAULTS: tuple[Fault, ...] = (
                  "PromptLookupCandidateGenerator compared slice indices into input_ids with max_length, so the cap "
                  "never bound) - an index of the candidate slice one off; on an empty store the engine's n-gram "
                  "drafter sees it (acceptance_vs_engine), in bf16 too (its drafts follow from the tokens alone)")),
+    Fault("early-exit-one-layer-late", "drafting",
+          "self-speculation by early exit drafts from one layer past the one asked (assistant_early_exit=E runs "
+          "E + 1 layers before the head): lossless still, every draft from the wrong depth",
+          Catch("outputs", "llama-target.early_exit.dynamic.short-0.greedy", "drafts_as_drafter"),
+          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_one_layer_late),),
+          notes=("the exit layer of transformers PR #34240 (\"Self-speculation (Layer-Skip Llama)\": the early-exit "
+                 "candidate generator sets config.num_hidden_layers for the draft) off by one - the class of "
+                 "facebookresearch/LayerSkip #15 (an exit layer that seemed to change nothing: a lossless path's "
+                 "output cannot show which layer drafted). The tokens equal greedy's; on an empty store the "
+                 "engine's early-exit drafter, teacher-forced on the library's own drafts, sees every draft "
+                 "the deeper exit changed (drafts_as_drafter), in bf16 too")),
+    Fault("early-exit-full-depth", "drafting",
+          "Llama's decoder loop runs every layer whatever config.num_hidden_layers says (the slice PR #34240 added "
+          "is gone): an early exit drafts with the whole model - 100 % acceptance, no speed-up, no error",
+          Catch("outputs", "llama-target.early_exit.dynamic.short-0.greedy", "drafts_as_drafter"),
+          (Wrap(LLAMA, "LlamaModel.forward", _every_layer),),
+          notes=("modelled on the slice transformers PR #34240 added to Llama's forward for self-speculation - a "
+                 "modeling refactor that loops over self.layers drops it silently, as the LayerSkip #15 user saw "
+                 "no change from the exit layer; caught on an empty store by drafts_as_drafter (the engine's "
+                 "model cut at the exit layer), never by the tokens, which stay greedy's")),
     Fault("assistant-falls-back-to-plain", "drafting",
           "generate(assistant_model=...) silently decodes without the assistant: the generation mode stays "
           "greedy / sample, no candidate generator is consulted, no error (the outputs equal plain decoding)",

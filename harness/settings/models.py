@@ -7,7 +7,7 @@ path = "/models/my-llama"             # a save_pretrained directory (safetensors
 assistant = "/models/my-llama-small"  # optional: enables the assisted / ensemble cases
 dtype = "bf16"                        # optional: this model's dtype (default: its config.json's bf16 / fp16, else the run's)
 prompts = "prompts.jsonl"             # optional: one JSON object a line, {"text": ..., "id": ...}
-paths = ["plain", "assisted", "prompt_lookup", "mtp"]  # optional subset (default: all it supports)
+paths = ["plain", "assisted", "prompt_lookup", "mtp"]  # optional subset (default: all it supports; "early_exit" if asked)
 ```
 
 Three steps, each a small pure function over plain data:
@@ -395,7 +395,9 @@ def resolve(model: UserModel) -> UserModel:
             raise ModelError(f"{model.key('assistant')}: {model.assistant} does not share {model.path}'s tokenizer "
                              f"({why}); an assistant must use the model's tokenizer - pick one of the same family "
                              "or drop the assistant")
-    supported = [p for p in PATHS if (p not in ASSISTANT_PATHS or model.assistant) and (p != "mtp" or has_mtp(config))]
+    # early exit only where asked: a model not trained to exit early (LayerSkip) drafts noise, lossless but slow
+    supported = [p for p in PATHS if (p not in ASSISTANT_PATHS or model.assistant) and (p != "mtp" or has_mtp(config))
+                 and p != "early_exit"]
     for path in model.paths:
         if path in ASSISTANT_PATHS and model.assistant is None:
             raise ModelError(f"{model.key('paths')}: {path!r} needs an assistant; add "

@@ -33,7 +33,7 @@ from harness.zoo.prompts import Prompt
 
 NAME = SHIPPED_NAME
 PARAMS = 134_515_008  # counted from the conversion's safetensors header (tied head counted once)
-PATHS = ("plain", "prompt_lookup")  # resolve's answer for the conversion (no assistant, no MTP layers)
+PATHS = ("plain", "prompt_lookup", "early_exit")  # no assistant, no MTP layers; self-speculation by early exit
 EXTRA = ("gguf", "accelerate")
 INSTALL = "pip install 'genharness[real]'"
 OFF = "HARNESS_REAL"  # HARNESS_REAL=0: the real model's cases are not run (nor fetched)

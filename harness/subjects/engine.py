@@ -17,7 +17,14 @@ import torch
 
 from harness.engine.cache import LINEAR, RecurrentCache, build_caches, cache_spec_of, visible
 from harness.engine.decode import Decoded, Step, decode
-from harness.engine.drafters import AssistantDrafter, Drafter, MtpDrafter, PromptLookupDrafter
+from harness.engine.drafters import (
+    AssistantDrafter,
+    Drafter,
+    EarlyExitDrafter,
+    MtpDrafter,
+    PromptLookupDrafter,
+    early_exit_layer,
+)
 from harness.engine.teacher_forced import Forced
 from harness.engine.witness import UNIT_ROUNDOFF
 from harness.engine.witness import rounding_witness as witness_of
@@ -45,6 +52,8 @@ def drafter_for(case: Case, target, assistant) -> Drafter | None:
         return PromptLookupDrafter(eos_token_id=EOS)
     if case.path == "mtp":
         return MtpDrafter(target)
+    if case.path == "early_exit":
+        return EarlyExitDrafter(target, early_exit_layer(target.cfg.num_layers))
     return None
 
 
@@ -78,6 +87,18 @@ def logits_cached(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
         return zoo.oracle.model(name).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
 
     return zoo.oracle.answer("logits", (name,), {"tokens": list(tokens)}, compute)
+
+
+def exit_logits_cached(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
+    """The engine's early-exit logits [T, V] of model `name` over `tokens` (its first
+    `early_exit_layer` layers, final norm, head; no cache), through the answer cache."""
+    def compute() -> torch.Tensor:
+        model = zoo.oracle.model(name)
+        t = torch.tensor(tokens)
+        exit_at = model.truncated(early_exit_layer(model.cfg.num_layers))
+        return exit_at.forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
+
+    return zoo.oracle.answer("exit-logits", (name,), {"tokens": list(tokens)}, compute)
 
 
 WITNESS_PROMPT = "long-0"  # held-out real text (harness/zoo/prompts.py): ~80 tokens

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from harness.engine.decode import top2_scale
+from harness.engine.drafters import early_exit_layer
 from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
 from harness.store.cache import AnswerCache
@@ -62,13 +63,14 @@ def capabilities() -> dict[str, bool]:
         "prompt_lookup": "prompt_lookup_num_tokens" in fields,
         "use_mtp": "use_mtp" in fields,
         "assistant_ensemble_weight": "assistant_ensemble_weight" in fields,
+        "assistant_early_exit": "assistant_early_exit" in fields,
         "static_cache": "static" in cache_kinds,
     }
 
 
 # the generate() feature each decoding path needs (keys of `capabilities()`); plain needs none
 PATH_FEATURE = {"assisted": "assistant_model", "prompt_lookup": "prompt_lookup", "mtp": "use_mtp",
-                "ensemble": "assistant_ensemble_weight"}
+                "ensemble": "assistant_ensemble_weight", "early_exit": "assistant_early_exit"}
 PROBE_TOKENS = 4  # new tokens of a path's behaviour probe (`Zoo.path_probe`)
 
 
@@ -249,7 +251,8 @@ class Zoo:
         """The keyword arguments of `generate` / `hf_sampling.draw` that put a call on the case's path."""
         return dict(assistant=self.load(case.assistant).model if case.assistant else None,
                     prompt_lookup=case.draft_tokens if case.path == "prompt_lookup" else None,
-                    use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens)
+                    use_mtp=case.path == "mtp", ensemble_weight=case.weight, draft_tokens=case.draft_tokens,
+                    **({"early_exit": early_exit_of(self.load(case.model).model)} if case.path == "early_exit" else {}))
 
     def path_probe(self, case: Case) -> Generated:
         """A short greedy call on the case's model and path (PROBE_TOKENS new tokens), shared by the
@@ -323,9 +326,17 @@ def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | Non
     classes = [c for c in vars(cg).values() if inspect.isclass(c) and "get_candidates" in vars(c)]
     originals = {c: c.get_candidates for c in classes}
 
+    depth = [0]  # a generator calling its parent's get_candidates (early exit's super()) is one draft
+
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def get_candidates(self, input_ids, *args, **kwargs):
-            out = original(self, input_ids, *args, **kwargs)
+            depth[0] += 1
+            try:
+                out = original(self, input_ids, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+            if depth[0]:
+                return out
             ids = out[0] if isinstance(out, tuple) else out
             new = ids[0, input_ids.shape[1]:].tolist()
             sink.append(new)
@@ -393,10 +404,18 @@ def top2_margin(scores: torch.Tensor) -> float:
     return float(top[0] - top[1])
 
 
+def early_exit_of(model) -> int:
+    """`assistant_early_exit` for an early-exit case: the engine's rule (harness/engine/drafters.py
+    `early_exit_layer`) on the layer count of the model's own config."""
+    return early_exit_layer(int(model.config.get_text_config().num_hidden_layers))
+
+
 def path_kwargs(assistant=None, prompt_lookup: int | None = None, use_mtp: bool = False,
-                ensemble_weight: float | None = None) -> dict[str, Any]:
+                ensemble_weight: float | None = None, early_exit: int | None = None) -> dict[str, Any]:
     """The generate() keyword arguments that select a path (none: plain decoding)."""
     kwargs: dict[str, Any] = {}
+    if early_exit is not None:
+        kwargs["assistant_early_exit"] = early_exit
     if assistant is not None:
         kwargs["assistant_model"] = assistant
     if prompt_lookup is not None:
@@ -456,7 +475,8 @@ def ran_with(model, cache: Any, said: list[str]) -> dict[str, Any]:
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=None, prompt_lookup: int | None = None,
              use_mtp: bool = False, ensemble_weight: float | None = None, draft_tokens: int | None = None,
              do_sample: bool = False, seed: int | None = None, cache: str = "dynamic",
-             first_logit_steps: int = 0, own_scores: bool = False, all_scores: bool = False) -> Generated:
+             first_logit_steps: int = 0, own_scores: bool = False, all_scores: bool = False,
+             early_exit: int | None = None) -> Generated:
     """One generate() call on a path. `own_scores`: a greedy ensemble call keeps the numbers its
     verifier had (`Generated.draft_scores` / `token_scores`: outputs' ensemble_on_own_scores) - off
     where the call is timed or its memory measured (the copies are the harness's, not the library's)."""
@@ -464,20 +484,20 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, assistant=N
                                   output_scores=True, pad_token_id=model.config.pad_token_id)
     if cache == "static":
         kwargs["cache_implementation"] = "static"
-    kwargs.update(path_kwargs(assistant, prompt_lookup, use_mtp, ensemble_weight))
+    kwargs.update(path_kwargs(assistant, prompt_lookup, use_mtp, ensemble_weight, early_exit))
     out = Generated()
     if seed is not None:
         torch.manual_seed(seed)
     said: list[str] = []
     lists: list[dict[str, Any]] = []  # a plain sampled call: the config its processors were built from
-    plain_sampled = do_sample and assistant is None and prompt_lookup is None and not use_mtp
+    plain_sampled = do_sample and assistant is None and prompt_lookup is None and not use_mtp and early_exit is None
     if own_scores and ensemble_weight is not None and not do_sample:
         out.draft_scores = []
     from harness.subjects.hf_processors import processor_lists
 
     try:
         with (record_drafts(out.drafts, out.draft_margins, out.draft_scores), count_forwards(model) as counter,
-              draft_schedule(assistant, draft_tokens), emitted(said),
+              draft_schedule(model if early_exit is not None else assistant, draft_tokens), emitted(said),
               processor_lists(model, lists) if plain_sampled else contextlib.nullcontext(), torch.no_grad()):
             # with an explicit attention mask, as a tokenizer's output would pass it (5.24's use_mtp
             # path raises KeyError('position_ids') without one)
