@@ -254,3 +254,15 @@ def test_a_cap_set_after_torch_was_imported_is_refused_and_the_flag_sets_all_thr
     apply_cpu_isa(other)  # in this process torch is imported already: the dispatcher stays where it was
     assert all(os.environ.get(name) for name in ISA_CAPS)
     assert "set it before torch is imported" in isa_cap_problem(fingerprint())
+
+
+def test_the_packages_that_change_an_outcome_are_recorded_and_a_moved_one_is_named():
+    from harness.store.env import OUTCOME_PACKAGES
+
+    fp = fingerprint()
+    assert set(fp["packages"]) == set(OUTCOME_PACKAGES)
+    without = {**fp, "packages": {**fp["packages"], "psutil": "absent"}}
+    with_ = {**fp, "packages": {**fp["packages"], "psutil": "7.1.0"}}
+    assert moved_axes(with_, without).endswith("also moved: psutil absent -> 7.1.0")
+    assert "also moved" not in moved_axes(with_, {k: v for k, v in fp.items() if k != "packages"})  # not recorded
+    assert env_key(with_) == env_key(without)  # recorded, not part of the key

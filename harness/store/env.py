@@ -40,6 +40,12 @@ DTYPES = {
 }
 
 VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors")
+# packages that are not generate()'s but change what a version does with it, seen in the records (issue 62):
+# accelerate (4.57's quantized load raises without it; the gguf_file= load needs it), psutil (5.13+'s
+# continuous batching sizes its cache from the free memory psutil reports: without it a MemoryError),
+# kernels (5.25 requires it and kernelizes on load by default), gguf and torchao (the real and serving
+# extras). Recorded, not part of the key: `moved_axes` names one that moved.
+OUTCOME_PACKAGES = ("accelerate", "psutil", "kernels", "gguf", "torchao")
 
 # Fingerprint entries that change floating-point results (not only speed). Two envs that differ
 # in any of them may legitimately flip a near-tie or drift within a tolerance.
@@ -219,6 +225,7 @@ def fingerprint(
         "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "cpu_kernels": cpu_kernels(),
+        "packages": {name: _version(name) for name in OUTCOME_PACKAGES},
     }
 
 
@@ -382,9 +389,21 @@ def moved_axes(current: dict[str, Any] | None, baseline: dict[str, Any] | None) 
     values = {axis: (_axis_value(baseline, axis), _axis_value(current, axis)) for axis in AXES}
     moved = [f"{axis} {old} -> {new}" for axis, (old, new) in values.items() if old != new]
     held = ", ".join(f"{axis} {old}" for axis, (old, new) in values.items() if old == new)
+    packages = packages_moved(current, baseline)
+    also = f"; also moved: {packages}" if packages else ""
     if not moved:
-        return f"no axis moved (the same {held})"
+        return f"no axis moved (the same {held})" + also
     if len(moved) == 1:
-        return f"axis moved: {moved[0]}" + (f" (held: {held})" if held else "")
+        return f"axis moved: {moved[0]}" + (f" (held: {held})" if held else "") + also
     return ("axes moved: " + "; ".join(moved) + " - more than one at a time: a finding is not pinned on one axis"
-            + (f" (held: {held})" if held else ""))
+            + (f" (held: {held})" if held else "") + also)
+
+
+def packages_moved(current: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """The `OUTCOME_PACKAGES` whose versions differ ("psutil absent -> 7.1.0, kernels absent -> 0.19.1"),
+    "" when none did or either fingerprint predates them (not recorded: nothing is claimed)."""
+    a, b = _part(current, "packages"), _part(baseline, "packages")
+    if not a or not b:
+        return ""
+    return ", ".join(f"{name} {b.get(name, 'absent')} -> {a.get(name, 'absent')}" for name in OUTCOME_PACKAGES
+                     if a.get(name, "absent") != b.get(name, "absent"))
