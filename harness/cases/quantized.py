@@ -1,5 +1,5 @@
-"""The quantized suite's table (suites/test_quantized.py): llama-target loaded with torchao's int8
-weight-only quantization (the serving extra)."""
+"""The quantized suite's table (suites/test_quantized.py): llama-target - and each user model, the
+harness's real one included - loaded with torchao's int8 weight-only quantization (the serving extra)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from harness.cases.common import (
 )
 from harness.cases.registry import Suite, Table
 from harness.schema import Case
+from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
 
@@ -21,6 +22,12 @@ def zoo_quantized(run: RunSettings | None = None) -> list[Case]:
 
 
 
-quantized = Table("quantized", zoo_quantized)
+def user_quantized(model: UserModel) -> list[Case]:
+    """`<name>.quantized.int8-weight-only`: a user model (the harness's real one too) loaded the same way."""
+    return [Case(model.name, prompt="short-0", new_tokens=8, name=f"{model.name}.quantized.int8-weight-only",
+                 params=_p(scheme="int8-weight-only"))]
 
-SUITE = Suite("quantized", (quantized,), api='quantized weights (int8)')
+
+quantized = Table("quantized", zoo_quantized, user=user_quantized)
+
+SUITE = Suite("quantized", (quantized,), units=(60,), api='quantized weights (int8)')
