@@ -16,7 +16,9 @@ GGUF_MODEL = "smollm2-135m"
 
 def zoo_gguf(run: RunSettings | None = None) -> list[Case]:
     """`smollm2-135m.gguf`: SmolLM2-135M-Instruct's Q4_1 GGUF, one case (a real model, not the zoo's)."""
-    return [Case(GGUF_MODEL, new_tokens=16, name=f"{GGUF_MODEL}.gguf",
+    # the case's model is the .gguf file, not the converted checkpoint the other suites run as `smollm2-135m`
+    # (harness/settings/real.py): no checkpoint fingerprint of that conversion is its to record
+    return [Case(f"{GGUF_MODEL}.gguf", new_tokens=16, name=f"{GGUF_MODEL}.gguf",
                  params=_p(file="SmolLM2-135M-Instruct.Q4_1.gguf", quantization="Q4_1"))]
 
 
