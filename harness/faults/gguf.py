@@ -65,6 +65,19 @@ FAULTS: tuple[Fault, ...] = (
                 "`>`) and huggingface/candle #3641 (added tokens of the GGUF metadata ignored, `<think>` not one "
                 "token): the vocabulary, the named special ids and the model hold; the ids of any text holding a "
                 "control token do not, nor the chat prompt's"),
+    Fault("gguf-merges-truncated", "tokenizers",
+          "the tokenizer built from GGUF metadata keeps only the first half of tokenizer.ggml.merges: the vocabulary "
+          "and the special ids hold, every token formed by a later merge is spelled in pieces",
+          Catch("gguf", CASE, "ids_as_converted"),
+          (edit(TOKENIZER, "get_merges",
+                ('return [tuple(merge.split(" ")) for merge in tokenizer_dict["merges"]]',
+                 'return [tuple(merge.split(" ")) for merge in tokenizer_dict["merges"][: len(tokenizer_dict["merges"]) '
+                 '// 2]]')),),
+          notes="the class of huggingface/transformers #31630 (\"The behavior of the tokenizer loaded from GGUF file is "
+                "incorrect\": Llama-3's GGUF tokenizer splitting text the trained one keeps whole) and ggml-org/llama.cpp "
+                "#9692 / PR #9696 (transformers 4.45's list-of-pairs merges serialization read as no merges at all): "
+                "merges lost between formats. On SmolLM2 the unicode, whitespace and special-token texts part from the "
+                "conversion's ids (72 -> 82 ids for the unicode text); the prose and code texts do not"),
     Fault("gguf-chat-template-dropped", "chat",
           "the tokenizer built from GGUF metadata leaves out tokenizer.chat_template: apply_chat_template has no "
           "template to render",

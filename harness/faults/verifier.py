@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults.patches import Catch, Fault, Wrap, edit
-from harness.faults.targets import CAND, GEN, GEN_CONFIG, LLAMA
+from harness.faults.targets import CAND, GEN, GEN_CONFIG
 
 
 def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,20 +43,20 @@ def _exit_one_layer_late(get_candidates: Callable[..., Any]) -> Callable[..., An
     return wrapped
 
 
-def _every_layer(forward: Callable[..., Any]) -> Callable[..., Any]:
-    """Llama's decoder loop over every layer, whatever `config.num_hidden_layers` says for the call (the
-    slice `self.layers[: self.config.num_hidden_layers]` gone): the count is put back to the module's
-    length for the forward, then restored."""
+def _exit_layer_ignored(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
+    """The early-exit generator drafting at the model's full depth: the exit it sets for the draft is
+    the layer count the config already has (an exit layer that changes nothing)."""
     import functools
 
-    @functools.wraps(forward)
+    @functools.wraps(get_candidates)
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        asked = self.config.num_hidden_layers
-        self.config.num_hidden_layers = len(self.layers)
+        asked = self.assistant_early_exit
+        base = getattr(self.assistant_model, self.assistant_model.base_model_prefix)
+        self.assistant_early_exit = base.config.num_hidden_layers
         try:
-            return forward(self, *args, **kwargs)
+            return get_candidates(self, *args, **kwargs)
         finally:
-            self.config.num_hidden_layers = asked
+            self.assistant_early_exit = asked
     return wrapped
 
 
@@ -133,15 +133,17 @@ FAULTS: tuple[Fault, ...] = (
                  "output cannot show which layer drafted). The tokens equal greedy's; on an empty store the "
                  "engine's early-exit drafter, teacher-forced on the library's own drafts, sees every draft "
                  "the deeper exit changed (drafts_as_drafter), in bf16 too")),
-    Fault("early-exit-full-depth", "drafting",
-          "Llama's decoder loop runs every layer whatever config.num_hidden_layers says (the slice PR #34240 added "
-          "is gone): an early exit drafts with the whole model - 100 % acceptance, no speed-up, no error",
+    Fault("early-exit-layer-ignored", "drafting",
+          "self-speculation by early exit drafts with the whole model (the exit layer asked is not applied): 100 % "
+          "acceptance, no speed-up, no error - the output is greedy's either way",
           Catch("outputs", "llama-target.early_exit.dynamic.short-0.greedy", "drafts_as_drafter"),
-          (Wrap(LLAMA, "LlamaModel.forward", _every_layer),),
-          notes=("modelled on the slice transformers PR #34240 added to Llama's forward for self-speculation - a "
-                 "modeling refactor that loops over self.layers drops it silently, as the LayerSkip #15 user saw "
-                 "no change from the exit layer; caught on an empty store by drafts_as_drafter (the engine's "
-                 "model cut at the exit layer), never by the tokens, which stay greedy's")),
+          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_layer_ignored),),
+          notes=("modelled on facebookresearch/LayerSkip #15 (\"eval.py gives same result even if I change the exit "
+                 "layer number\") and on the layer slice transformers PR #34240 added to Llama's forward for "
+                 "self-speculation: a modeling refactor looping over self.layers drops it and the exit changes "
+                 "nothing (a refactor that only drops the slice crashes instead, on the draft cache sized for the "
+                 "exit: IndexError). Caught on an empty store by drafts_as_drafter (the engine's model cut at the "
+                 "exit layer), never by the tokens")),
     Fault("assistant-falls-back-to-plain", "drafting",
           "generate(assistant_model=...) silently decodes without the assistant: the generation mode stays "
           "greedy / sample, no candidate generator is consulted, no error (the outputs equal plain decoding)",
