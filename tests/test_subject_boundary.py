@@ -93,3 +93,41 @@ def test_a_call_whose_callee_cannot_be_read_back_fails_closed():
 
     with pytest.raises(TypeError):
         observe(lambda: factory()(1))  # the callee is a call's result: not evaluated again
+
+
+def test_a_library_call_failing_through_a_pass_through_wrapper_is_the_librarys_error():
+    """transformers 5.0.0's early-exit generator calls its parent's get_candidates without the
+    `is_first_iteration` the parent requires: through the harness's draft recorder (a `pass_through`
+    wrapper passing the library's arguments on) that TypeError is the library's finding; through a
+    wrapper not marked so it would read as a harness bug."""
+    import os
+
+    import transformers
+
+    from harness.subjects import pass_through
+
+    source = ("class Parent:\n    def get(self, x, needed):\n        return x\n"
+              "class Child(Parent):\n    def get(self, x, needed):\n        return super().get(x)\n"
+              "def run(obj):\n    return obj.get(1, True)\n")
+    import harness
+
+    library_file = os.path.join(os.path.dirname(transformers.__file__), "_harness_test_fake_library.py")
+    harness_file = os.path.join(os.path.dirname(harness.__file__), "_test_fake_wrapper.py")
+
+    def library(marked: bool) -> dict:
+        scope: dict = {}
+        exec(compile(source, library_file, "exec"), scope)
+        for cls in (scope["Parent"], scope["Child"]):
+            made: dict = {"original": cls.get}  # the wrapper's frames are the harness's (its file is under harness/)
+            name = "marked" if marked else "unmarked"  # (equal code objects would share the mark)
+            exec(compile(f"def {name}(self, x, *args, **kwargs):\n    return original(self, x, *args, **kwargs)\n",
+                         harness_file, "exec"), made)
+            cls.get = pass_through(made[name]) if marked else made[name]
+        return scope
+
+    scope = library(marked=True)
+    result, err = observe(lambda: scope["run"](scope["Child"]()))
+    assert result is None and err["type"] == "TypeError" and "needed" in err["message"]
+    scope = library(marked=False)
+    with pytest.raises(TypeError, match="needed"):
+        observe(lambda: scope["run"](scope["Child"]()))

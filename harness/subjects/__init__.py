@@ -171,14 +171,30 @@ def _failed_callee(tb: TracebackType) -> tuple[str, bool] | None:
     return _side_of_callee(callee)
 
 
+_PASS_THROUGH: set[Any] = set()  # code objects of `pass_through` wrappers
+
+
+def pass_through(fn: Callable[..., T]) -> Callable[..., T]:
+    """Mark a harness wrapper installed inside the library (a recorder around a library method, called
+    with the library's own arguments) as transparent: its frames count for no side, so a library call
+    that fails through it - 5.0's early-exit generator calling its parent's get_candidates without an
+    argument the parent requires - is the library's error, not the harness's."""
+    _PASS_THROUGH.add(fn.__code__)
+    return fn
+
+
 def sides(exc: BaseException) -> list[str]:
     """The side of every frame of the exception's traceback, outermost first, plus the failed
     call's callee when the innermost frame was calling one (`_failed_callee`) - unless it is a
-    TypeError binding a Python callee's arguments: that callee never ran, the caller's frames decide."""
+    TypeError binding a Python callee's arguments: that callee never ran, the caller's frames decide.
+    A `pass_through` wrapper's frames are skipped (the frame before it decides)."""
     out, tb, last = [], exc.__traceback__, None
     while tb is not None:
-        out.append(side_of_file(tb.tb_frame.f_code.co_filename))
+        if tb.tb_frame.f_code not in _PASS_THROUGH:
+            out.append(side_of_file(tb.tb_frame.f_code.co_filename))
         tb, last = tb.tb_next, tb
+    if last is not None and last.tb_frame.f_code in _PASS_THROUGH:
+        return out  # the wrapper was calling the library's method with the library's arguments
     if last is not None:
         callee = _failed_callee(last)
         if callee is not None and not (callee[1] and isinstance(exc, TypeError)):

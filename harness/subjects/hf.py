@@ -32,7 +32,7 @@ from harness.engine.drafters import early_exit_layer
 from harness.schema import Case, NotSupported, Observation
 from harness.settings.models import UserModel
 from harness.store.cache import AnswerCache
-from harness.subjects import error_of, is_subject_error
+from harness.subjects import error_of, is_subject_error, pass_through
 from harness.subjects.checkpoints import Checkpoints
 from harness.subjects.hf_state import ModelState
 from harness.subjects.oracle import EngineOracle
@@ -328,27 +328,30 @@ def record_drafts(sink: list[list[int]], margins: list[list[float | None]] | Non
 
     depth = [0]  # a generator calling its parent's get_candidates (early exit's super()) is one draft
 
+    def record(input_ids: torch.Tensor, out: Any) -> None:  # a frame of its own: a failure here is the harness's
+        ids = out[0] if isinstance(out, tuple) else out
+        new = ids[0, input_ids.shape[1]:].tolist()
+        sink.append(new)
+        if margins is not None:
+            scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            rows = scores[0, -len(new):] if scores is not None and len(new) and scores.dim() == 3 else None
+            margins.append([top2_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
+                           else [None] * len(new))
+        if scores_sink is not None:
+            scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            kept = scores is not None and scores.dim() == 3 and len(new) and scores.shape[1] >= len(new)
+            scores_sink.append(scores[0, -len(new):].detach().float().cpu().clone() if kept else None)
+
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        @pass_through  # the library's arguments, passed on as they came: a call failing here is the library's
         def get_candidates(self, input_ids, *args, **kwargs):
             depth[0] += 1
             try:
                 out = original(self, input_ids, *args, **kwargs)
             finally:
                 depth[0] -= 1
-            if depth[0]:
-                return out
-            ids = out[0] if isinstance(out, tuple) else out
-            new = ids[0, input_ids.shape[1]:].tolist()
-            sink.append(new)
-            if margins is not None:
-                scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-                rows = scores[0, -len(new):] if scores is not None and len(new) and scores.dim() == 3 else None
-                margins.append([top2_margin(r) for r in rows] if rows is not None and len(rows) == len(new)
-                               else [None] * len(new))
-            if scores_sink is not None:
-                scores = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-                kept = scores is not None and scores.dim() == 3 and len(new) and scores.shape[1] >= len(new)
-                scores_sink.append(scores[0, -len(new):].detach().float().cpu().clone() if kept else None)
+            if not depth[0]:
+                record(input_ids, out)
             return out
         return get_candidates
 
