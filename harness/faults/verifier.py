@@ -26,38 +26,28 @@ def _assistant_falls_back_to_plain(get_mode: Callable[..., Any]) -> Callable[...
     return wrapped
 
 
-def _exit_one_layer_late(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
-    """The early-exit generator's `base_model.config.num_hidden_layers = self.assistant_early_exit` one
-    layer late (its method calls super(), which a source edit cannot recompile: the exit is moved for
-    the call instead)."""
+def _exit_moved(exit_of: Callable[[Any, int], int]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A wrapper of the early-exit generator's get_candidates that drafts from `exit_of(generator,
+    asked)` layers instead of the asked exit (its method calls super(), which a source edit cannot
+    recompile: the exit is moved for the call, then put back)."""
     import functools
 
-    @functools.wraps(get_candidates)
-    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        asked = self.assistant_early_exit
-        self.assistant_early_exit = asked + 1
-        try:
-            return get_candidates(self, *args, **kwargs)
-        finally:
-            self.assistant_early_exit = asked
-    return wrapped
+    def wrap(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(get_candidates)
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            asked = self.assistant_early_exit
+            self.assistant_early_exit = exit_of(self, asked)
+            try:
+                return get_candidates(self, *args, **kwargs)
+            finally:
+                self.assistant_early_exit = asked
+        return wrapped
+    return wrap
 
 
-def _exit_layer_ignored(get_candidates: Callable[..., Any]) -> Callable[..., Any]:
-    """The early-exit generator drafting at the model's full depth: the exit it sets for the draft is
-    the layer count the config already has (an exit layer that changes nothing)."""
-    import functools
-
-    @functools.wraps(get_candidates)
-    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        asked = self.assistant_early_exit
-        base = getattr(self.assistant_model, self.assistant_model.base_model_prefix)
-        self.assistant_early_exit = base.config.num_hidden_layers
-        try:
-            return get_candidates(self, *args, **kwargs)
-        finally:
-            self.assistant_early_exit = asked
-    return wrapped
+def _full_depth(generator: Any, asked: int) -> int:
+    """The model's own layer count: an exit that changes nothing."""
+    return getattr(generator.assistant_model, generator.assistant_model.base_model_prefix).config.num_hidden_layers
 
 
 FAULTS: tuple[Fault, ...] = (
@@ -126,7 +116,7 @@ FAULTS: tuple[Fault, ...] = (
           "self-speculation by early exit drafts from one layer past the one asked (assistant_early_exit=E runs "
           "E + 1 layers before the head): lossless still, every draft from the wrong depth",
           Catch("outputs", "llama-target.early_exit.dynamic.short-0.greedy", "drafts_as_drafter"),
-          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_one_layer_late),),
+          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_moved(lambda generator, asked: asked + 1)),),
           notes=("the exit layer of transformers PR #34240 (\"Self-speculation (Layer-Skip Llama)\": the early-exit "
                  "candidate generator sets config.num_hidden_layers for the draft) off by one - the class of "
                  "facebookresearch/LayerSkip #15 (an exit layer that seemed to change nothing: a lossless path's "
@@ -137,7 +127,7 @@ FAULTS: tuple[Fault, ...] = (
           "self-speculation by early exit drafts with the whole model (the exit layer asked is not applied): 100 % "
           "acceptance, no speed-up, no error - the output is greedy's either way",
           Catch("outputs", "llama-target.early_exit.dynamic.short-0.greedy", "drafts_as_drafter"),
-          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_layer_ignored),),
+          (Wrap(CAND, "EarlyExitCandidateGenerator.get_candidates", _exit_moved(_full_depth)),),
           notes=("modelled on facebookresearch/LayerSkip #15 (\"eval.py gives same result even if I change the exit "
                  "layer number\") and on the layer slice transformers PR #34240 added to Llama's forward for "
                  "self-speculation: a modeling refactor looping over self.layers drops it and the exit changes "
