@@ -1046,3 +1046,20 @@ def test_fewer_positions_reachable_with_every_sampled_token_observed_and_exact_i
     assert (deviating.status, deviating.category) == (Status.REGRESSION, "coverage-lost")
     short = compare_field("exact_emitted", Field("deviation", {"tv": 1e-7, "positions": 15}, dict(extras)), base, SAME)
     assert (short.status, short.category) == (Status.REGRESSION, "coverage-lost")
+
+
+def test_the_serving_fields_timings_beside_a_measurement_are_not_another_method():
+    """The compiled path's compile time and generate_batch's wall time, tokens/s and speedup are timings
+    quoted beside the measured field: two quiet runs of one env that differ only there are the same
+    method (regen keeps the record: `harness regen --dry-run` read llama-target.serving as changed in
+    every env), while a timed call that did other work is not."""
+    from harness.checking.regen import same_method
+
+    extras = {"compile_seconds": 2.35, "compiles_while_timed": 0, "new_tokens": 24, "ratio_to_calibration": 2.76,
+              "continuous_seconds": 0.206, "continuous_speedup_over_generate": 0.76,
+              "continuous_tokens_per_second": 349.7, "continuous_tokens": 72}
+    rerun = {**extras, "compile_seconds": 2.61, "ratio_to_calibration": 2.81, "continuous_seconds": 0.183,
+             "continuous_speedup_over_generate": 0.72, "continuous_tokens_per_second": 393.9}
+    assert same_method(BASE, BASE, extras, rerun)
+    assert not same_method(BASE, BASE, extras, {**rerun, "continuous_tokens": 48})  # other work timed
+    assert not same_method(BASE, BASE, extras, {**rerun, "compiles_while_timed": 3})

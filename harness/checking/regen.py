@@ -202,7 +202,10 @@ def latency_field(name: str, before: Field | None, after: Field, policy: Policy)
     return Field("latency", {"by_hardware": {**old, hw: entry}}, after.extras), False
 
 
-TIMED_EXTRAS = frozenset({"ratio_to_calibration", "speedup", "theoretical_speedup"})  # functions of the timings
+# functions of the timings (the serving paths' too: the compile's seconds, generate_batch's wall time beside the
+# sequential calls - a regen on an unchanged checkout read them as another method, 1 changed in every env)
+TIMED_EXTRAS = frozenset({"ratio_to_calibration", "speedup", "theoretical_speedup", "compile_seconds",
+                          "continuous_seconds", "continuous_speedup_over_generate", "continuous_tokens_per_second"})
 
 
 def same_method(old: dict[str, Any], new: dict[str, Any], old_extras: dict[str, Any] | None,
