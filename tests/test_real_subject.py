@@ -73,3 +73,12 @@ def test_a_models_list_naming_it_keeps_it_and_a_model_of_yours_cannot_take_its_n
 def test_a_one_off_model_run_leaves_it_out(offline, tmp_path):
     run = RunSettings.make(parse_config(tmp_path, {}), {"model": str(tmp_path)}, ci=False)
     assert not run.runs_real_model
+
+
+def test_the_real_models_records_are_its_cases_not_the_gguf_suites():
+    """The records a run without the real model neither misses nor lets regen remove (plugin/session.py
+    `missing`, cli/regen.py): its tables' cases, not the gguf suite's case of its file."""
+    assert real.owns("smollm2-135m.plain.dynamic.code.greedy") and real.owns("smollm2-135m")
+    assert real.owns("smollm2-135m.quantized.int8-weight-only")
+    assert not real.owns("smollm2-135m.gguf") and not real.owns("llama-target.plain.dynamic.short-0.greedy")
+    assert not real.owns("smollm2-135m-other.plain")

@@ -30,6 +30,7 @@ from harness.cli.project import (
     run_settings,
 )
 from harness.schema import Record, RecordError
+from harness.settings import real
 from harness.store.records import GoldenStore
 
 FLAGS = ("dtype", "device", "attn", "threads", "model", "assistant", "deep", "no_cache", "budget")
@@ -110,6 +111,8 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         # a case skipped for an optional extra this venv lacks (MissingExtra: torchao) was recorded where it
         # was installed: its record is neither compared nor removed
         unobservable = {tuple(x.split("/", 1)) for x in meta.get("not_observable", [])}
+        if meta.get("real_model_off"):  # the real model was not part of this run (off, --model, your own models)
+            unobservable |= {(p.parent.name, p.stem) for p in project.store.record_paths(key) if real.owns(p.stem)}
         # a test skipped (skip / skipif / xfail(run=False)) or xfailed before it finished wrote nothing: its
         # records stay as they are
         not_run = {tuple(x.split("/", 1)) for x in meta.get("not_run", [])} - unobservable
@@ -136,8 +139,14 @@ def cmd_regen(args: argparse.Namespace, extra: Sequence[str]) -> int:
         changes = diff_records(old, new, complete, policy)
         print_regen_changes(key, changes, len(set(old) & set(new)) - sum(c.change in ("changed", "extended") for c in changes))
         if kept:
-            print(f"kept as recorded: {', '.join(sorted(kept))} (an optional extra this environment lacks; "
-                  "regen where it is installed)")
+            owned = [k for k in kept if real.owns(k.split("/", 1)[1])] if meta.get("real_model_off") else []
+            extra = sorted(k for k in kept if k not in owned)
+            if extra:
+                print(f"kept as recorded: {', '.join(extra)} (an optional extra this environment lacks; "
+                      "regen where it is installed)")
+            if owned:
+                print(f"kept as recorded: the real model's {len(owned)} record(s) (it was not part of this run: "
+                      "[tool.harness] real_model, HARNESS_REAL, --model or your own models)")
         if skipped:
             print(f"kept as recorded: {', '.join(sorted(skipped))} (the test was skipped or xfailed before it "
                   "finished: nothing of it was observed)")

@@ -53,6 +53,7 @@ from harness.schema import (
     Status,
     count_statuses,
 )
+from harness.settings import real
 from harness.settings.config import ConfigError, load_config
 from harness.settings.run import FRONT_INI, RunSettings, SettingsError
 from harness.store.baseline import Chosen, nearest_recorded
@@ -351,10 +352,11 @@ class HarnessSession:
         crashed = crashed_cases(self.outcomes)
         paths = self.store.record_paths(self.baseline_key)
         scope = self.suites_in_scope({path.parent.name for path in paths})
+        real_off = not any(m.shipped for m in self.settings.user_models)
         for path in paths:
             key = (path.parent.name, path.stem)
-            if path.parent.name not in scope or key in self.deselected:
-                continue
+            if path.parent.name not in scope or key in self.deselected or (real_off and real.owns(path.stem)):
+                continue  # (the real model's records, where it is not part of the run: not this run's to miss)
             try:
                 record = self.store.read_file(path)
             except RecordError:
@@ -460,6 +462,8 @@ class HarnessSession:
         if self.not_run:  # skipped / xfailed before finishing: regen keeps their records
             meta["not_run"] = sorted(self.not_run)
         left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/cases/tier.py)
+        if not any(m.shipped for m in self.settings.user_models):  # regen keeps the real model's records
+            meta["real_model_off"] = True
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model
             meta["shipped_models"] = [m.name for m in self.settings.user_models if m.shipped]  # the harness's own

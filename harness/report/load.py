@@ -87,6 +87,7 @@ META: dict[str, Check] = {
     "writes": (lambda v: isinstance(v, list) and all(isinstance(w, dict) for w in v), "a list of objects"),
     "golden_tests": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
     "alpha": NUMBER, "alpha_per_test": NUMBER, "duration_s": NUMBER, "force_regen": BOOL, "strict": BOOL,
+    "real_model_off": BOOL,
 }
 
 

@@ -55,6 +55,12 @@ def turned_off(enabled: bool) -> str:
     return "" if enabled else "[tool.harness] real_model = false"
 
 
+def owns(case_id: str) -> bool:
+    """A case (a record's stem) of the real model's tables - not the gguf suite's case of its file,
+    which runs with the zoo either way."""
+    return (case_id == NAME or case_id.startswith(NAME + ".")) and not case_id.startswith(NAME + ".gguf")
+
+
 def extra_missing() -> list[str]:
     return [name for name in EXTRA if importlib.util.find_spec(name) is None]
 
