@@ -41,19 +41,20 @@ def workers(run: RunSettings, chosen: str | None, explicit: bool, available: int
     """The -n a run uses: `chosen` (the default's or the user's) capped by memory when user models
     run and -n was not given; prints the plan line per user model. PlanError when one worker does
     not fit."""
-    if not run.user_models:
+    models = [m for m in run.user_models if not m.unavailable]  # (the real model without its files skips)
+    if not models:
         return chosen
     available = preflight.available_memory() if available is None else available
     cores = preflight.cpu_count() if chosen in (None, "auto", "logical") else max(int(chosen), 1)
     if chosen is None:
         cores = 1
-    fits = min(preflight.workers_for(memory_of(m, run), cores, available) for m in run.user_models)
+    fits = min(preflight.workers_for(memory_of(m, run), cores, available) for m in models)
     if fits == 0:
-        worst = max(run.user_models, key=lambda m: memory_of(m, run).total(1))
+        worst = max(models, key=lambda m: memory_of(m, run).total(1))
         raise PlanError(preflight.refusal(worst.name, memory_of(worst, run), available, worst.dtype or run.dtype))
     n = cores if explicit else min(cores, fits)
     speed = preflight.calibration()
-    for model in run.user_models:
+    for model in models:
         print(line(model, run, n, speed), flush=True)
     if explicit or n >= cores:
         return chosen
