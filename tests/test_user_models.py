@@ -6,6 +6,7 @@ written, a clean rerun passes, a weight perturbed in place regresses exactly the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import shutil
@@ -251,12 +252,18 @@ def test_a_tiny_qwen3_runs_through_harness_check_then_passes_then_catches_a_pert
                                + tables.stream_cases("prod", ("story", "story"), None)),
                        *(f"beam/{c.id}.json" for c in tables.beam_cases("prod", ("story", "story"))
                          + tables.beam_mode_cases("prod", "story")),
-                       "text/prod.chat.json", "text/prod.tokenizer.json"])
+                       "text/prod.chat.json", "text/prod.tokenizer.json",
+                       # the int8 case where torchao (the serving extra) is installed; without it nothing is written
+                       *(["quantized/prod.quantized.int8-weight-only.json"] if importlib.util.find_spec("torchao") else [])])
     (first,) = (root / "reports").glob("*/*/results.json")
     assert {o["status"] for o in outcomes(first)} == {"new", "pass", "skipped", "info"}
     skipped = {o["field"]: o["detail"] for o in outcomes(first) if o["status"] == "skipped"}
     engine = {"equals_reference_engine", "logits_vs_engine", "rollback_vs_engine", "engine_rollback_vs_fresh",
               "tokens_as_engine", "steps_as_engine", "attention_as_defined"}
+    if importlib.util.find_spec("torchao"):  # the int8 case's references run the engine on the dequantized weights
+        engine |= {"tokens_as_dequantized", "logits_as_dequantized", "steps_as_dequantized"}
+    else:  # the int8 case skipped with the serving extra's install line
+        assert "genharness[serving]" in skipped.pop("<supported>")
     fits = {"joint", "distribution"}  # black-box fits whose N cannot rule out the smallest TV that matters
     # one prompt is one continuous-batching request: nothing for served_together to see shared
     assert set(skipped) == engine | fits | {"served_together"}
