@@ -252,6 +252,8 @@ class HarnessSession:
             raise
         except NotSupported as exc:  # this version has no such family: a per-version fact, not a break
             if golden is not None:
+                if isinstance(exc, MissingExtra):
+                    golden.not_observable()
                 golden.outcome(UNSUPPORTED_FIELD, Status.SKIPPED, detail=str(exc), category=Category.UNSUPPORTED,
                                against="baseline")
                 # a case this env cannot observe writes nothing (a model of yours had its checkpoint field
