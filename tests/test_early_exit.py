@@ -36,7 +36,7 @@ def test_early_exit_decoding_is_lossless_and_drafts_the_cut_models_argmax(target
 
     ids = AutoTokenizer.from_pretrained(str(load.check_files("llama-target")))(prompts.BY_ID["short-0"].text).input_ids
     plain = decode(target, ids, 16)
-    exited = decode(target, ids, 16, drafter=EarlyExitDrafter(target, early_exit_layer(target.cfg.num_layers)), k=4)
+    exited = decode(target, ids, 16, drafter=EarlyExitDrafter(target), k=4)
     assert exited.tokens == plain.tokens and exited.acceptance[1] > 0
     cut = target.truncated(early_exit_layer(target.cfg.num_layers))
     context = list(ids)

@@ -17,10 +17,16 @@ from harness.settings.models import UserModel
 from harness.settings.run import RunSettings
 
 
+def timed_paths(model: UserModel) -> tuple[str, ...]:
+    """The paths of a user model whose generate() is timed (here and by the paired mode,
+    harness/designs/paired.py): all it runs but MTP, whose draft schedule differs, and early exit."""
+    return tuple(p for p in model.paths if p not in ("mtp", "early_exit"))
+
+
 def user_latency(model: UserModel) -> Case:
-    """`<name>.generate`: one greedy generate() per path of the model's (MTP, whose draft schedule
-    differs, and early exit excepted), plain first - the speculative paths' speedups are over it."""
-    paths = tuple(p for p in model.paths if p not in ("mtp", "early_exit"))
+    """`<name>.generate`: one greedy generate() per timed path of the model's (`timed_paths`), plain
+    first - the speculative paths' speedups are over it."""
+    paths = timed_paths(model)
     return Case(model.name, name=f"{model.name}.generate", new_tokens=NEW_TOKENS, draft_tokens=DRAFT_TOKENS,
                 assistant=model.assistant_name, params=(("paths", paths), ("weight", ENSEMBLE_WEIGHTS[0])))
 

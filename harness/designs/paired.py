@@ -91,7 +91,8 @@ FIELDS = _fields()
 
 def user_fields(users: Sequence[UserModel]) -> tuple[PairedField, ...]:
     """A user model's fields: prefill and decode over a dynamic cache (its first prompt), and one greedy
-    generate() per path it runs but MTP (the latency suite's `<name>.generate`), plain first."""
+    generate() per path the latency suite's `<name>.generate` times (`timed_paths`), plain first."""
+    from harness.cases.latency import timed_paths
     from harness.subjects.hf_latency import DECODE_STEPS
 
     out: list[PairedField] = []
@@ -99,7 +100,7 @@ def user_fields(users: Sequence[UserModel]) -> tuple[PairedField, ...]:
         out += [PairedField(f"{m.name}.prefill", "prefill_dynamic", inner=3),
                 PairedField(f"{m.name}.decode", "decode_dynamic", inner=2, per=DECODE_STEPS)]
         out += [PairedField(f"{m.name}.generate", f"generate_{p}")
-                for p in ("plain", *(p for p in m.paths if p not in ("plain", "mtp", "early_exit")))]
+                for p in ("plain", *(p for p in timed_paths(m) if p != "plain"))]
     return tuple(out)
 
 

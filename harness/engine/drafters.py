@@ -103,11 +103,16 @@ def early_exit_layer(num_layers: int) -> int:
     return max(1, num_layers // 2)
 
 
-class EarlyExitDrafter(AssistantDrafter):
-    """The target's first `layers` layers as its own assistant (`Model.truncated`)."""
+def early_exit_model(target: Model) -> Model:
+    """The target cut after `early_exit_layer` of its layers (`Model.truncated`): what drafts."""
+    return target.truncated(early_exit_layer(target.cfg.num_layers))
 
-    def __init__(self, target: Model, layers: int, static_max_len: int | None = None, slack: int = 8):
-        super().__init__(target.truncated(layers), static_max_len=static_max_len, slack=slack)
+
+class EarlyExitDrafter(AssistantDrafter):
+    """The target's first `early_exit_layer` layers as its own assistant (`early_exit_model`)."""
+
+    def __init__(self, target: Model, static_max_len: int | None = None, slack: int = 8):
+        super().__init__(early_exit_model(target), static_max_len=static_max_len, slack=slack)
 
 
 class PromptLookupDrafter:

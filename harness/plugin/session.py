@@ -128,6 +128,12 @@ class HarnessSession:
             self._run_env = RunEnv(fp, env_key(fp), s.dtype, s.device, s.attn)
         return self._run_env
 
+    @property
+    def real_model_off(self) -> bool:
+        """The harness's real model is not part of this run (harness/settings/real.py): its records are
+        neither this run's to miss nor regen's to remove."""
+        return not any(m.shipped for m in self.settings.user_models)
+
     def store_problem(self) -> str:
         """Why the store cannot be used ('' when it can): a golden_dir that does not exist is a typo
         or a wrong checkout, never an empty store to start writing."""
@@ -356,10 +362,9 @@ class HarnessSession:
         crashed = crashed_cases(self.outcomes)
         paths = self.store.record_paths(self.baseline_key)
         scope = self.suites_in_scope({path.parent.name for path in paths})
-        real_off = not any(m.shipped for m in self.settings.user_models)
         for path in paths:
             key = (path.parent.name, path.stem)
-            if path.parent.name not in scope or key in self.deselected or (real_off and real.owns(path.stem)):
+            if path.parent.name not in scope or key in self.deselected or (self.real_model_off and real.owns(path.stem)):
                 continue  # (the real model's records, where it is not part of the run: not this run's to miss)
             try:
                 record = self.store.read_file(path)
@@ -466,7 +471,7 @@ class HarnessSession:
         if self.not_run:  # skipped / xfailed before finishing: regen keeps their records
             meta["not_run"] = sorted(self.not_run)
         left = [self.tier_line] if self.tier_line else []  # what the quick tier did not run (harness/cases/tier.py)
-        if not any(m.shipped for m in self.settings.user_models):  # regen keeps the real model's records
+        if self.real_model_off:  # regen keeps the real model's records
             meta["real_model_off"] = True
         if self.settings.user_models:
             meta["user_models"] = [m.name for m in self.settings.user_models]  # the report groups by model

@@ -41,8 +41,8 @@ PROMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 KEYS = ("path", "assistant", "dtype", "prompts", "paths")
 DTYPES = ("fp32", "bf16", "fp16")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-DEFAULT_PROMPTS = ("short-0", "long-0")
-SHIPPED_NAME = "smollm2-135m"  # the harness's real model (harness/settings/real.py NAME): no model of yours takes it  # the zoo's held-out prompts, when the model has none of its own
+DEFAULT_PROMPTS = ("short-0", "long-0")  # the zoo's held-out prompts, when the model has none of its own
+SHIPPED_NAME = "smollm2-135m"  # the harness's real model (harness/settings/real.py NAME): no model of yours takes it
 ASSISTANT_PATHS = ("assisted", "ensemble")
 
 

@@ -345,7 +345,8 @@ def kernel_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tu
     ka, kb = _part(a, "cpu_kernels"), _part(b, "cpu_kernels")
     torch_moved = a.get("torch") != b.get("torch")
     for key, label in (*MACHINE_KERNELS, *BUILD_KERNELS):
-        if kb.get(key, {} if key == "isa_caps" else "unknown") != ka.get(key, {} if key == "isa_caps" else "unknown"):
+        absent = {} if key == "isa_caps" else "unknown"  # no cap recorded: the native dispatch
+        if kb.get(key, absent) != ka.get(key, absent):
             by_build = (key, label) in BUILD_KERNELS or (key == "isa" and same_device and torch_moved)
             (build if by_build else machine).append(f"{label} {_shown(kb, key)} -> {_shown(ka, key)}")
     return machine, build

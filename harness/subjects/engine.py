@@ -23,7 +23,7 @@ from harness.engine.drafters import (
     EarlyExitDrafter,
     MtpDrafter,
     PromptLookupDrafter,
-    early_exit_layer,
+    early_exit_model,
 )
 from harness.engine.teacher_forced import Forced
 from harness.engine.witness import UNIT_ROUNDOFF
@@ -53,7 +53,7 @@ def drafter_for(case: Case, target, assistant) -> Drafter | None:
     if case.path == "mtp":
         return MtpDrafter(target)
     if case.path == "early_exit":
-        return EarlyExitDrafter(target, early_exit_layer(target.cfg.num_layers))
+        return EarlyExitDrafter(target)
     return None
 
 
@@ -93,10 +93,8 @@ def exit_logits_cached(zoo: Zoo, name: str, tokens: list[int]) -> torch.Tensor:
     """The engine's early-exit logits [T, V] of model `name` over `tokens` (its first
     `early_exit_layer` layers, final norm, head; no cache), through the answer cache."""
     def compute() -> torch.Tensor:
-        model = zoo.oracle.model(name)
         t = torch.tensor(tokens)
-        exit_at = model.truncated(early_exit_layer(model.cfg.num_layers))
-        return exit_at.forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
+        return early_exit_model(zoo.oracle.model(name)).forward(t, torch.arange(len(tokens)), None).logits.detach().clone()
 
     return zoo.oracle.answer("exit-logits", (name,), {"tokens": list(tokens)}, compute)
 
