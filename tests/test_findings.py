@@ -1,5 +1,7 @@
 """Findings: outcomes with one suite-independent cause grouped (harness/checking/findings.py)."""
 
+from dataclasses import replace
+
 from harness.checking.findings import cause, group_findings, headline, normalise
 from harness.schema import Category, Outcome, Results, Status
 
@@ -155,3 +157,119 @@ def test_references_lost_to_the_exception_raised_now_follow_it():
     merged = [f for f in grouped if f.cause.startswith("one exception raised now")]
     assert len(merged) == 1 and {o.field for o in merged[0].outcomes} == {"error", "tokens_as_engine", "draws_as_engine"}
     assert len(grouped) == 2
+
+
+def test_fields_skipped_because_the_step_raised_follow_that_exception():
+    """5.17 against the 5.14 records: the sliding-window rollback raises a RuntimeError (another
+    exception than 5.14's crop error: error-changed) and rollback_vs_fresh, which needs that rollback,
+    is skipped quoting it (with the layers it ran on after it) - one finding; the requests of a
+    continuous batch failing with a MemoryError per request (a failure held as words) and the fields
+    skipped because a request failed or generate_batch raised it, whatever byte counts they quote - one
+    finding; a skip for another reason stays apart."""
+    from harness.checking.findings import Findings
+
+    new = {"type": "RuntimeError", "message": "The size of tensor a (86) must match the size of tensor b (18)"}
+    rollback = [Outcome("caches", m, field, "exact", Status.CHANGED,
+                        f"fails in K too, not the upgrade's; now raises {new['type']}: {new['message']} (was ValueError: x)",
+                        Category.ERROR_CHANGED, {"old": {"type": "ValueError", "message": "x"}, "new": new})
+                for m in ("a", "b") for field in ("rollback_error", "rollback_default_call_error")]
+    skipped = [Outcome("caches", m, "rollback_vs_fresh", "tensor", Status.SKIPPED,
+                       f"crop/rollback after a rejected 3-token draft raised {new['type']}: {new['message']} (layers {ls})",
+                       Category.UNSUPPORTED) for m, ls in (("a", "['DynamicLayer']"), ("b", "['Dynamic', 'Sliding']"))]
+    requests = Outcome("continuous", "m.cb.requests", "request_errors", "exact", Status.CHANGED,
+                       "fails in K too, not the upgrade's; now fails otherwise (request_errors.0): 'Memory footprint "
+                       "1157632 is more than available memory 0' (was 'no finished result')", Category.ERROR_CHANGED,
+                       {"old": "no finished result", "new": "Memory footprint 1157632 is more than available memory 0"})
+    not_checked = [Outcome("continuous", case, field, "exact", Status.SKIPPED, why, Category.NOT_CHECKED)
+                   for case, field, why in (("m.cb.requests", "in_support", "a request failed: Memory footprint 1157632 "
+                                             "is more than available memory 0"),
+                                            ("m.cb.greedy", "tokens_as_engine", "generate_batch raised MemoryError: "
+                                             "Memory footprint 1157120 is more than available memory 0"))]
+    apart = Outcome("caches", "c", "rollback_vs_fresh", "tensor", Status.SKIPPED,
+                    "crop(-3) raised nothing but did not roll the linear-attention layers back", Category.UNSUPPORTED)
+    grouped = Findings.of(Results({}, {}, [*rollback, *skipped, requests, *not_checked, apart])).grouped
+    assert len(grouped) == 3
+    crash = next(f for f in grouped if f.cause.startswith("one exception raised now: `RuntimeError"))
+    assert {o.field for o in crash.outcomes} == {"rollback_error", "rollback_default_call_error", "rollback_vs_fresh"}
+    assert crash.status is Status.CHANGED and crash.category == Category.ERROR_CHANGED.value
+    memory = next(f for f in grouped if f.cause.startswith("one failure now: `Memory footprint"))
+    assert {o.field for o in memory.outcomes} == {"request_errors", "in_support", "tokens_as_engine"}
+    assert [f for f in grouped if f.outcomes == [apart]]
+
+
+def test_one_sampler_mechanism_gone_from_its_white_box_fields_is_one_fix():
+    """5.17's MTP drafts drawn from the processed q (H9's fix): exact_draft, exact_acceptance,
+    exact_residual and exact_emitted of two cases were each fixed, the baseline naming one mechanism -
+    one finding; another mechanism, or the same one still there (known-deviation), stays apart."""
+    from harness.checking.compare import compare_field
+    from harness.checking.findings import Findings
+    from harness.schema import Field
+
+    why = ["the acceptance test used another q than the draft was drawn from (TV 0.024)"]
+
+    def deviation(tv: float, mechanism: list[str]) -> Field:
+        return Field("deviation", {"tv": tv, "positions": 8}, {"detectable_tv": 1e-5, "mechanism": mechanism,
+                                                               "worst_at": "call 0 step 1"})
+
+    outcomes = [replace(compare_field(f, deviation(1e-7, []), deviation(0.02, why)), suite="sampling", case=c)
+                for f in ("exact_draft", "exact_acceptance", "exact_residual", "exact_emitted") for c in ("a", "b")]
+    other = replace(compare_field("exact_emitted", deviation(1e-7, []), deviation(0.2, ["the drafter's processors"])),
+                    suite="sampling", case="c")
+    grouped = Findings.of(Results({}, {}, [*outcomes, other])).grouped
+    assert all(o.category is Category.FIXED for o in [*outcomes, other])
+    assert len(grouped) == 2
+    merged = next(f for f in grouped if len(f.outcomes) == 8)
+    assert merged.cause.startswith("one mechanism of the sampler: the acceptance test used another q")
+
+
+def test_a_checkpoint_that_loads_now_is_one_fix_with_what_follows_from_it():
+    """5.17 loads glm4moe-mtp-dense's MTP head (its weights were missing in 5.14): the load contract's
+    `load` fixed, its `expected` keys and `use_mtp` following it, the outputs cases of that model
+    generating now (their old error the same RuntimeError) and their fields recorded for the first time
+    (new) - one finding; another model's fix and a new field elsewhere stay apart."""
+    from harness.checking.findings import Findings
+
+    old = {"type": "RuntimeError", "message": "The following MtpModel weights are missing from m-dense"}
+    contract = "mtp-checkpoint-m-dense"
+    outcomes = [
+        Outcome("contracts", contract, "load", "exact", Status.CHANGED, "works now (load); failed before: {...}",
+                Category.FIXED, {"old": {"raises": "RuntimeError", "missing": {"w": "0"}}, "new": {"raises": None}}),
+        Outcome("contracts", contract, "expected", "exact", Status.CHANGED, "follows the fix of load (works now); here",
+                Category.FIXED),
+        Outcome("contracts", contract, "use_mtp", "capability", Status.CHANGED, "added ran", Category.FEATURE_ADDED,
+                {"added": ["ran"], "removed": []}),
+        *[Outcome("outputs", f"m-dense.mtp.dynamic.{p}", "error", "exact", Status.CHANGED,
+                  f"generates now; raised {old['type']}: {old['message']}", Category.FIXED, {"old": old, "new": None})
+          for p in ("short", "long")],
+        *[Outcome("outputs", f"m-dense.mtp.dynamic.{p}", f, "tokens", Status.NEW, "no baseline record")
+          for p in ("short", "long") for f in ("tokens", "drafts")],
+    ]
+    apart = [Outcome("outputs", "m.plain.dynamic.short", "error", "exact", Status.CHANGED,
+                     "generates now; raised RuntimeError: another", Category.FIXED,
+                     {"old": {"type": "RuntimeError", "message": "another"}, "new": None}),
+             Outcome("latency", "n.generate", "generate_plain", "latency", Status.NEW, "no baseline record")]
+    grouped = Findings.of(Results({}, {}, [*outcomes, *apart])).grouped
+    merged = [f for f in grouped if f.cause.startswith("the load of m-dense")]
+    assert len(merged) == 1 and len(merged[0].outcomes) == len(outcomes)
+    assert merged[0].status is Status.CHANGED and merged[0].category == Category.FIXED.value
+    assert len(grouped) == 3
+
+
+def test_a_static_case_that_raises_now_says_its_baseline_fell_back_to_a_dynamic_cache():
+    """5.17 refuses a static cache for assisted generation; 5.14 generated there on a DynamicCache (with
+    a warning) - what worked before was not the static cache asked, and the finding says so."""
+    from harness.checking.core import Rules, missing_fields
+    from harness.settings.config import Thresholds
+    from harness.checking.findings import Findings
+    from harness.schema import Field, Record
+
+    new = {"type": "ValueError", "message": "assisted generate is not supported with Static cache classes"}
+    case = "m.assisted.static.short-0.greedy"
+    crash = Outcome("outputs", case, "error", "exact", Status.REGRESSION, f"raises now: ValueError: {new['message']}",
+                    Category.BROKEN, {"old": None, "new": new})
+    record = Record("outputs", case, {}, {"error": Field("exact", None), "cache_ran_on": Field("exact", "dynamic"),
+                                          "tokens": Field("tokens", [[1, 2]])})
+    lost = missing_fields(record, {"error"}, Rules(alpha=0.01, thresholds=Thresholds(), env={}), crashed="ValueError")
+    finding = Findings.of(Results({}, {}, [crash, *lost])).grouped[0]
+    assert len(finding.follows) == 2
+    assert "in the baseline 1 of these cases ran on a dynamic cache, not the static one asked" in finding.sentence(400)

@@ -30,12 +30,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from harness.checking.compare import mechanism_key
 from harness.checking.oracles import numbers_masked
-from harness.schema import Category, Outcome
+from harness.schema import Category, Outcome, Status
 
 ATTENTION_FIELDS = ("default_attn_implementation", "attn_implementation", "supports", "attn_load_error")
 NUMERIC_KINDS = ("tensor", "tokens")
-ATTENTION_FOLLOWERS = ("sdpa_prefill", "text", "eager_vs_sdpa")
+ATTENTION_FOLLOWERS = ("sdpa_prefill", "text", "eager_vs_sdpa", "attention_as_defined")
 
 
 def model_of(outcome: Outcome) -> str:
@@ -96,16 +97,46 @@ def exception_of(o: Outcome) -> str:
 
 
 _LOST = re.compile(r"cannot run now: (?:.*? raised |a request failed: )(?:(\w+(?:Error|Exception)): )?(.+?)(?: - not the upgrade's|$)")
+# a field skipped because the step it needs raised: "crop/rollback ... raised RuntimeError: ...", "generate_batch
+# raised MemoryError: ...", "a request failed: ..." (an exception type named, or a request's own failure)
+_SKIPPED_BY = re.compile(r"(?:\braised \w+(?:Error|Exception): |\ba request failed: )(.+?)(?: - not the upgrade's|$)")
 
 
 def lost_to(o: Outcome) -> str:
-    """The exception an in-run reference lost its run to ("... cannot run now: generate_batch raised
-    MemoryError: ..." / "a request failed: ..."), its numbers masked - the consequence of that one
-    exception, never a cause of its own; "" otherwise."""
-    if o.category is not Category.REFERENCE_LOST:
-        return ""
-    found = _LOST.search(str(o.detail))
-    return numbers_masked(found.group(2)) if found else ""
+    """The exception a field lost its run to, its numbers masked - an in-run reference that "cannot run
+    now: ... raised X" / "a request failed: ...", or a field skipped because the step it needs raised
+    ("... raised RuntimeError: ...") - the consequence of that one exception, never a cause of its own;
+    "" otherwise. The words may go on after the message (the layers it ran on): `follows_exception`
+    compares the start."""
+    if o.category is Category.REFERENCE_LOST:
+        found = _LOST.search(str(o.detail))
+        return numbers_masked(found.group(2)) if found else ""
+    if o.status is Status.SKIPPED:
+        found = _SKIPPED_BY.search(str(o.detail))
+        return numbers_masked(found.group(1)) if found else ""
+    return ""
+
+
+def follows_exception(o: Outcome, key: str) -> bool:
+    """`o` could not be checked because of the exception whose masked message is `key` (`exception_key`)."""
+    lost = lost_to(o)
+    return bool(key) and bool(lost) and lost.startswith(key)
+
+
+def failure_of(o: Outcome) -> str:
+    """What a step that fails now failed with: 'Type: message' of a raised exception (`exception_of`), or
+    the failure a step's own outcome field holds as words (a request's 'Memory footprint ...'); ""
+    otherwise."""
+    exc = exception_of(o)
+    if exc:
+        return exc
+    new = o.diff.get("new") if isinstance(o.diff, dict) else None
+    return new if raised(o) and isinstance(new, str) and new else ""
+
+
+def failure_key(o: Outcome) -> str:
+    """`failure_of`'s message with its numbers masked: one cause whatever sizes its calls quote."""
+    return exception_key(exception_of(o)) if exception_of(o) else numbers_masked(failure_of(o)) if failure_of(o) else ""
 
 
 def exception_key(exc: str) -> str:
@@ -145,3 +176,48 @@ def divergence_of(o: Outcome) -> str:
     found = _PARTS.search(o.detail or "") if o.against == "reference" and o.kind == "tokens" else None
     return f"{o.suite}/{o.case}@{found.group(1)}" if found else ""
 
+
+
+def mechanism_of(o: Outcome) -> str:
+    """The mechanism a white-box deviation field names (harness/designs/whitebox.py `mechanism`, in words
+    without its sizes: compare.py `mechanism_key`) - the baseline's for a deviation gone (fixed), this
+    run's otherwise; "" where none is isolated. The exact_* fields of one verifier are views of one
+    sampling step: the same mechanism appearing or disappearing in several of them is one change."""
+    if o.kind != "deviation" or not isinstance(o.diff, dict):
+        return ""
+    named = o.diff.get("mechanism_baseline") if o.category is Category.FIXED else o.diff.get("mechanism")
+    return "; ".join(mechanism_key(named if isinstance(named, list) else []))
+
+
+LOAD_FIELDS = ("load", "load_error", "loading_info")  # a checkpoint's load: every case of its model loads it
+WORKS_NOW = re.compile(r"^(?:generates now|works now)\b")
+
+
+def step_fixed(o: Outcome) -> str | None:
+    """The exception type a step raised in the baseline and no longer raises - a fixed `error` ("generates
+    now; raised ...") or a fixed outcome field ("works now (load); failed before: ...", its old value
+    naming what it `raises`; "" where it names none) - None where no step was fixed."""
+    old = o.diff.get("old") if isinstance(o.diff, dict) else None
+    if o.category is not Category.FIXED or not WORKS_NOW.match(str(o.detail)):
+        return None
+    return str(old.get("type") or old.get("raises") or "") if isinstance(old, dict) else ""
+
+
+FAILS_NOW = re.compile(r"^(?:raises now|fails now)\b")
+
+
+def step_broken(o: Outcome) -> str | None:
+    """The exception type a step raises now where it worked in the baseline - a broken `error` ("raises
+    now: ...") or outcome field ("fails now (load): ...", its new value naming what it `raises`; ""
+    where it names none: a load report listing unexpected keys) - None where no step broke."""
+    new = o.diff.get("new") if isinstance(o.diff, dict) else None
+    if o.category is not Category.BROKEN or not FAILS_NOW.match(str(o.detail)):
+        return None
+    return str(new.get("type") or new.get("raises") or "") if isinstance(new, dict) else ""
+
+
+def subject_of(case: str, models: Iterable[str]) -> str:
+    """The model a case observes: its id's first part, or - a contract about one model's checkpoint
+    (`mtp-checkpoint-glm4moe-mtp-dense`) - the longest model name its id ends with."""
+    named = [m for m in models if m != case and (case.startswith(m + ".") or case.endswith("-" + m))]
+    return max(named, key=len) if named else case.split(".", 1)[0]

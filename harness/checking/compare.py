@@ -9,7 +9,7 @@ checking core (harness/checking/core.py) fills in the suite, case and side it wa
 
 | kind         | value                                   | policy |
 |--------------|-----------------------------------------|--------|
-| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) - but a value now reported where the baseline held None, and nothing else, is changed (feature-added; None where a number was: feature-removed) |
+| exact        | any JSON                                | deepdiff, no tolerance; any difference is a regression (detail: "key: old -> new" lines, harness/checking/humane.py) - but a value now reported where the baseline held None, and nothing else, is changed (feature-added; None where a number was: feature-removed); a field with extras `asked` (what a call ran with where the case asked for something): on what was asked where the baseline fell back is changed (feature-added), a fall-back where it was not is a regression (feature-removed) |
 | tokens       | ids (list, or list of rows); extras margins (top-2 logit margin per step) | exact; a first divergence at a step whose margin (on both sides) is within the tie epsilon of the coarser dtype (bf16 / fp16 with extras scales: c u (|x1|+|x2|+2 rms) of the step, `tie_eps_at`), between envs whose numerics differ, is a "tie-flip" (pass) |
 | tensor       | nested list of floats; extras dtype     | torch.testing default rtol/atol of the coarser dtype; across different numerics plus k*u*max|b| |
 | rate         | {"k": int, "n": int}                    | two-sided Fisher exact two-proportion test at alpha; against an exact probability {"p": x} (the engine's): two-sided binomial test |
@@ -135,6 +135,22 @@ def _refusal_transition(name: str, old: Any, new: Any) -> Outcome | None:
                    f"{short(new.get('message'))}); {change_detail(old, new)}", "feature-removed", diff)
 
 
+def _asked_transition(name: str, old: Any, new: Any, asked: Any) -> Outcome | None:
+    """A field recording what a call really ran with where the case asked for one thing (extras `asked`:
+    outputs' `cache_ran_on`, the cache a `.static` case's generate() returned): running on what was
+    asked where the baseline fell back to something else is `changed` (feature-added); falling back now
+    where the baseline ran on what was asked is a regression (feature-removed) - the caller's request is
+    no longer honoured, whatever the warning says. None where neither side ran on what was asked."""
+    if asked is None or (old != asked and new != asked):
+        return None
+    diff = {"old": old, "new": new, "asked": asked}
+    if new == asked:
+        return verdict(name, "exact", Status.CHANGED, f"runs on the {asked} asked now (the baseline fell back to "
+                       f"{old})", "feature-added", diff)
+    return verdict(name, "exact", Status.REGRESSION, f"falls back to {new} now where {asked} was asked (the baseline "
+                   f"ran on {asked})", "feature-removed", diff)
+
+
 def _reported_transition(name: str, old: Any, new: Any, diff: Any) -> Outcome | None:
     """A structure (per layer, per request) whose only differences are values now reported where the
     baseline reported none (None -> a number: 5.25's linear-attention layers answering
@@ -191,6 +207,9 @@ def compare_exact(name: str, observed: Field, baseline: Field, policy: Policy) -
         if transition is not None:
             return transition
     transition = _refusal_transition(name, baseline.value, observed.value)
+    if transition is not None:
+        return transition
+    transition = _asked_transition(name, baseline.value, observed.value, observed.extras.get("asked"))
     if transition is not None:
         return transition
     transition = _reported_transition(name, baseline.value, observed.value, diff)
@@ -587,7 +606,9 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
                                       generated (extras min_positions; no baseline needed), or than
                                       the baseline observed - a hook that sees less checks less;
                                       but fewer than the baseline with every sampled token observed
-                                      and d <= t is changed (coverage-lost): fewer positions reachable
+                                      (min_positions met, or the case's exact_emitted met it: extras
+                                      tokens_all_observed) and d <= t is changed (coverage-lost):
+                                      fewer positions reachable
         d <= t                        pass; changed (fixed) when b > t - the deviation is gone
         d > t, b > t, same identity   changed (known-deviation): the baseline already has it
         d > t otherwise               regression (deviation): new, or not the known one
@@ -609,11 +630,13 @@ def compare_deviation(name: str, observed: Field, baseline: Field | None, policy
     mechanism = "; ".join(observed.extras.get("mechanism") or []) or "no mechanism isolated"
     diff = {"tv": d, "tv_baseline": b, "detectable_tv": t, "cross_numerics": r, "at": observed.extras.get("worst_at"),
             "mechanism": observed.extras.get("mechanism") or [], "observed": observed.extras.get("observed"),
+            "mechanism_baseline": (baseline.extras.get("mechanism") or []) if baseline is not None else [],
             "exact": observed.extras.get("exact"), "positions": _positions(observed),
             "positions_baseline": _positions(baseline), "min_positions": observed.extras.get("min_positions")}
     lost = coverage_lost(observed, baseline, not policy.numerics_differences())
     need, seen = observed.extras.get("min_positions"), _positions(observed)
-    if lost and d <= t and isinstance(need, int) and seen is not None and seen >= need and "baseline record" in lost:
+    every_token = (isinstance(need, int) and seen is not None and seen >= need) or observed.extras.get("tokens_all_observed") is True
+    if lost and d <= t and every_token and "baseline record" in lost:
         # every token the case sampled was observed and every observed position is exact: the version
         # reaches fewer positions (a branch removed), it does not see less of what it does
         return verdict(name, "deviation", Status.CHANGED, f"fewer positions reachable: {lost}; every sampled token "

@@ -418,8 +418,14 @@ def missing_fields(record: Record, observed: set[str], rules: Rules, crashed: st
         detail = f"recorded in {where} but not observed (--strict: a field that disappears fails)"
     else:
         detail = f"recorded in {where} but not observed; accept its removal with `harness regen`"
-    return [Outcome(record.suite, record.case, name, f.kind, status, detail, Category.MISSING_FIELD)
+    return [Outcome(record.suite, record.case, name, f.kind, status, detail, Category.MISSING_FIELD,
+                    {"baseline": f.value} if _short_scalar(f.value) else {})
             for name, f in record.fields.items() if name not in observed]
+
+
+def _short_scalar(value: Any) -> bool:
+    """A recorded value small enough to carry beside a missing field (what the baseline ran on, a count)."""
+    return isinstance(value, (str, int, float, bool)) and len(str(value)) <= 80
 
 
 def compare_records(records_a: Mapping[Any, Record], records_b: Mapping[Any, Record], *, alpha: float,

@@ -29,18 +29,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from harness.checking.causes import (
+    LOAD_FIELDS,
     attention_model,
     divergence_of,
     exception_gone,
-    exception_key,
     exception_of,
+    failure_key,
+    failure_of,
     follows_attention,
-    lost_to,
+    follows_exception,
+    mechanism_of,
     names_value,
     raised,
     removed_names,
+    step_broken,
+    step_fixed,
+    subject_of,
 )
-from harness.checking.oracles import ORACLE
+from harness.checking.oracles import ORACLE, numbers_masked
 from harness.schema import Category, Outcome, Results, Status
 
 CHECKPOINT = Category.CHECKPOINT_CHANGED
@@ -130,7 +136,20 @@ class Finding:
         where = f"`{fields[0]}`" if len(fields) == 1 else f"{len(fields)} fields ({', '.join(fields[:shown])}" + (
             ", ...)" if len(fields) > shown else ")")
         cause = f"one cause, {self.cause}: " if self.cause else ""
-        return f"{cause}{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}{self._ran_with()}"
+        return (f"{cause}{what} in {where} of {n} case{'s' if n != 1 else ''}: {detail}{extra}{self._ran_with()}"
+                f"{self._fell_back()}")
+
+    def _fell_back(self) -> str:
+        """'; in the baseline 26 of these cases ran on a dynamic cache ...' - the `.static` cases that raise now
+        whose baseline record says generate() fell back from the static cache asked (outputs' `cache_ran_on`,
+        now a field no longer observed): what "worked before" really ran."""
+        fell = {(o.suite, o.case): o.diff.get("baseline") for o in self.follows
+                if o.field == "cache_ran_on" and isinstance(o.diff, dict) and o.diff.get("baseline") not in (None, "static")}
+        if not fell:
+            return ""
+        families = ", ".join(sorted({str(v) for v in fell.values()}))
+        return (f"; in the baseline {len(fell)} of these cases ran on a {families} cache, not the static one asked "
+                "(generate() fell back)")
 
     def _ran_with(self) -> str:
         """'; ran with DynamicCache, attention sdpa, warned: "..."' - the setup the first case really
@@ -223,20 +242,30 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
-    for exc in dict.fromkeys(exception_of(o) for f in rest for o in f.outcomes):
-        group = [f for f in rest if exc and any(exception_of(o) == exc for o in f.outcomes)]
-        # the in-run references that lost their run to the same exception are its consequences
-        key = exception_key(exc) if exc else ""
-        lost = [f for f in rest if key and f not in group and all(lost_to(o) == key for o in f.outcomes)]
+    crashes: list[Finding] = []  # one exception raised now, and the fields it left unchecked
+    firsts = {failure_key(o): o for f in reversed(rest) for o in reversed(f.outcomes)}  # each failure's first outcome
+    for key, o in reversed(firsts.items()):
+        group = [f for f in rest if key and any(failure_key(g) == key for g in f.outcomes)]
+        # the fields that could not be checked because of it - in-run references that lost their run, fields
+        # skipped because the step they need raised - are its consequences, not findings of their own
+        lost = [f for f in rest + kept if key and f not in group and all(follows_exception(g, key) for g in f.outcomes)]
         if group and len(group) + len(lost) > 1:  # one exception raised now by many calls, wherever the baseline stood
             rest = [f for f in rest if f not in group and f not in lost]
-            out.append(_merged(group + lost,
-                               f"one exception raised now: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+            kept = [f for f in kept if f not in lost]
+            crashes.append(_merged(group + lost, _crash_cause(o)))
     for exc in dict.fromkeys(exception_gone(o) for f in rest for o in f.outcomes):
         group = [f for f in rest if exc and all(exception_gone(o) == exc for o in f.outcomes)]
         if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"one exception gone: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+    for key in dict.fromkeys((mechanism_of(o), f.category) for f in rest for o in f.outcomes):
+        group = [f for f in rest if key[0] and f.category == key[1] and all(mechanism_of(o) == key[0] for o in f.outcomes)]
+        if len(group) > 1:  # one verifier mechanism seen (or gone) in several of its white-box fields
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"one mechanism of the sampler: {key[0]}"))
+    rest, kept, crashes, stepped = _steps(rest, kept, crashes)
+    rest, kept, crashes = _in_case(rest, kept, crashes)
+    out += crashes + stepped
     for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
         if not model:
             continue
@@ -275,7 +304,127 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"{model}'s in-run references fail in the baseline too"))
+    for name in dict.fromkeys(f.fields[0] for f in rest if f.category == Category.PRESENTATION_CHANGED.value):
+        group = [f for f in rest if f.category == Category.PRESENTATION_CHANGED.value and f.fields == [name]]
+        if len(group) > 1:  # one presenter (a streamer's cuts, the warnings it logs) changed: one finding
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"`{name}` presented otherwise"))
+    for category in dict.fromkeys(f.category for f in kept if f.status is Status.SKIPPED):
+        group = [f for f in kept if f.status is Status.SKIPPED and f.category == category
+                 and all(o.kind in TIMED_KINDS for o in f.outcomes)]
+        if len(group) > 1:  # the machine's state or the run's noise: one reason for every timed field it left
+            kept = [f for f in kept if f not in group]
+            out.append(_merged(group, f"timed fields {category}"))
     return sorted(out + rest + kept, key=_rank)
+
+
+TIMED_KINDS = ("latency", "memory")
+
+
+def _crash_cause(o: Outcome) -> str:
+    exc = exception_of(o) or failure_of(o)
+    what = "one exception raised now" if exception_of(o) else "one failure now"
+    return f"{what}: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"
+
+
+def _take(pool: list[Finding], inside: Callable[[Outcome], bool]) -> tuple[list[Finding], list[Finding]]:
+    """The parts of `pool`'s findings that `inside` claims, and the pool without them."""
+    taken: list[Finding] = []
+    left: list[Finding] = []
+    for f in pool:
+        claimed, rest = _split(f, inside)
+        taken += [claimed] if claimed is not None else []
+        left += [rest] if rest is not None else []
+    return taken, left
+
+
+def _steps(rest: list[Finding], kept: list[Finding], crashes: list[Finding]
+           ) -> tuple[list[Finding], list[Finding], list[Finding], list[Finding]]:
+    """A checkpoint's load that works now or fails now, and what follows from it: the fixes (breaks) of
+    every case of that model whose step raised the same exception type (each case loads it; the load
+    fields - load, load_error, loading_info - of that model moving the same way), and the other
+    differences and new fields of those cases (a checkpoint that loads now generates, records the
+    fields it could not, and loads its MTP head). Then a step of one case that raised in the baseline
+    and works now, with the differences of its case. Returns (rest, kept, crashes, merged)."""
+    models = {o.case.split(".", 1)[0] for f in rest + kept + crashes for o in f.outcomes}
+    out: list[Finding] = []
+    for moved in (step_fixed, step_broken):
+        loads: dict[str, str] = {}
+        for o in [o for f in rest + crashes for o in f.outcomes if o.field in LOAD_FIELDS and moved(o) is not None]:
+            subject = subject_of(o.case, models)
+            loads[subject] = loads.get(subject) or moved(o) or ""
+        for subject, kind in loads.items():
+            def on_load(o: Outcome, s: str = subject, k: str = kind, m: Callable = moved) -> bool:
+                return (subject_of(o.case, models) == s and m(o) is not None
+                        and (o.field in LOAD_FIELDS or (bool(k) and m(o) == k)))
+            group = [f for f in rest + crashes if all(on_load(o) for o in f.outcomes)]
+            cases = {(o.suite, o.case) for f in group for o in f.outcomes}
+            followers, pool = _take([f for f in rest + kept if f not in group and f.status in (*DIFFERENCES, Status.NEW)],
+                                    lambda o, c=cases: (o.suite, o.case) in c)
+            if len(group) + len(followers) > 1:
+                untouched = [f for f in rest + kept if f in group or f.status not in (*DIFFERENCES, Status.NEW)]
+                rest = [f for f in pool + untouched if f.status in DIFFERENCES and f not in group]
+                kept = [f for f in pool + untouched if f.status not in DIFFERENCES and f not in group]
+                crashes = [f for f in crashes if f not in group]
+                how = f"works now (it raised {kind} in the baseline)" if moved is step_fixed else (
+                    f"fails now ({kind or 'see its fields'})")
+                out.append(_merged(group + followers, f"the load of {subject} {how}"))
+    for f in [f for f in rest if all(step_fixed(o) is not None for o in f.outcomes)]:
+        for one in _by_case(f):  # a step of one case works now: its case's differences follow it
+            cases = {(o.suite, o.case) for o in one.outcomes}
+            followers, pool = _take([g for g in rest + kept if g is not f and g.status in (*DIFFERENCES, Status.NEW)],
+                                    lambda o, c=cases: (o.suite, o.case) in c)
+            if not followers:
+                continue
+            left, _ = _split(f, lambda o, c=cases: (o.suite, o.case) not in c) if f in rest else (None, None)
+            rest = [g for g in pool if g.status in DIFFERENCES] + ([left] if left is not None else [])
+            kept = [g for g in pool if g.status not in DIFFERENCES]
+            o = one.outcomes[0]
+            out.append(_merged([one, *followers], f"a step of {subject_of(o.case, models)} raised {step_fixed(o)} in "
+                                                  "the baseline and works now"))
+            f = left if left is not None else f
+    return rest, kept, crashes, out
+
+
+def _in_case(rest: list[Finding], kept: list[Finding], crashes: list[Finding]
+             ) -> tuple[list[Finding], list[Finding], list[Finding]]:
+    """What a call raising now takes with it in its own cases: a capability they lost (the rollback
+    `rollback_supported` no longer reports), an in-run reference that cannot run, a difference quoting
+    the exception's message (the warning that logs it) - its consequences, in its finding. And a
+    capability a case lost with the in-run references of that case that cannot run without it
+    (`supports_sanitize_control_tokens` and `sanitized_content_is_text`)."""
+    def consequence(o: Outcome, key: str) -> bool:
+        if o.category in (Category.REFERENCE_LOST, Category.FEATURE_REMOVED, Category.PATH_LOST):
+            return True
+        return bool(key) and key in numbers_masked(f"{o.detail} {o.diff}")
+
+    singles = [f for f in rest if any(raised(o) for o in f.outcomes)]
+    rest = [f for f in rest if f not in singles]
+    merged: list[Finding] = []
+    for crash in crashes + singles:
+        first = next((o for o in crash.outcomes if raised(o)), crash.outcomes[0])
+        key = failure_key(first)
+        cases = {(o.suite, o.case) for o in crash.outcomes if raised(o)}
+        followers, rest = _take(rest, lambda o, c=cases, k=key: (o.suite, o.case) in c and consequence(o, k))
+        if followers:
+            crash = _merged([crash, *followers], crash.cause or _crash_cause(first))
+        merged.append(crash)
+    for f in [f for f in rest if all(o.kind == "capability" and o.category is Category.FEATURE_REMOVED for o in f.outcomes)]:
+        cases = {(o.suite, o.case) for o in f.outcomes}
+        lost, pool = _take([g for g in rest if g is not f], lambda o, c=cases: (o.suite, o.case) in c
+                           and o.category is Category.REFERENCE_LOST)
+        if lost:
+            rest = pool
+            merged.append(_merged([f, *lost], f"`{f.fields[0]}` lost: the in-run references that need it cannot run"))
+    return rest, kept, merged
+
+
+def _by_case(f: Finding) -> list[Finding]:
+    """A finding's outcomes split per case, each a finding of the same key."""
+    cases = dict.fromkeys((o.suite, o.case) for o in f.outcomes)
+    if len(cases) == 1:
+        return [f]
+    return [Finding(f.key, [o for o in f.outcomes if (o.suite, o.case) == c]) for c in cases]
 
 
 def _group(listed: list[Outcome]) -> list[Finding]:

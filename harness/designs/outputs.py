@@ -30,9 +30,13 @@
                         draft was proposed (a rate of 0 / 0 has nothing to count)
   acceptance_per_step exact per-step accepted / drafted counts (greedy paths; the report's chart)
   divergence_from_plain exact ensemble greedy: the first step where it leaves plain greedy (its bias)
-  cache_ran_on  info    a `.static` case whose call returned a dynamic cache (5.14's assisted / prompt-lookup /
-                        MTP paths): the version ran another cache than the one asked - every field of the
-                        case describes that one; information in every run, never compared
+  cache_ran_on  exact   `.static` cases: the family of the cache generate() returned ("static" - preallocated,
+                        fixed-shape - or "dynamic"; the class beside it, `hf_cache.cache_family`), its
+                        extras `asked` "static": running on it where the baseline fell back (5.14's
+                        assisted / prompt-lookup / MTP paths ran on a DynamicCache, with a warning) is
+                        feature-added, falling back where the baseline did not a regression; where it
+                        falls back, every run also says so (info `cache_fallback`): every field of the
+                        case describes the cache it ran on
 A field derived from the token streams (text, target_forwards, acceptance, drafts) inherits a
 tie-flip of the stream it follows across numerics (harness/checking/core.py), never a real change.
 Computed in the same run:
@@ -103,7 +107,7 @@ from harness.engine.teacher_forced import Forced, ensemble_step, teacher_forced
 from harness.schema import Case, Observation
 from harness.settings.run import RunSettings
 from harness.subjects import engine, hf
-from harness.subjects.hf_cache import narrowed, top_values
+from harness.subjects.hf_cache import cache_family, narrowed, top_values
 
 if TYPE_CHECKING:
     from harness.subjects.hf import Zoo
@@ -119,11 +123,14 @@ def observe(zoo: Zoo, case: Case, run: RunSettings, alpha: float) -> Observation
         if case.path != "plain" and case.decoding == "greedy" and zoo.checkpoints.stateful(case.model):
             obs.merge(engine_in_its_place(zoo, case))
         return obs
-    ran_on = str((got.setup or {}).get("cache") or "")
-    if case.cache == "static" and ran_on.startswith("Dynamic"):  # what every field below describes
-        obs.info("cache_ran_on", f"asked for a static cache (cache_implementation='static'); generate() ran on a "
-                 f"{ran_on}: this case's fields describe that cache, not a static one",
-                 diff={"asked": "static", "ran_on": ran_on})
+    if case.cache == "static":  # what every field below describes: the cache generate() really ran on
+        ran_on = (got.setup or {}).get("cache")
+        family = cache_family(ran_on)
+        obs.add("cache_ran_on", family, asked="static", cache_class=ran_on)
+        if family != "static":
+            obs.info("cache_fallback", f"asked for a static cache (cache_implementation='static'); generate() ran on a "
+                     f"{ran_on}: this case's fields describe that cache, not a static one",
+                     diff={"asked": "static", "ran_on": ran_on})
     tok = zoo.load(case.model).tokenizer
     if case.decoding == "sample":  # the path's sampled distribution judges its seeded stream (rng-stream)
         context = {} if not zoo.checkpoints.is_user(case.model) else {"prompt": case.prompt}

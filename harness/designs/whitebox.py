@@ -242,7 +242,10 @@ def fields(worst: dict[str, Worst], notes: list[str], path: str, skip: dict[str,
     `exact_emitted`), each with what was observed and how, the exact side and `detectable_tv`.
     Coverage: `exact_emitted` states `min_positions` = the `generated` tokens of the calls - every
     sampled token was emitted from a position the hooks must see (fewer is coverage-lost, judged in
-    the run); a deviating field lists the positions beyond tolerance (`deviating_at`)."""
+    the run); the other fields say whether it did (`tokens_all_observed`): then fewer draws of theirs
+    than the baseline's are draws that emitted no token (5.17's `is_done_candidate` stop draws no
+    bonus past the last token), not draws the hooks missed; a deviating field lists the positions beyond
+    tolerance (`deviating_at`)."""
     obs = Observation()
     names = FIELDS if path in ("assisted", "mtp", "ensemble") else ("exact_emitted",)
     for name in names:
@@ -257,6 +260,8 @@ def fields(worst: dict[str, Worst], notes: list[str], path: str, skip: dict[str,
             more["deviating_at"] = w.over
         if name == "exact_emitted" and generated is not None:
             more["min_positions"] = generated
+        elif generated is not None:  # the emitted positions cover every token: a draw missing here was no token's
+            more["tokens_all_observed"] = worst["exact_emitted"].positions >= generated
         obs.add(name, {"tv": w.tv, "positions": w.positions}, kind="deviation", detectable_tv=TOLERANCE,
                 observed=OBSERVED[name] if path in ("assisted", "mtp", "ensemble") or name != "exact_emitted"
                 else "the sampler's input (torch.multinomial)", exact=EXACT[name], worst_at=w.at,

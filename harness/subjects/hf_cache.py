@@ -76,6 +76,22 @@ def new_caches(model, max_cache_len: int) -> tuple[Any, dict | None, Any, dict |
     return dynamic, dyn_err, static, st_err
 
 
+# the preallocated, fixed-shape caches of 4.x that do not say "Static" in their name (5.x folds them into StaticCache)
+STATIC_CLASSES = ("HybridCache", "HybridChunkedCache", "SlidingWindowCache", "OffloadedHybridCache")
+
+
+def cache_family(name: str | None) -> str | None:
+    """The family of a cache class by its name: "static" (preallocated, fixed shape: StaticCache,
+    OffloadedStaticCache, 4.x's HybridCache / SlidingWindowCache...), "dynamic" (DynamicCache and its
+    kin), else the name itself; None for no cache returned. A class renamed within its family (4.57's
+    HybridCache, 5.x's StaticCache) is no change."""
+    if not name:
+        return None
+    if "Static" in name or name in STATIC_CLASSES:
+        return "static"
+    return "dynamic" if name.startswith("Dynamic") else name
+
+
 def dynamic_layer_classes(model) -> list[str]:
     """Layer classes of a DynamicCache for the model ([] when it cannot be built)."""
     cache, _ = observe(lambda: new_caches(model, 1)[0])
