@@ -1063,3 +1063,52 @@ def test_the_serving_fields_timings_beside_a_measurement_are_not_another_method(
     assert same_method(BASE, BASE, extras, rerun)
     assert not same_method(BASE, BASE, extras, {**rerun, "continuous_tokens": 48})  # other work timed
     assert not same_method(BASE, BASE, extras, {**rerun, "compiles_while_timed": 3})
+
+
+def test_the_baseline_s_exception_with_other_numbers_is_the_same_failure():
+    """5.19's continuous batching without psutil raises the MemoryError 5.14 raised, quoting 1409792 bytes
+    where 5.14 quoted 1157120: no difference; another message, or another type, is one (error-changed)."""
+    def err(t, m):
+        return {"type": t, "message": m}
+
+    old = err("MemoryError", "Memory footprint 1157120 is more than available memory 0")
+    same = cmp("exact", err("MemoryError", "Memory footprint 1409792 is more than available memory 0"), old)
+    assert same.status is Status.PASS and "numbers aside" in same.detail
+    assert cmp("exact", err("MemoryError", "out of memory"), old).category is Category.ERROR_CHANGED
+    assert cmp("exact", err("RuntimeError", old["message"]), old).category is Category.ERROR_CHANGED
+    requests = cmp("exact", ["Memory footprint 1409792 is more", None], ["Memory footprint 1157632 is more", None],
+                   new_extras={"outcome": "each"})
+    assert requests.status is Status.PASS
+    other = cmp("exact", ["Memory footprint 1409792 is more", None], ["no finished result", None],
+                new_extras={"outcome": "each"})
+    assert other.category is Category.ERROR_CHANGED
+
+
+def test_a_call_running_on_what_was_asked_or_falling_back_from_it():
+    """outputs' cache_ran_on on a .static case: 5.14's assisted path fell back to a DynamicCache (with a
+    warning), 5.24 runs on the static cache asked - feature-added; the reverse is a regression
+    (feature-removed); a class renamed within its family (4.57's HybridCache) is no change."""
+    from harness.subjects.hf_cache import cache_family
+
+    asked = {"asked": "static"}
+    toward = cmp("exact", "static", "dynamic", new_extras=asked)
+    away = cmp("exact", "dynamic", "static", new_extras=asked)
+    assert (toward.status, toward.category) == (Status.CHANGED, Category.FEATURE_ADDED)
+    assert (away.status, away.category) == (Status.REGRESSION, Category.FEATURE_REMOVED)
+    assert [cache_family(n) for n in ("StaticCache", "HybridCache", "DynamicCache", None, "QuantizedCache")] == [
+        "static", "static", "dynamic", None, "QuantizedCache"]
+    assert cmp("exact", cache_family("StaticCache"), cache_family("HybridCache"), new_extras=asked).status is Status.PASS
+
+
+def test_fewer_residual_draws_with_every_token_observed_are_coverage_not_a_loss():
+    """5.17's `is_done_candidate` stop draws no bonus past the last token: exact_residual observes 7 draws
+    where 5.24 observed 8, every position exact, and the case's exact_emitted saw every sampled token
+    (tokens_all_observed) - fewer positions reachable (changed); without that, the hooks saw less
+    (a regression)."""
+    extras = {"detectable_tv": 1e-5}
+    reachable = cmp("deviation", {"tv": 0.0, "positions": 7}, {"tv": 0.0, "positions": 8},
+                    new_extras={**extras, "tokens_all_observed": True}, old_extras=extras)
+    lost = cmp("deviation", {"tv": 0.0, "positions": 7}, {"tv": 0.0, "positions": 8},
+               new_extras={**extras, "tokens_all_observed": False}, old_extras=extras)
+    assert (reachable.status, reachable.category) == (Status.CHANGED, Category.COVERAGE_LOST)
+    assert (lost.status, lost.category) == (Status.REGRESSION, Category.COVERAGE_LOST)

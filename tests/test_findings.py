@@ -259,9 +259,9 @@ def test_a_static_case_that_raises_now_says_its_baseline_fell_back_to_a_dynamic_
     """5.17 refuses a static cache for assisted generation; 5.14 generated there on a DynamicCache (with
     a warning) - what worked before was not the static cache asked, and the finding says so."""
     from harness.checking.core import Rules, missing_fields
-    from harness.settings.config import Thresholds
     from harness.checking.findings import Findings
     from harness.schema import Field, Record
+    from harness.settings.config import Thresholds
 
     new = {"type": "ValueError", "message": "assisted generate is not supported with Static cache classes"}
     case = "m.assisted.static.short-0.greedy"
@@ -273,3 +273,79 @@ def test_a_static_case_that_raises_now_says_its_baseline_fell_back_to_a_dynamic_
     finding = Findings.of(Results({}, {}, [crash, *lost])).grouped[0]
     assert len(finding.follows) == 2
     assert "in the baseline 1 of these cases ran on a dynamic cache, not the static one asked" in finding.sentence(400)
+
+
+def test_a_crash_takes_its_cases_lost_capabilities_references_and_the_warning_quoting_it():
+    """5.17 against the 5.24 records: the sliding-window rollback raises a RuntimeError now - the case's
+    rollback_supported capability gone and its rollback_vs_fresh reference lost follow it; the continuous
+    requests failing with a MemoryError log it as a warning - that warning follows it too. A capability
+    lost with no crash in its case takes the references that need it (sanitize_control_tokens)."""
+    from harness.checking.findings import Findings
+
+    new = {"type": "RuntimeError", "message": "The size of tensor a (86) must match the size of tensor b (18)"}
+    crash = [Outcome("caches", m, "rollback_error", "exact", Status.REGRESSION,
+                     f"raises now: {new['type']}: {new['message']}", Category.BROKEN, {"old": None, "new": new})
+             for m in ("a", "b")]
+    gone = [Outcome("caches", m, "rollback_supported", "capability", Status.CHANGED, "removed rollback_supported",
+                    Category.FEATURE_REMOVED, {"added": [], "removed": ["rollback_supported"]}) for m in ("a", "b")]
+    memory = {"type": "MemoryError", "message": "Memory footprint 1157120 is more than available memory 0"}
+    requests = [Outcome("continuous", "r", "error", "exact", Status.REGRESSION,
+                        f"raises now: MemoryError: {memory['message']}", Category.BROKEN, {"old": None, "new": memory}),
+                Outcome("continuous", "r", "warnings", "exact", Status.CHANGED, "root: 0 -> 1 items: [] -> [\"Error in "
+                        "generation loop: Memory footprint 1157632 is m...", Category.PRESENTATION_CHANGED,
+                        {"deepdiff": {"iterable_item_added": {"root[0]": "Error in generation loop: Memory footprint "
+                                                                         "1157632 is more than available memory 0"}}})]
+    chat = [Outcome("text", "c", "supports_sanitize_control_tokens", "capability", Status.CHANGED,
+                    "removed supports_sanitize_control_tokens", Category.FEATURE_REMOVED,
+                    {"added": [], "removed": ["supports_sanitize_control_tokens"]}),
+            Outcome("text", "c", "sanitized_content_is_text", "exact", Status.REGRESSION,
+                    "ran in K (pass: identical) and cannot run now: apply_chat_template has no sanitize_control_tokens",
+                    Category.REFERENCE_LOST, against="reference")]
+    unrelated = Outcome("caches", "a", "api", "exact", Status.CHANGED, "added X.y", Category.REAL_CHANGE)
+    grouped = Findings.of(Results({}, {}, [*crash, *gone, *requests, *chat, unrelated])).grouped
+    assert len(grouped) == 4
+    rollback = next(f for f in grouped if "RuntimeError" in f.cause)
+    assert set(rollback.fields) == {"rollback_error", "rollback_supported"} and rollback.status is Status.REGRESSION
+    assert set(next(f for f in grouped if "MemoryError" in f.cause).fields) == {"error", "warnings"}
+    assert next(f for f in grouped if "`supports_sanitize_control_tokens` lost" in f.cause).cases == ["text/c"]
+
+
+def test_a_fix_takes_what_its_cases_report_now_but_not_their_other_causes():
+    """5.19 fixes 5.14's sliding-window crop error: rollback_supported added and the rollback's fields
+    recorded for the first time follow the fix; gemma2's references failing in the baseline too (its
+    soft-cap, another cause) in the same case stay apart."""
+    from harness.checking.findings import Findings
+
+    old = {"type": "ValueError", "message": "Cannot `crop` a `DynamicSlidingWindowLayer`"}
+    fixes = [Outcome("caches", m, field, "exact", Status.CHANGED, f"generates now; raised ValueError: {old['message']}",
+                     Category.FIXED, {"old": old, "new": None}) for m in ("a", "b")
+             for field in ("rollback_error", "rollback_default_call_error")]
+    reports = [Outcome("caches", m, "rollback_supported", "capability", Status.CHANGED, "added rollback_supported",
+                       Category.FEATURE_ADDED, {"added": ["rollback_supported"], "removed": []}) for m in ("a", "b")]
+    recorded = [Outcome("caches", m, "rollback", "exact", Status.NEW, "no baseline record") for m in ("a", "b")]
+    known = Outcome("caches", "a", "engine_rollback_vs_fresh", "tensor", Status.CHANGED,
+                    "fails in K too, not the upgrade's: 1525/1536 elements beyond tolerance", Category.KNOWN_FAILURE,
+                    against="reference")
+    grouped = Findings.of(Results({}, {}, [*fixes, *reports, *recorded, known])).grouped
+    assert len(grouped) == 2
+    fix = next(f for f in grouped if f.cause.startswith("one exception gone"))
+    assert set(fix.fields) == {"rollback_error", "rollback_default_call_error", "rollback_supported", "rollback"}
+
+
+def test_a_presenters_changes_and_the_timed_fields_one_reason_left_unjudged_are_one_finding_each():
+    """5.24's streamer cuts its pieces otherwise in three cases (three different diffs): one finding; the
+    latency fields not judged because the machine was not in its recorded state: one finding, whatever
+    ratio each quotes; a distribution not checked stays apart."""
+    from harness.checking.findings import Findings
+
+    pieces = [Outcome("stopping", c, "pieces", "exact", Status.CHANGED, f"TextIteratorStreamer[{i}]: 'a{i}' -> 'b'",
+                      Category.PRESENTATION_CHANGED) for i, c in enumerate(("p", "q", "r"))]
+    timed = [Outcome("latency", c, f, "latency", Status.SKIPPED, f"not judged: the calibration took x{r} its recorded "
+                     f"time{' (busy)' if r > 1 else ''}", Category.NOT_JUDGED)
+             for c, f, r in (("l.decode", "decode_dynamic", 0.6), ("l.generate", "generate_plain", 1.56))]
+    drawn = Outcome("outputs", "s", "distribution", "distribution", Status.SKIPPED, "not checked: n = 600",
+                    Category.NOT_CHECKED)
+    grouped = Findings.of(Results({}, {}, [*pieces, *timed, drawn])).grouped
+    assert len(grouped) == 3
+    assert next(f for f in grouped if f.fields == ["pieces"]).cases == ["stopping/p", "stopping/q", "stopping/r"]
+    assert len(next(f for f in grouped if f.cause == "timed fields not-judged").outcomes) == 2

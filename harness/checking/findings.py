@@ -257,7 +257,14 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         group = [f for f in rest if exc and all(exception_gone(o) == exc for o in f.outcomes)]
         if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
             rest = [f for f in rest if f not in group]
-            out.append(_merged(group, f"one exception gone: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+            # and what the calls that work now report in their cases (the rollback supported, its fields recorded)
+            cases = {(o.suite, o.case) for f in group for o in f.outcomes}
+            followers, pool = _take([f for f in rest + kept if f.status in (*DIFFERENCES, Status.NEW)],
+                                    lambda o, c=cases: (o.suite, o.case) in c and follows_step(o))
+            rest = [f for f in pool if f.status in DIFFERENCES]
+            kept = [f for f in pool if f.status not in DIFFERENCES] + [f for f in kept if f.status not in
+                                                                        (*DIFFERENCES, Status.NEW)]
+            out.append(_merged(group + followers, f"one exception gone: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
     for key in dict.fromkeys((mechanism_of(o), f.category) for f in rest for o in f.outcomes):
         group = [f for f in rest if key[0] and f.category == key[1] and all(mechanism_of(o) == key[0] for o in f.outcomes)]
         if len(group) > 1:  # one verifier mechanism seen (or gone) in several of its white-box fields
@@ -321,6 +328,18 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
 TIMED_KINDS = ("latency", "memory")
 
 
+def follows_step(o: Outcome) -> bool:
+    """What a step that works (or fails) now takes with it in its own case: the fields it records for the
+    first time (new), the capabilities it reports or no longer reports, the references it lets run or
+    not, the fields that say they follow it, another step of the case moving the same way - never a
+    difference with a cause of its own (a reference failing in the baseline too, a numeric change)."""
+    if o.status is Status.NEW or str(o.detail).startswith("follows the"):
+        return True
+    if o.category in (Category.FEATURE_ADDED, Category.FEATURE_REMOVED, Category.PATH_LOST, Category.REFERENCE_LOST):
+        return True
+    return step_fixed(o) is not None or step_broken(o) is not None
+
+
 def _crash_cause(o: Outcome) -> str:
     exc = exception_of(o) or failure_of(o)
     what = "one exception raised now" if exception_of(o) else "one failure now"
@@ -360,7 +379,7 @@ def _steps(rest: list[Finding], kept: list[Finding], crashes: list[Finding]
             group = [f for f in rest + crashes if all(on_load(o) for o in f.outcomes)]
             cases = {(o.suite, o.case) for f in group for o in f.outcomes}
             followers, pool = _take([f for f in rest + kept if f not in group and f.status in (*DIFFERENCES, Status.NEW)],
-                                    lambda o, c=cases: (o.suite, o.case) in c)
+                                    lambda o, c=cases: (o.suite, o.case) in c and follows_step(o))
             if len(group) + len(followers) > 1:
                 untouched = [f for f in rest + kept if f in group or f.status not in (*DIFFERENCES, Status.NEW)]
                 rest = [f for f in pool + untouched if f.status in DIFFERENCES and f not in group]
@@ -373,7 +392,7 @@ def _steps(rest: list[Finding], kept: list[Finding], crashes: list[Finding]
         for one in _by_case(f):  # a step of one case works now: its case's differences follow it
             cases = {(o.suite, o.case) for o in one.outcomes}
             followers, pool = _take([g for g in rest + kept if g is not f and g.status in (*DIFFERENCES, Status.NEW)],
-                                    lambda o, c=cases: (o.suite, o.case) in c)
+                                    lambda o, c=cases: (o.suite, o.case) in c and follows_step(o))
             if not followers:
                 continue
             left, _ = _split(f, lambda o, c=cases: (o.suite, o.case) not in c) if f in rest else (None, None)
