@@ -95,3 +95,21 @@ def test_a_backend_change_that_is_a_fix_is_one_finding_with_its_fixes():
     silent = judged(model, "default_attn_implementation", "exact", "sdpa", "eager", "backends")  # a regression
     findings = group_findings([silent, *logits])
     assert [f.status for f in findings if f.category == Category.FIXED.value] == [Status.CHANGED, Status.CHANGED]
+
+
+def test_a_signature_holding_two_changes_joins_neither_removed_names_group():
+    """5.17 against the 5.24 records: create_chunked_causal_mask's signature renames `cache` and drops
+    `block_sequence_ids` - two causes in one outcome, so the `cache` group (the sliding-window mask's
+    rename, generate()'s output keys) does not take it; a signature renaming `cache` alone joins."""
+    ignored = judged("forward-cache-keyword", "fills_cache", "capability", {"cache": "accepted"}, {"cache": "ignored"})
+    keys = judged("forward-cache-keyword", "output_keys", "exact", ["logits", "cache"], ["logits", "past_key_values"])
+    outcomes = [ignored, keys,
+                replace(Outcome("contracts", "api-create_chunked_causal_mask", "signature", "exact", Status.REGRESSION,
+                                "incompatible with the baseline's callers: parameter `past_key_values` renamed from "
+                                "`cache`; parameter `block_sequence_ids` removed", Category.REAL_CHANGE),
+                        diff={"changes": ["parameter `past_key_values` renamed from `cache`",
+                                          "parameter `block_sequence_ids` removed (was positional or keyword)"]})]
+    findings = group_findings(outcomes)
+    merged = next(f for f in findings if f.cause)
+    assert "contracts/api-create_chunked_causal_mask" not in merged.cases
+    assert any(f.cases == ["contracts/api-create_chunked_causal_mask"] and not f.cause for f in findings)

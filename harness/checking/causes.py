@@ -58,6 +58,13 @@ def names_value(detail: str, name: str) -> bool:
     return bool(re.search(quoted, detail) or re.search(head, detail))
 
 
+def other_changes(outcomes: Iterable[Outcome], name: str) -> list[str]:
+    """The changes an outcome lists (a signature's `changes`) that do not name `name`: a signature that
+    renames `cache` and drops `block_sequence_ids` holds two causes, so it joins neither's group."""
+    return [str(c) for o in outcomes if isinstance(o.diff, dict) and isinstance(o.diff.get("changes"), list)
+            for c in o.diff["changes"] if not names_value(str(c), name)]
+
+
 def attention_model(outcome: Outcome) -> str:
     """The model whose attention backend this outcome says changed ("" when it says nothing of it)."""
     return model_of(outcome) if outcome.field in ATTENTION_FIELDS else ""

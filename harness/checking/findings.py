@@ -40,6 +40,7 @@ from harness.checking.causes import (
     follows_exception,
     mechanism_of,
     names_value,
+    other_changes,
     raised,
     removed_names,
     step_broken,
@@ -238,7 +239,8 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
     kept = [f for f in findings if f.status not in DIFFERENCES]
     out: list[Finding] = []
     for name in removed_names(o for f in rest for o in f.outcomes):
-        group = [f for f in rest if name in removed_names(f.outcomes) or names_value(f.example, name)]
+        group = [f for f in rest if name in removed_names(f.outcomes)
+                 or (names_value(f.example, name) and not other_changes(f.outcomes, name))]
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
