@@ -1,23 +1,35 @@
 """Causes that span fields: what makes several findings one (harness/checking/findings.py
 `by_cause` merges them). Pure functions on outcomes.
 
-Three causes are recognised, each from what the outcomes themselves say:
+The causes recognised, each from what the outcomes themselves say:
 
-- one exception: the calls that raise now the same exception (type and message) - 5.17's static cache
-  refused for assisted generation raises it in every assisted / prompt-lookup / MTP static case,
-  whether the baseline generated there or failed otherwise (`exception_of`) - and, the other way,
-  the calls that no longer raise one the baseline raised (`exception_gone`: 5.14's sliding-window
-  crop error gone from the rollback and from the same rollback called without arguments);
-
+- one exception: the calls that raise now the same exception (type and message, numbers masked) - 5.17's
+  static cache refused for assisted generation raises it in every assisted / prompt-lookup / MTP static
+  case, whether the baseline generated there or failed otherwise (`exception_of`; a failure a step holds
+  as words, a request's 'Memory footprint ...': `failure_of`) - with the fields it left unchecked (an
+  in-run reference that "cannot run now", a field skipped because the step it needs raised:
+  `lost_to`) and, in its own cases, the capabilities, references and warnings that follow from it;
+  the other way, the calls that no longer raise one the baseline raised (`exception_gone`: 5.14's
+  sliding-window crop error gone from the rollback and from the same rollback called without
+  arguments), with what its cases report now;
+- a checkpoint's load (`LOAD_FIELDS`) that works or fails now (`step_fixed`, `step_broken`): every case
+  of that model (`subject_of`) whose step raised the same exception type, and what its cases report -
+  5.17 loads glm4moe-mtp-dense's MTP head (its outputs generate, its contract's `expected` and
+  `use_mtp` follow), and does not load mellum-mtp's;
 - a removed name: a capability that lost a value or keyword, or ignores it now (`diff["removed"]`,
-  `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every other difference whose
-  detail names it as a value - quoted (`'cache' -> 'past_key_values'`, ``renamed from `cache` ``) or
-  as the head of a changed path (`dynamic_full.stage: ...`);
+  `diff["ignored"]`: `dynamic_full` of cache_implementation, the `cache` keyword) is the cause of every
+  other difference whose detail names it as a value - quoted (`'cache' -> 'past_key_values'`, ``renamed
+  from `cache` ``) or as the head of a changed path (`dynamic_full.stage: ...`) - unless that difference
+  lists other changes too (`other_changes`: a signature renaming `cache` and dropping another
+  parameter holds two causes and joins neither);
 - a model's attention backend: a model whose attention implementation or backend support
   changed (`default_attn_implementation`, `attn_implementation`, `supports`, `attn_load_error`:
   SDPA gained or lost, with it the soft-cap) is the cause of the numeric differences of its own cases (tensor, tokens,
-  the SDPA calls it makes, references against its eager logits or the engine).
-
+  the SDPA calls it makes, references against its eager logits or the engine, its attention against
+  its definition);
+- one sampler mechanism: the white-box fields of a verifier naming the same mechanism, there or gone
+  (`mechanism_of`: 5.17's MTP drafts drawn from the processed q fix exact_draft, exact_acceptance,
+  exact_residual and exact_emitted at once);
 - one token stream parting: the in-run references of one case that read its tokens differing from
   the same step (`divergence_of`: equals_plain_greedy, equals_reference_engine and steps_as_engine of
   5.25's prompt lookup on Qwen3.5, all at step 8) judge one observation - the token chosen there.

@@ -230,11 +230,14 @@ def _split(f: Finding, inside: Callable[[Outcome], bool]) -> tuple[Finding | Non
 def by_cause(findings: list[Finding]) -> list[Finding]:
     """Findings that one cause explains, merged into one that lists every affected field
     (harness/checking/causes.py): a removed name and the differences that name it; one exception
-    raised now by several calls; a model's
-    attention backend and its cases' numeric differences; a field broken by its oracle and that
-    oracle's failing reference; one case's references reading its tokens part at one step; a model's
-    references that fail in the baseline too (known-failure). Only differences are merged (new and
-    skipped fields stay where they are)."""
+    raised now by several calls, with the fields it left unchecked and what its own cases lost; one
+    exception gone, with what its cases report now; a sampler mechanism in several white-box fields; a
+    checkpoint's load that works or fails now, with its model's cases; a model's attention backend and
+    its cases' numeric differences; a field broken by its oracle and that oracle's failing reference;
+    one case's references reading its tokens part at one step; a model's references that fail in the
+    baseline too (known-failure); one presenter's changes of one field; the timed fields one reason
+    left unjudged. Differences are merged, and the new and skipped fields that follow from one of them;
+    other new and skipped fields stay where they are."""
     rest = [f for f in findings if f.status in DIFFERENCES]
     kept = [f for f in findings if f.status not in DIFFERENCES]
     out: list[Finding] = []
