@@ -187,6 +187,7 @@ def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
     """Every non-pass outcome in exactly one finding (as a member, as one that `follows`, or in a
     finding `under` a changed checkpoint): changed checkpoints first, each with the differences of
     its cases under it, then regressions, changed / missing, the rest; within a rank, most cases first."""
+    outcomes = list(outcomes)
     listed = [o for o in outcomes if o.status not in NOT_FINDINGS]
     checkpoints = _group([o for o in listed if o.category == CHECKPOINT])
     case_of = {(o.suite, o.case): f for f in checkpoints for o in f.outcomes}
@@ -202,7 +203,9 @@ def group_findings(outcomes: Iterable[Outcome]) -> list[Finding]:
             explained.setdefault(id(owner), []).append(o)
     for f in checkpoints:
         f.under = _group(explained.get(id(f), []))
-    return checkpoints + by_cause(_group(rest))
+    known = {(o.suite, o.case): known_failure(o.detail) for o in outcomes
+             if o.status is Status.INFO and o.field == KNOWN_UPSTREAM}
+    return checkpoints + by_cause(_group(rest), known)
 
 
 def _rank(f: Finding) -> tuple[int, int, tuple[str, str, str, str, str]]:
@@ -227,7 +230,16 @@ def _split(f: Finding, inside: Callable[[Outcome], bool]) -> tuple[Finding | Non
     return Finding(f.key, claimed), Finding(f.key, left, f.follows)
 
 
-def by_cause(findings: list[Finding]) -> list[Finding]:
+KNOWN_UPSTREAM = "known_upstream_failure"  # the info a case states when it failed as a declared upstream failure does
+
+
+def known_failure(detail: str) -> str:
+    """A declared upstream failure's words ("3 of 3 failed as a known upstream failure does: without psutil
+    ..." -> "without psutil ..."), up to its first parenthesis: the same words in every case it declares."""
+    return str(detail).split(" does: ", 1)[-1].split(" (", 1)[0]
+
+
+def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None = None) -> list[Finding]:
     """Findings that one cause explains, merged into one that lists every affected field
     (harness/checking/causes.py): a removed name and the differences that name it; one exception
     raised now by several calls, with the fields it left unchecked and what its own cases lost; one
@@ -235,8 +247,9 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
     checkpoint's load that works or fails now, with its model's cases; a model's attention backend and
     its cases' numeric differences; a field broken by its oracle and that oracle's failing reference;
     one case's references reading its tokens part at one step; a model's references that fail in the
-    baseline too (known-failure); one presenter's changes of one field; the timed fields one reason
-    left unjudged. Differences are merged, and the new and skipped fields that follow from one of them;
+    baseline too (known-failure); one presenter's changes of one field; the fields a declared upstream
+    failure of their cases left unchecked (`known`: (suite, case) -> its words); the timed fields one
+    reason left unjudged. Differences are merged, and the new and skipped fields that follow from one of them;
     other new and skipped fields stay where they are."""
     rest = [f for f in findings if f.status in DIFFERENCES]
     kept = [f for f in findings if f.status not in DIFFERENCES]
@@ -321,6 +334,12 @@ def by_cause(findings: list[Finding]) -> list[Finding]:
         if len(group) > 1:  # one presenter (a streamer's cuts, the warnings it logs) changed: one finding
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` presented otherwise"))
+    for what in dict.fromkeys((known or {}).values()):
+        group = [f for f in kept if f.status is Status.SKIPPED
+                 and all((known or {}).get((o.suite, o.case)) == what for o in f.outcomes)]
+        if group:  # the fields a declared upstream failure left unchecked, in the baseline as now
+            kept = [f for f in kept if f not in group]
+            out.append(_merged(group, f"a known upstream failure: {what} - the fields it leaves unchecked"))
     for category in dict.fromkeys(f.category for f in kept if f.status is Status.SKIPPED):
         group = [f for f in kept if f.status is Status.SKIPPED and f.category == category
                  and all(o.kind in TIMED_KINDS for o in f.outcomes)]
