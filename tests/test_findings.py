@@ -369,3 +369,29 @@ def test_the_fields_a_declared_upstream_failure_leaves_unchecked_are_one_finding
     assert len(grouped) == 2
     assert grouped[0].cause.startswith("a known upstream failure: without psutil the CPU's memory breakdown is all 0")
     assert len(grouped[0].outcomes) == 3
+
+
+def test_a_declared_upstream_failure_takes_the_exception_it_raises_in_other_cases_and_reachable_positions_merge():
+    """5.17 against the 5.24 records: continuous batching without psutil raises MemoryError in the declared
+    cases and in cb.beam / the serving latency case, which declare nothing - one finding under the declared
+    failure; exact_emitted and exact_residual reaching fewer positions (every one exact) - one finding."""
+    from harness.checking.findings import Findings
+
+    new = {"type": "MemoryError", "message": "Memory footprint 1 is more than available memory 0"}
+    info = Outcome("continuous", "g", "known_upstream_failure", "exact", Status.INFO, "1 of 1 failed as a known upstream "
+                   "failure does: without psutil the memory breakdown is all 0 (...)", Category.KNOWN_FAILURE)
+    crash = [Outcome(s, c, f, "exact", Status.REGRESSION, f"raises now: MemoryError: {new['message']}", Category.BROKEN,
+                     {"old": None, "new": new}) for s, c, f in (("continuous", "g", "error"), ("continuous", "beam", "error"),
+                                                                 ("latency", "serving", "continuous_error"))]
+    lost = Outcome("continuous", "g", "requests", "exact", Status.REGRESSION, "one failure: no finished result",
+                   Category.REFERENCE_LOST, against="reference")
+    reach = [Outcome("sampling", "m", f, "deviation", Status.CHANGED, "fewer positions reachable: the hooks observed "
+                     f"{n} positions, the baseline record {n + 1}; every sampled token observed", Category.COVERAGE_LOST,
+                     {"tv": 0.0}) for f, n in (("exact_emitted", 16), ("exact_residual", 7))]
+    apart = Outcome("continuous", "g", "tokens", "tokens", Status.REGRESSION, "tokens differ from step 3",
+                    Category.REAL_CHANGE)
+    grouped = Findings.of(Results({}, {}, [info, *crash, lost, *reach, apart])).grouped
+    assert len(grouped) == 3
+    crash_group = next(f for f in grouped if "MemoryError" in f.cause or "upstream" in f.cause)
+    assert len(crash_group.outcomes) == 4 and apart not in crash_group.outcomes
+    assert set(next(f for f in grouped if f.status is Status.CHANGED).fields) == {"exact_emitted", "exact_residual"}

@@ -204,6 +204,8 @@ def mechanism_of(o: Outcome) -> str:
     sampling step: the same mechanism appearing or disappearing in several of them is one change."""
     if o.kind != "deviation" or not isinstance(o.diff, dict):
         return ""
+    if o.category is Category.COVERAGE_LOST and o.status is Status.CHANGED:
+        return "fewer positions reachable, every one observed exact"  # draws the process no longer makes
     named = o.diff.get("mechanism_baseline") if o.category is Category.FIXED else o.diff.get("mechanism")
     return "; ".join(mechanism_key(named if isinstance(named, list) else []))
 

@@ -239,6 +239,13 @@ def known_failure(detail: str) -> str:
     return str(detail).split(" does: ", 1)[-1].split(" (", 1)[0]
 
 
+def declared_does(o: Outcome) -> bool:
+    """What a declared upstream failure does in a case it declares: raises, fails otherwise, leaves a
+    reference or a field unchecked, logs - not a difference with a cause of its own (tokens that moved)."""
+    return (raised(o) or o.status is Status.SKIPPED
+            or o.category in (Category.REFERENCE_LOST, Category.PRESENTATION_CHANGED, Category.ERROR_CHANGED))
+
+
 def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None = None) -> list[Finding]:
     """Findings that one cause explains, merged into one that lists every affected field
     (harness/checking/causes.py): a removed name and the differences that name it; one exception
@@ -335,11 +342,15 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` presented otherwise"))
     for what in dict.fromkeys((known or {}).values()):
-        group = [f for f in kept if f.status is Status.SKIPPED
-                 and all((known or {}).get((o.suite, o.case)) == what for o in f.outcomes)]
-        if group:  # the fields a declared upstream failure left unchecked, in the baseline as now
-            kept = [f for f in kept if f not in group]
-            out.append(_merged(group, f"a known upstream failure: {what} - the fields it leaves unchecked"))
+        # what a declared upstream failure does in its cases - raised, failed otherwise, left unchecked, logged
+        every = out + rest + kept
+        declared = {case for case, words in (known or {}).items() if words == what}
+        group = [f for f in every if f.status in (*DIFFERENCES, Status.SKIPPED)
+                 and (all((o.suite, o.case) in declared and declared_does(o) for o in f.outcomes)
+                      or any((o.suite, o.case) in declared and raised(o) for o in f.outcomes))]  # and where else it raises
+        if group and (len(group) > 1 or group[0].status is Status.SKIPPED):
+            out, rest, kept = ([f for f in part if f not in group] for part in (out, rest, kept))
+            out.append(_merged(group, f"a known upstream failure: {what}"))
     for category in dict.fromkeys(f.category for f in kept if f.status is Status.SKIPPED):
         group = [f for f in kept if f.status is Status.SKIPPED and f.category == category
                  and all(o.kind in TIMED_KINDS for o in f.outcomes)]
