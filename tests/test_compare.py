@@ -1112,3 +1112,15 @@ def test_fewer_residual_draws_with_every_token_observed_are_coverage_not_a_loss(
                new_extras={**extras, "tokens_all_observed": False}, old_extras=extras)
     assert (reachable.status, reachable.category) == (Status.CHANGED, Category.COVERAGE_LOST)
     assert (lost.status, lost.category) == (Status.REGRESSION, Category.COVERAGE_LOST)
+
+
+def test_a_call_that_raises_and_leaves_the_model_changed_says_so():
+    """5.0.0's early exit raises TypeError and leaves num_hidden_layers cut: the break says what it left."""
+    new = {"type": "TypeError", "message": "missing 1 required positional argument",
+           "left_changed": ["config.num_hidden_layers: 4 -> 2"]}
+    broken = cmp("exact", new, None, name="error")
+    assert broken.category is Category.BROKEN and "left the model changed: config.num_hidden_layers: 4 -> 2" in broken.detail
+    fixed = cmp("exact", None, new, name="error")
+    assert fixed.category is Category.FIXED and "left the model changed" in fixed.detail
+    same_without = cmp("exact", {k: v for k, v in new.items() if k != "left_changed"}, new, name="error")
+    assert same_without.category is Category.ERROR_CHANGED

@@ -68,3 +68,29 @@ def test_the_order_of_cases_does_not_change_what_a_case_observes(config, tmp_pat
     stale = hf.generate(model, zoo.prompt_ids(MODEL, case.prompt), case.new_tokens, **zoo.path_args(case),
                         cache=case.cache)
     assert (stale.error is None) != (alone.fields["error"].value is None)
+
+
+def test_a_failed_call_that_leaves_the_config_changed_says_so_and_the_next_case_gets_the_model_as_loaded(config):
+    """transformers 5.0.0's early exit sets the model's num_hidden_layers to the exit layer, raises in
+    get_candidates, and never puts it back: every later call on that model runs half of it. Modelled
+    here by a call that does the same (any version): the failed call's error says what it left
+    (`left_changed`), and the next case's call sees the model as loaded."""
+    zoo = hf.Zoo(config.models_dir)
+    model = zoo.load(MODEL).model
+    layers = model.config.num_hidden_layers
+    case = tables.Case(MODEL, "plain", "dynamic", "short-0", "greedy", None, None, None, None, 4)
+    clean = zoo.generate(case)
+    original = model.generate
+
+    def cut_then_raise(*args, **kwargs):
+        model.config.num_hidden_layers = 1  # what EarlyExitCandidateGenerator.get_candidates leaves on a raise
+        return original(*args, **kwargs, not_a_generate_argument=1)  # transformers raises (unused model kwargs)
+
+    model.generate = cut_then_raise
+    failed = zoo.generate(tables.Case(MODEL, "plain", "dynamic", "short-0", "greedy", None, None, None, None, 5))
+    model.generate = original
+    assert failed.error is not None and failed.error["left_changed"] == [f"config.num_hidden_layers: {layers} -> 1"]
+    zoo.fresh()
+    assert model.config.num_hidden_layers == layers
+    again = hf.generate(model, zoo.prompt_ids(MODEL, "short-0"), 4)
+    assert again.tokens == clean.tokens

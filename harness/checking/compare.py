@@ -53,8 +53,15 @@ from harness.zoo.checkpoint import fingerprint_changes
 
 
 def _error(value: Any) -> bool:
-    """An exception recorded as data by the subject boundary: {"type": ..., "message": ...}."""
-    return isinstance(value, dict) and set(value) == {"type", "message"}
+    """An exception recorded as data by the subject boundary: {"type": ..., "message": ...}, and
+    "left_changed" where the call that raised left the model changed (harness/subjects/hf_state.py
+    `config_drift`: every later call on that model runs something else)."""
+    return isinstance(value, dict) and {"type", "message"} <= set(value) <= {"type", "message", "left_changed"}
+
+
+def _left(value: Any) -> str:
+    left = value.get("left_changed") if isinstance(value, dict) else None
+    return f"; and left the model changed: {', '.join(map(str, left))}" if left else ""
 
 
 def same_failure(old: Any, new: Any) -> bool:
@@ -64,7 +71,8 @@ def same_failure(old: Any, new: Any) -> bool:
     if isinstance(old, str) and isinstance(new, str):
         return numbers_masked(old) == numbers_masked(new)
     if _error(old) and _error(new):
-        return old["type"] == new["type"] and numbers_masked(old["message"]) == numbers_masked(new["message"])
+        return (old["type"] == new["type"] and numbers_masked(old["message"]) == numbers_masked(new["message"])
+                and old.get("left_changed") == new.get("left_changed"))
     return False
 
 
@@ -73,11 +81,11 @@ def _error_transition(name: str, old: Any, new: Any) -> Outcome | None:
     `fixed` (changed - a crash a release fixes is not a regression); generates before and raises
     now is `broken`; another exception is `error-changed` (both regressions)."""
     if old is None and _error(new):
-        return verdict(name, "exact", Status.REGRESSION, f"raises now: {new['type']}: {new['message']}", "broken",
-                       {"old": old, "new": new})
+        return verdict(name, "exact", Status.REGRESSION, f"raises now: {new['type']}: {new['message']}{_left(new)}",
+                       "broken", {"old": old, "new": new})
     if _error(old) and new is None:
-        return verdict(name, "exact", Status.CHANGED, f"generates now; raised {old['type']}: {old['message']}", "fixed",
-                       {"old": old, "new": new})
+        return verdict(name, "exact", Status.CHANGED, f"generates now; raised {old['type']}: {old['message']}{_left(old)}",
+                       "fixed", {"old": old, "new": new})
     if _error(old) and _error(new) and same_failure(old, new):
         return verdict(name, "exact", Status.PASS, f"raises the baseline's exception, its numbers aside: {new['type']}: "
                        f"{new['message']} (was {old['message']})", "", {"old": old, "new": new})

@@ -25,7 +25,8 @@ def errors_in(value: Any) -> list[dict[str, str]]:
     """The library-error values in a field's value: itself, or those one level down (a field such as
     {"dynamic": error, "static": error})."""
     def is_error(v: Any) -> bool:
-        return isinstance(v, dict) and set(v) == {"type", "message"} and all(isinstance(x, str) for x in v.values())
+        return (isinstance(v, dict) and {"type", "message"} <= set(v) <= {"type", "message", "left_changed"}
+                and isinstance(v["type"], str) and isinstance(v["message"], str))
 
     if is_error(value):
         return [value]

@@ -271,6 +271,10 @@ class Zoo:
                 **self.path_args(case), do_sample=case.decoding == "sample", seed=case.seed, cache=case.cache,
                 first_logit_steps=1, own_scores=case.path == "ensemble",
                 all_scores=case.lossless and case.path != "plain")
+            got = self._generated[case]
+            left = [d for state in self._states for d in state.config_drift()]
+            if got.error is not None and left:  # the failed call's own outcome: what it left behind (a finding)
+                got.error = {**got.error, "left_changed": left}
         return self._generated[case]
 
 

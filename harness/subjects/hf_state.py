@@ -10,6 +10,9 @@ that worker; `generate()` leaves state on it that changes what a later call does
 - `_compiled_call` / `_last_compile_config`: a compiled forward;
 - `generation_config`: assisted decoding's heuristic schedule writes its draft length back into
   the assistant's config;
+- `config`: nothing should write it, but a call that raises half way can leave it changed (5.0.0's
+  early exit: `num_hidden_layers` cut to the exit layer and never put back) - the call's own error
+  records that (`config_drift`, hf.py `Zoo.generate`), and the next case gets the model as loaded;
 - on submodules: scalar attributes (a dynamic rotary embedding's `max_seq_len_cached`) and
   buffers it re-registers (its `inv_freq`).
 
@@ -35,6 +38,7 @@ class ModelState:
     scalars: dict[tuple[str, str], Any]  # (submodule, attribute) -> its scalar value at load
     buffers: dict[tuple[str, str], Any]  # (submodule, buffer) -> the tensor object at load
     generation_config: Any
+    config: dict[str, Any]  # the model config's scalar attributes at load (a call must never change them)
 
     @classmethod
     def of(cls, model: Any) -> ModelState:
@@ -47,7 +51,15 @@ class ModelState:
             for name, tensor in module._buffers.items():
                 buffers[(path, name)] = tensor
         config = getattr(model, "generation_config", None)
-        return cls(model, frozenset(vars(model)), scalars, buffers, copy.deepcopy(config))
+        return cls(model, frozenset(vars(model)), scalars, buffers, copy.deepcopy(config), _config_scalars(model))
+
+    def config_drift(self) -> list[str]:
+        """The model config's scalar attributes a call left changed, as 'config.<name>: old -> new' - a call
+        that fails half way can leave them so (5.0.0's early exit sets `num_hidden_layers` to the exit
+        layer, raises, and never puts it back: every later call runs half the model)."""
+        now = _config_scalars(self.model)
+        return [f"config.{name}: {old!r} -> {now.get(name, '<removed>')!r}" for name, old in self.config.items()
+                if now.get(name, old) != old]
 
     def drift(self) -> list[str]:
         """What differs from the snapshot, as 'name' strings (empty: the model is as loaded)."""
@@ -64,7 +76,7 @@ class ModelState:
         config = getattr(self.model, "generation_config", None)
         if self.generation_config is not None and config != self.generation_config:
             found.append("generation_config")
-        return found
+        return found + self.config_drift()
 
     def restore(self) -> list[str]:
         """Put the model back to its snapshot; returns what had drifted (`drift()`)."""
@@ -84,4 +96,13 @@ class ModelState:
                 module._buffers[name] = tensor
         if self.generation_config is not None:
             self.model.generation_config = copy.deepcopy(self.generation_config)
+        config = getattr(self.model, "config", None)
+        for name, value in self.config.items():
+            if config is not None and vars(config).get(name, value) != value:
+                setattr(config, name, value)
         return drifted
+
+
+def _config_scalars(model: Any) -> dict[str, Any]:
+    config = getattr(model, "config", None)
+    return {k: v for k, v in vars(config).items() if isinstance(v, SCALARS)} if config is not None else {}
