@@ -395,3 +395,25 @@ def test_a_declared_upstream_failure_takes_the_exception_it_raises_in_other_case
     crash_group = next(f for f in grouped if "MemoryError" in f.cause or "upstream" in f.cause)
     assert len(crash_group.outcomes) == 4 and apart not in crash_group.outcomes
     assert set(next(f for f in grouped if f.status is Status.CHANGED).fields) == {"exact_emitted", "exact_residual"}
+
+
+def test_a_models_references_failing_in_the_baseline_and_in_cases_it_could_not_run_are_one_finding():
+    """5.13.1 -> 5.14.0: Gemma 2's references fail in the baseline too (its SDPA soft-cap), and its
+    assisted cases - crashing on crop in 5.13.1 - now run and fail the same references: one finding,
+    still a regression (the baseline holds no verdict for those cases); another model's stays apart."""
+    from harness.checking.findings import Findings
+
+    def ref(case, field, status, category):
+        return Outcome("outputs", case, field, "tensor", Status(status), "510/512 elements beyond tolerance", category,
+                       against="reference")
+
+    outcomes = [ref("g.plain.dynamic.short", "first_logits_vs_engine", "changed", Category.KNOWN_FAILURE),
+                ref("g.plain.dynamic.short", "logits_vs_engine", "changed", Category.KNOWN_FAILURE),
+                ref("g.assisted.dynamic.short", "first_logits_vs_engine", "regression", Category.REAL_CHANGE),
+                ref("g.assisted.dynamic.short", "scores_as_engine", "regression", Category.REAL_CHANGE),
+                ref("h.assisted.dynamic.short", "scores_as_engine", "regression", Category.REAL_CHANGE)]
+    grouped = Findings.of(Results({}, {}, outcomes)).grouped
+    assert len(grouped) == 2
+    merged = next(f for f in grouped if f.cause)
+    assert merged.models == ["g"] and len(merged.outcomes) == 4 and merged.status is Status.REGRESSION
+    assert "cases the baseline could not run" in merged.cause

@@ -333,9 +333,15 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
             out.append(_merged(inside, f"the tokens of {case} part from their oracles at step {step}"))
     for model in dict.fromkeys(o.case.split(".", 1)[0] for f in rest for o in f.outcomes):
         group = [f for f in rest if f.category == Category.KNOWN_FAILURE.value and f.models == [model]]
+        fields = {name for f in group for name in f.fields}
+        # the same references failing in cases the baseline could not run (they crashed there): its cause too
+        group += [f for f in rest if f not in group and group and f.models == [model] and f.status is Status.REGRESSION
+                  and all(o.against == "reference" and (o.field in fields or o.kind == "tensor") for o in f.outcomes)]
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
-            out.append(_merged(group, f"{model}'s in-run references fail in the baseline too"))
+            also = (", and in cases the baseline could not run" if any(f.status is Status.REGRESSION for f in group)
+                    else "")
+            out.append(_merged(group, f"{model}'s in-run references fail in the baseline too{also}"))
     for name in dict.fromkeys(f.fields[0] for f in rest if f.category == Category.PRESENTATION_CHANGED.value):
         group = [f for f in rest if f.category == Category.PRESENTATION_CHANGED.value and f.fields == [name]]
         if len(group) > 1:  # one presenter (a streamer's cuts, the warnings it logs) changed: one finding
@@ -424,19 +430,22 @@ def _steps(rest: list[Finding], kept: list[Finding], crashes: list[Finding]
                     f"fails now ({kind or 'see its fields'})")
                 out.append(_merged(group + followers, f"the load of {subject} {how}"))
     for f in [f for f in rest if all(step_fixed(o) is not None for o in f.outcomes)]:
-        for one in _by_case(f):  # a step of one case works now: its case's differences follow it
-            cases = {(o.suite, o.case) for o in one.outcomes}
-            followers, pool = _take([g for g in rest + kept if g is not f and g.status in (*DIFFERENCES, Status.NEW)],
-                                    lambda o, c=cases: (o.suite, o.case) in c and follows_step(o))
-            if not followers:
-                continue
-            left, _ = _split(f, lambda o, c=cases: (o.suite, o.case) not in c) if f in rest else (None, None)
-            rest = [g for g in pool if g.status in DIFFERENCES] + ([left] if left is not None else [])
-            kept = [g for g in pool if g.status not in DIFFERENCES]
-            o = one.outcomes[0]
-            out.append(_merged([one, *followers], f"a step of {subject_of(o.case, models)} raised {step_fixed(o)} in "
-                                                  "the baseline and works now"))
-            f = left if left is not None else f
+        # a step that works now in these cases: what their cases report now follows it (one finding, whatever
+        # the number of cases - 36 assisted cases on sliding-window models generating once the crop works)
+        cases = {(o.suite, o.case) for o in f.outcomes}
+        followers, pool = _take([g for g in rest + kept if g is not f and g.status in (*DIFFERENCES, Status.NEW)],
+                                lambda o, c=cases: (o.suite, o.case) in c and follows_step(o))
+        if not followers:
+            continue
+        rest = [g for g in pool if g.status in DIFFERENCES]
+        kept = [g for g in pool if g.status not in DIFFERENCES]
+        o = f.outcomes[0]
+        subjects = list(dict.fromkeys(subject_of(x.case, models) for x in f.outcomes))
+        gone = exception_gone(o)
+        what = (f"one exception gone: `{gone if len(gone) <= 120 else gone[:117] + '...'}`" if gone else
+                f"a step of {subjects[0] if len(subjects) == 1 else f'{len(subjects)} models'} raised "
+                f"{step_fixed(o) or 'an error'} in the baseline and works now")
+        out.append(_merged([f, *followers], what))
     return rest, kept, crashes, out
 
 
