@@ -404,8 +404,8 @@ def test_a_models_references_failing_in_the_baseline_and_in_cases_it_could_not_r
     from harness.checking.findings import Findings
 
     def ref(case, field, status, category):
-        return Outcome("outputs", case, field, "tensor", Status(status), "510/512 elements beyond tolerance", category,
-                       against="reference")
+        return Outcome("outputs", case, field, "tensor", Status(status), f"510/512 elements beyond tolerance ({case[0]})",
+                       category, against="reference")
 
     outcomes = [ref("g.plain.dynamic.short", "first_logits_vs_engine", "changed", Category.KNOWN_FAILURE),
                 ref("g.plain.dynamic.short", "logits_vs_engine", "changed", Category.KNOWN_FAILURE),
