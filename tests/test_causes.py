@@ -113,3 +113,37 @@ def test_a_signature_holding_two_changes_joins_neither_removed_names_group():
     merged = next(f for f in findings if f.cause)
     assert "contracts/api-create_chunked_causal_mask" not in merged.cases
     assert any(f.cases == ["contracts/api-create_chunked_causal_mask"] and not f.cause for f in findings)
+
+
+def test_a_keyword_renamed_to_a_name_and_what_names_it_are_one_finding():
+    """5.14.0 -> 5.24.0: the forward's `past_key_values` becomes `cache` - fills_cache gains `cache`, the
+    output keys and generate()'s result name it - one finding."""
+    added = judged("forward-cache-keyword", "fills_cache", "capability", {"past_key_values": "accepted"},
+                   {"past_key_values": "accepted", "cache": "accepted"})
+    keys = judged("forward-cache-keyword", "output_keys", "exact", ["logits", "past_key_values"], ["logits", "cache"])
+    result = judged("generate-dict", "result", "exact", {"keys": ["sequences", "past_key_values"]},
+                    {"keys": ["sequences", "cache"]})
+    (f,) = group_findings([added, keys, result])
+    assert f.cause == "`cache` introduced (added, or renamed to)" and set(f.fields) == {"fills_cache", "output_keys", "result"}
+
+
+def test_an_exception_gone_and_the_request_failures_that_quoted_it_are_one_fix():
+    """5.14.0 -> 5.24.0: generate_batch no longer raises MemoryError (continuous batching without psutil),
+    and the requests that had failed ('no finished result', their loop logging the MemoryError) are served."""
+    from harness.checking.findings import Findings
+    from harness.schema import Results
+
+    old = {"type": "MemoryError", "message": "Memory footprint 1157120 is more than available memory 0"}
+    gone = [Outcome("continuous", c, "error", "exact", Status.CHANGED, f"generates now; raised MemoryError: {old['message']}",
+                    Category.FIXED, {"old": old, "new": None}) for c in ("g", "s")]
+    other = Outcome("latency", "serving", "continuous_error", "exact", Status.CHANGED,
+                    f"generates now; raised MemoryError: {old['message'].replace('1157120', '1157632')}", Category.FIXED,
+                    {"old": {**old, "message": old["message"].replace("1157120", "1157632")}, "new": None})
+    served = Outcome("continuous", "r", "request_errors", "exact", Status.CHANGED, "works now (request_errors.0); failed "
+                     "before: 'no finished result for this request'", Category.FIXED,
+                     {"old": "no finished result for this request", "new": None})
+    logged = Outcome("continuous", "r", "warnings", "exact", Status.CHANGED, "root: 2 -> 0 items", Category.PRESENTATION_CHANGED,
+                     {"deepdiff": {"iterable_item_removed": {"root[0]": "Error in generation loop: Memory footprint 1157632 "
+                                                                        "is more than available memory 0"}}})
+    grouped = Findings.of(Results({}, {}, [*gone, other, served, logged])).grouped
+    assert len(grouped) == 1 and grouped[0].cause.startswith("one exception gone: `MemoryError")

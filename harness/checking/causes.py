@@ -56,6 +56,12 @@ def model_of(outcome: Outcome) -> str:
     return outcome.case.split(".", 1)[0]
 
 
+def added_names(outcomes: Iterable[Outcome]) -> list[str]:
+    """The names a capability holds now and did not (its comparer's `added`): a keyword renamed to one."""
+    names = [n for o in outcomes if o.kind == "capability" and isinstance(o.diff, dict) for n in o.diff.get("added") or []]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
 def removed_names(outcomes: Iterable[Outcome]) -> list[str]:
     """The names a capability no longer holds or now silently ignores (its comparer's `removed`, `ignored`)."""
     names = [n for o in outcomes if o.kind == "capability" and isinstance(o.diff, dict)
@@ -173,6 +179,20 @@ def exception_gone(o: Outcome) -> str:
             or not old.get("type"):
         return ""
     return f"{old['type']}: {old.get('message', '')}"
+
+
+def gone_key(o: Outcome) -> str:
+    """The failure a step had in the baseline and no longer has, its numbers masked: an exception gone
+    (`exception_gone`) or a failure a step's own field held as words ("works now (request_errors.0);
+    failed before: 'Memory footprint 1157632 ...'") - one key for the exception a call raised and the
+    words a request failing on it held; "" otherwise."""
+    exc = exception_gone(o)
+    if exc:
+        return exception_key(exc)
+    old = o.diff.get("old") if isinstance(o.diff, dict) else None
+    if o.category is Category.FIXED and str(o.detail).startswith("works now") and isinstance(old, str) and old:
+        return numbers_masked(old)
+    return ""
 
 
 def crashed_cases(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], str]:

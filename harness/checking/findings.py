@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from harness.checking.causes import (
     LOAD_FIELDS,
+    added_names,
     attention_model,
     divergence_of,
     exception_gone,
@@ -38,6 +39,7 @@ from harness.checking.causes import (
     failure_of,
     follows_attention,
     follows_exception,
+    gone_key,
     mechanism_of,
     names_value,
     other_changes,
@@ -267,6 +269,12 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
         if len(group) > 1:
             rest = [f for f in rest if f not in group]
             out.append(_merged(group, f"`{name}` no longer honoured (removed or ignored)"))
+    for name in added_names(o for f in rest for o in f.outcomes):
+        group = [f for f in rest if name in added_names(f.outcomes)
+                 or (names_value(f.example, name) and not other_changes(f.outcomes, name))]
+        if len(group) > 1:  # a keyword renamed to `name`: the capability that takes it and what names it
+            rest = [f for f in rest if f not in group]
+            out.append(_merged(group, f"`{name}` introduced (added, or renamed to)"))
     crashes: list[Finding] = []  # one exception raised now, and the fields it left unchecked
     firsts = {failure_key(o): o for f in reversed(rest) for o in reversed(f.outcomes)}  # each failure's first outcome
     for key, o in reversed(firsts.items()):
@@ -278,8 +286,11 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
             rest = [f for f in rest if f not in group and f not in lost]
             kept = [f for f in kept if f not in lost]
             crashes.append(_merged(group + lost, _crash_cause(o)))
-    for exc in dict.fromkeys(exception_gone(o) for f in rest for o in f.outcomes):
-        group = [f for f in rest if exc and all(exception_gone(o) == exc for o in f.outcomes)]
+    gone: dict[int, str] = {}  # a merged 'exception gone' finding -> its masked key
+    firsts = {gone_key(o): o for f in reversed(rest) for o in reversed(f.outcomes)}
+    for key, first in reversed(firsts.items()):
+        group = [f for f in rest if key and all(gone_key(o) == key for o in f.outcomes)]
+        exc = exception_gone(first) or str(first.diff.get("old"))
         if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
             rest = [f for f in rest if f not in group]
             # and what the calls that work now report in their cases (the rollback supported, its fields recorded)
@@ -290,6 +301,7 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
             kept = [f for f in pool if f.status not in DIFFERENCES] + [f for f in kept if f.status not in
                                                                         (*DIFFERENCES, Status.NEW)]
             out.append(_merged(group + followers, f"one exception gone: `{exc if len(exc) <= 120 else exc[:117] + '...'}`"))
+            gone[id(out[-1])] = key
     for key in dict.fromkeys((mechanism_of(o), f.category) for f in rest for o in f.outcomes):
         group = [f for f in rest if key[0] and f.category == key[1] and all(mechanism_of(o) == key[0] for o in f.outcomes)]
         if len(group) > 1:  # one verifier mechanism seen (or gone) in several of its white-box fields
@@ -297,6 +309,13 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
             out.append(_merged(group, f"one mechanism of the sampler: {key[0]}"))
     rest, kept, crashes, stepped = _steps(rest, kept, crashes)
     rest, kept, crashes = _in_case(rest, kept, crashes)
+    for i, f in enumerate(out):  # a fix elsewhere that quotes the gone exception (a request's loop logged it)
+        key = gone.get(id(f))
+        quoting = [g for g in stepped if key and g.status is Status.CHANGED
+                   and any(key in numbers_masked(f"{o.detail} {o.diff}") for o in g.outcomes)]
+        if quoting:
+            stepped = [g for g in stepped if g not in quoting]
+            out[i] = _merged([f, *quoting], f.cause)
     out += crashes + stepped
     for model in dict.fromkeys(attention_model(o) for f in rest for o in f.outcomes):
         if not model:
@@ -377,6 +396,8 @@ def follows_step(o: Outcome) -> bool:
     if o.status is Status.NEW or str(o.detail).startswith("follows the"):
         return True
     if o.category in (Category.FEATURE_ADDED, Category.FEATURE_REMOVED, Category.PATH_LOST, Category.REFERENCE_LOST):
+        return True
+    if o.field == "warnings" and o.category is Category.PRESENTATION_CHANGED:  # what the failing step logged
         return True
     return step_fixed(o) is not None or step_broken(o) is not None
 
