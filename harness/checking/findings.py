@@ -290,8 +290,8 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
     firsts = {gone_key(o): o for f in reversed(rest) for o in reversed(f.outcomes)}
     for key, first in reversed(firsts.items()):
         group = [f for f in rest if key and all(gone_key(o) == key for o in f.outcomes)]
-        exc = exception_gone(first) or str(first.diff.get("old"))
         if len(group) > 1:  # one exception no longer raised by several fields' calls: one fix
+            exc = exception_gone(first) or str(first.diff.get("old") if isinstance(first.diff, dict) else key)
             rest = [f for f in rest if f not in group]
             # and what the calls that work now report in their cases (the rollback supported, its fields recorded)
             cases = {(o.suite, o.case) for f in group for o in f.outcomes}
@@ -334,7 +334,7 @@ def by_cause(findings: list[Finding], known: dict[tuple[str, str], str] | None =
     for f in [f for f in rest if f.category == Category.BROKEN.value]:
         # a field that moved away from its oracle, and that oracle's reference failing now in the
         # same case: one break, told once (streamed and stream_as_decode)
-        names = {(o.suite, o.case, o.diff.get(ORACLE)) for o in f.outcomes}
+        names = {(o.suite, o.case, o.diff.get(ORACLE)) for o in f.outcomes if isinstance(o.diff, dict)}
         refs = [g for g in rest if g is not f and g.status is Status.REGRESSION
                 and all(o.against == "reference" and (o.suite, o.case, o.field) in names for o in g.outcomes)]
         if refs and f in rest:
