@@ -365,3 +365,37 @@ def test_an_exact_reference_failing_in_the_baseline_release_is_known_only_when_i
     assert (same.status, same.category) == (Status.CHANGED, Category.KNOWN_FAILURE)
     other = _by_field(_exact_run(NEW, [87, 220, 506, 88], record))["encode_as_tokenizers_lib"]
     assert other.status is Status.REGRESSION and "but otherwise" in other.detail
+
+
+def _consent(env: dict, ran: bool | None, baseline: Record | None = None) -> CaseCheck:
+    """The trust_remote_code contract as its probe observes it: the load's result (refused where
+    `ran` is None) naming its oracle, the contract `custom_code_not_run` checked in the same case."""
+    check = CaseCheck("contracts", "trust-remote-code-default", _rules(env), baseline)
+    refused = ran is None
+    check.observe("result", Field("exact", {"raises": "ValueError" if refused else None,
+                                            "message": "needs trust_remote_code=True" if refused else None,
+                                            "custom_code_ran": bool(ran)}, {"oracle": "custom_code_not_run"}))
+    check.reference("custom_code_not_run", Field("exact", {"custom_code_ran": bool(ran)}),
+                    Field("exact", {"custom_code_ran": False}))
+    check.outcomes()
+    return check
+
+
+def _consent_record(env: dict, ran: bool | None) -> Record:
+    check = _consent(env, ran)
+    return Record("contracts", "trust-remote-code-default", env, dict(check.observed),
+                  references=dict(check.references))
+
+
+def test_accepting_what_was_refused_is_a_relaxation_only_while_its_oracle_holds():
+    """Loading a checkpoint with custom code the baseline refused: feature-added while the code does
+    not run without consent; the code running is the contract broken (a regression), not a feature."""
+    base = _consent_record(OLD, None)
+    ran = _by_field(_consent(NEW, True, base))
+    assert (ran["result"].status, ran["result"].category) == (Status.REGRESSION, Category.BROKEN)
+    assert "custom_code_not_run" in ran["result"].detail
+    assert ran["custom_code_not_run"].status is Status.REGRESSION
+    held = _by_field(_consent(NEW, False, base))["result"]
+    assert (held.status, held.category) == (Status.CHANGED, Category.FEATURE_ADDED)
+    first_run = _by_field(_consent(NEW, True))["custom_code_not_run"]  # no baseline: the contract catches it
+    assert first_run.status is Status.REGRESSION

@@ -25,8 +25,10 @@ beside this run's:
 - `arbitrate`: a field compared with the baseline record that names its oracle (extras
   ``oracle="<reference>"``, the same case's reference of the same quantity) and differs from the
   record: toward the oracle - the reference passes now and failed in the baseline - is `changed`
-  (fixed); away from it - fails now, passed in the baseline - a regression (broken); otherwise the
-  field's own verdict stands. An outcome field (a load or call that works or fails) naming its
+  (fixed); away from it - fails now, passed in the baseline - a regression (broken), a relaxation
+  too (accepting what the baseline refused is feature-added only while the oracle holds: a
+  checkpoint's custom code running without consent is no feature); otherwise the field's own
+  verdict stands. An outcome field (a load or call that works or fails) naming its
   oracle: working now where it failed (fixed) while its oracle fails now is not a fix - it loads,
   and what it gives is wrong (broken: SDPA loading for a soft-capped model and dropping the cap);
   failing now (broken) where its oracle failed in the baseline and is not observed now refuses what
@@ -114,7 +116,8 @@ def arbitrate(outcome: Outcome, oracle: str, now: RecordedReference | None, befo
     """`outcome` (a field against the baseline record) judged by the direction its oracle says."""
     if outcome.category in (Category.FIXED, Category.BROKEN):
         return _outcome_by_oracle(outcome, oracle, now, before, baseline)
-    if outcome.status is not Status.REGRESSION or now is None or before is None:
+    relaxed = outcome.category is Category.FEATURE_ADDED  # accepts what the baseline refused: its oracle decides
+    if (outcome.status is not Status.REGRESSION and not relaxed) or now is None or before is None:
         return outcome
     diff = {**outcome.diff, ORACLE: oracle, "oracle_now": now.to_json(), "oracle_baseline": before.to_json()}
     if now.status == Status.PASS.value and before.failed:
@@ -122,7 +125,7 @@ def arbitrate(outcome: Outcome, oracle: str, now: RecordedReference | None, befo
                        detail=f"moved to its oracle's value: `{oracle}` passes now and failed in {baseline} "
                               f"({before.detail}); vs {baseline}: {outcome.detail}")
     if now.failed and before.status == Status.PASS.value:
-        return replace(outcome, category=Category.BROKEN, diff=diff,
+        return replace(outcome, status=Status.REGRESSION, category=Category.BROKEN, diff=diff,
                        detail=f"moved away from its oracle's value: `{oracle}` fails now ({now.detail}) and passed "
                               f"in {baseline}; vs {baseline}: {outcome.detail}")
     return outcome

@@ -100,7 +100,9 @@ class HarnessCustomConfig(PretrainedConfig):
 def probe_trust_remote_code(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Observation:
     """A local checkpoint whose config.json points AutoConfig at custom code (auto_map); loaded
     without passing trust_remote_code. A prompt for consent is answered as a non-interactive
-    session would (EOF). Does the custom code run?"""
+    session would (EOF). Does the custom code run? Its oracle is the contract (`custom_code_not_run`:
+    never without consent), so accepting the load where the baseline refused it is no relaxation
+    when the code ran (the `result` field is broken by its oracle), and a first run catches it too."""
     from transformers import AutoConfig
 
     model_type = params["model_type"]
@@ -121,7 +123,9 @@ def probe_trust_remote_code(zoo: Zoo, params: dict[str, Any], tmp: Path) -> Obse
     obs = Observation()
     obs.add("result", {"prompted": bool(prompts), **_raised(err),
                        "config_class": type(config).__name__ if config is not None else None,
-                       "custom_code_ran": marker.exists()})
+                       "custom_code_ran": marker.exists()}, oracle="custom_code_not_run")
+    # the contract itself, checked in every run (a first run too): a checkpoint's code runs only with consent
+    obs.reference("custom_code_not_run", {"custom_code_ran": marker.exists()}, {"custom_code_ran": False})
     return obs
 
 
