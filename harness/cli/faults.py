@@ -430,7 +430,8 @@ def empty_cell(r: FaultRun) -> str:
         return f"**{r.empty_store}**" + (f": {r.error}" if r.error.startswith("empty store") else "")
     hit = r.empty_by[0]
     written = f"; **record written**: {', '.join(r.empty_written)}" if r.empty_written else ""
-    return f"caught ({r.empty_from}): {hit['case']} `{hit['field']}`{written}"
+    run = f" ({r.empty_from})" if r.empty_from else ""  # a dtype's column keeps no run name
+    return f"caught{run}: {hit['case']} `{hit['field']}`{written}"
 
 
 # ----------------------------------------------------------------------------------------------
