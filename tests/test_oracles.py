@@ -399,3 +399,29 @@ def test_accepting_what_was_refused_is_a_relaxation_only_while_its_oracle_holds(
     assert (held.status, held.category) == (Status.CHANGED, Category.FEATURE_ADDED)
     first_run = _by_field(_consent(NEW, True))["custom_code_not_run"]  # no baseline: the contract catches it
     assert first_run.status is Status.REGRESSION
+
+
+def _tokenizer(env: dict, eos: int, ids: list, baseline: Record | None = None) -> CaseCheck:
+    """A tokenizer field naming two oracles (its specials and its ids against the file's)."""
+    check = CaseCheck("gguf", "m", _rules(env), baseline)
+    check.observe("tokenizer", Field("exact", {"eos": eos, "ids": ids}, {"oracle": ["specials", "ids"]}))
+    check.reference("specials", Field("exact", {"eos": eos}), Field("exact", {"eos": 2}))
+    check.reference("ids", Field("exact", ids), Field("exact", [5, 6]))
+    check.outcomes()
+    return check
+
+
+def _tokenizer_record(env: dict, eos: int, ids: list) -> Record:
+    check = _tokenizer(env, eos, ids)
+    return Record("gguf", "m", env, dict(check.observed), references=dict(check.references))
+
+
+def test_a_field_naming_several_oracles_is_broken_by_the_one_that_moved_away():
+    """5.17's GGUF converter takes the eos from the bos id: the tokenizer field differs from the 5.24
+    record and its specials oracle fails now (its ids oracle passing in both): broken, by `specials`."""
+    out = _by_field(_tokenizer(NEW, 1, [5, 6], _tokenizer_record(OLD, 2, [5, 6])))["tokenizer"]
+    assert (out.status, out.category) == (Status.REGRESSION, Category.BROKEN) and out.diff["oracle"] == "specials"
+    back = _by_field(_tokenizer(NEW, 2, [5, 6], _tokenizer_record(OLD, 1, [5, 6])))["tokenizer"]
+    assert (back.status, back.category) == (Status.CHANGED, Category.FIXED) and back.diff["oracle"] == "specials"
+    both = _by_field(_tokenizer(NEW, 1, [5, 7], _tokenizer_record(OLD, 1, [5, 6])))["tokenizer"]  # one fixed, one broke
+    assert both.category is Category.BROKEN and both.diff["oracle"] == "ids"

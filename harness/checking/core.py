@@ -271,8 +271,13 @@ class CaseCheck:
         if self._upgrade():
             o = failed_before_too(o, where)
         check = self._checks.get(o.field)
-        oracle = str(check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
-        return arbitrate(o, oracle, self.references.get(oracle), before.get(oracle), where) if oracle else o
+        named = (check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
+        # a field may name several oracles (a tokenizer's ids, decode and specials): one that moved away
+        # breaks it, else one that moved toward fixes it, else its own verdict stands
+        judged = [arbitrate(o, str(name), self.references.get(str(name)), before.get(str(name)), where)
+                  for name in ([named] if isinstance(named, str) else named or []) if name]
+        return next((j for j in judged if j.category is Category.BROKEN and o.category is not Category.BROKEN),
+                    next((j for j in judged if j != o), o))
 
     def _cannot_run(self, o: Outcome, gone_with: Outcome | None = None) -> Outcome:
         """A reference skipped because it cannot run now (`CANNOT_RUN`: a keyword, class or route the

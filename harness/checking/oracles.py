@@ -23,7 +23,8 @@ beside this run's:
   it - another detail, an error grown or shrunk beyond `SAME_SIZE` (a fault on top of the known
   bug), no recorded verdict (a first run) - stays a regression.
 - `arbitrate`: a field compared with the baseline record that names its oracle (extras
-  ``oracle="<reference>"``, the same case's reference of the same quantity) and differs from the
+  ``oracle="<reference>"``, the same case's reference of the same quantity, or a list of them: one
+  moved away breaks the field, else one moved toward fixes it) and differs from the
   record: toward the oracle - the reference passes now and failed in the baseline - is `changed`
   (fixed); away from it - fails now, passed in the baseline - a regression (broken), a relaxation
   too (accepting what the baseline refused is feature-added only while the oracle holds: a

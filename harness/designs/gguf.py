@@ -17,6 +17,9 @@ noted as not applicable.
                            and the converter's version - presentation: a moved version is `changed`
   load_error       exact   transformers' exception per load ({"model", "tokenizer"}, None: loaded),
                            an outcome field: loading before and raising now is broken, the reverse fixed
+ config, tensors, tokenizer and chat name their references below as oracles (tokenizer: specials, ids,
+ decode): a difference from the baseline record whose reference fails now and passed there is broken,
+ one whose reference passes now and failed there fixed - one finding with that reference, not two
   config           exact   the architecture fields of the config transformers built from the metadata
                            (hf_gguf.ARCH_KEYS; floats as the float32 the file stores)
   tensors          exact   the state dict transformers built, compactly: the tensor count, the sha256
@@ -250,7 +253,7 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
     # the model: config, tensors
     if model_error is None:
         theirs = {k: f32(v) for k, v in subject.config_values(model.config).items()}
-        obs.add("config", theirs)
+        obs.add("config", theirs, oracle="config_as_converted")
         obs.reference("config_as_converted", theirs, {k: f32(config.get(k)) for k in subject.ARCH_KEYS},
                       implementations_differ=False)
         tensors = subject.state(model)
@@ -261,7 +264,7 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
         diffs = tensor_diffs(tensors, ours)
         off = sorted({*diffs["missing"], *diffs["unexpected"], *diffs["shape"], *diffs["values"]})
         obs.add("tensors", {"count": len(tensors), "layout": layout(tensors), "mismatching": fold_keys(off)},
-                show={"dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})})
+                oracle="tensors_as_converted", show={"dtypes": sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()})})
         obs.add("weights_digest", weights_digest(tensors), presentation=True)
         obs.reference("tensors_as_converted", {k: fold_keys(diffs[k]) for k in ("missing", "unexpected", "shape", "values")},
                       {k: {} for k in ("missing", "unexpected", "shape", "values")}, implementations_differ=False,
@@ -285,7 +288,8 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
                    for label, d in decoded.items()}
         specials = subject.specials(tokenizer)
         obs.add("tokenizer", {"ids": ids, "decoded": decoded, "specials": specials,
-                              "pipeline": subject.pipeline(tokenizer)})
+                              "pipeline": subject.pipeline(tokenizer)},
+                oracle=["specials_as_converted", "ids_as_converted", "decode_as_converted"])
         obs.reference("ids_as_converted", ids, expected_ids, implementations_differ=False)
         obs.reference("decode_as_converted", decoded,
                       {label: {"text": oracle.decode(expected_ids[label]),
@@ -304,7 +308,7 @@ def observe(case: Case, dtype: str, rounding: Callable[[float | None], None] | N
                                          for label, c in chats.items()}}
         rendered = {label: render(template, messages, prompt, **variables) if template else None
                     for label, (messages, prompt) in CHATS.items()}
-        obs.add("chat", theirs_chat)
+        obs.add("chat", theirs_chat, oracle="chat_as_converted")
         obs.reference("chat_as_converted", theirs_chat,
                       {"template_sha256": sha256(template),
                        "conversations": {label: {"text": text, "error": None,
