@@ -425,3 +425,33 @@ def test_a_field_naming_several_oracles_is_broken_by_the_one_that_moved_away():
     assert (back.status, back.category) == (Status.CHANGED, Category.FIXED) and back.diff["oracle"] == "specials"
     both = _by_field(_tokenizer(NEW, 1, [5, 7], _tokenizer_record(OLD, 1, [5, 6])))["tokenizer"]  # one fixed, one broke
     assert both.category is Category.BROKEN and both.diff["oracle"] == "ids"
+
+
+def _specials(env: dict, eos: int, vocab: int, baseline: Record | None = None) -> CaseCheck:
+    """A tokenizer field naming its specials oracle (the file's eos 2 and vocabulary 49152)."""
+    check = CaseCheck("gguf", "m", _rules(env), baseline)
+    check.observe("tokenizer", Field("exact", {"eos": eos, "vocab": vocab}, {"oracle": "specials"}))
+    check.reference("specials", Field("exact", {"eos": eos, "vocab": vocab}), Field("exact", {"eos": 2, "vocab": 49152}))
+    check.outcomes()
+    return check
+
+
+def _specials_record(env: dict, eos: int, vocab: int) -> Record:
+    check = _specials(env, eos, vocab)
+    return Record("gguf", "m", env, dict(check.observed), references=dict(check.references))
+
+
+def test_an_oracle_failing_in_more_now_breaks_its_field_and_in_less_is_the_baseline_s():
+    """4.57.6's GGUF tokenizer has the wrong eos; 5.0.0 also adds five ids: further from the oracle
+    (broken, with the reference failing otherwise); 5.13.1 drops the five again: the eos is the
+    baseline's failure (known, less now), and the field's own verdict stands."""
+    worse = _by_field(_specials(NEW, 1, 49157, _specials_record(OLD, 1, 49152)))
+    assert (worse["tokenizer"].status, worse["tokenizer"].category) == (Status.REGRESSION, Category.BROKEN)
+    assert "moved further from its oracle" in worse["tokenizer"].detail
+    assert worse["specials"].status is Status.REGRESSION and "but otherwise" in worse["specials"].detail
+    less = _by_field(_specials(NEW, 1, 49152, _specials_record(OLD, 1, 49157)))
+    assert (less["specials"].status, less["specials"].category) == (Status.CHANGED, Category.KNOWN_FAILURE)
+    assert "less now (no longer differs: vocab" in less["specials"].detail
+    assert less["tokenizer"].category is not Category.BROKEN
+    other = _by_field(_specials(NEW, 3, 49152, _specials_record(OLD, 1, 49152)))  # another wrong eos: not narrower
+    assert other["specials"].status is Status.REGRESSION and other["tokenizer"].category is not Category.BROKEN
