@@ -1,7 +1,7 @@
 """Exact-field differences as "key: old -> new" lines (harness/checking/humane.py and compare_exact)."""
 
 from harness.checking.compare import compare_field
-from harness.checking.humane import change_detail, change_lines, text_around
+from harness.checking.humane import change_detail, change_lines, change_set, text_around
 from harness.schema import Field
 
 
@@ -57,3 +57,10 @@ def test_a_tokens_divergence_shows_the_recorded_text_around_it():
     assert "text: 'the fox ran to the river and drank' -> 'the fox ran to the forest and slept' (from char 19)" \
         in tokens.detail
     assert tokens.diff["old_text"] == old_text and tokens.diff["divergences"][0]["step"] == 2
+
+
+def test_change_set_reads_a_detail_back_and_nothing_from_a_cut_one():
+    old, new = {"eos": 2, "pad": 2}, {"eos": 1, "pad": None}
+    assert change_set(change_detail(old, new)) == set(change_lines(old, new))
+    cut = change_detail({k: 1 for k in "abcd"}, {k: 2 for k in "abcd"})
+    assert "more)" in cut and change_set(cut) == set()

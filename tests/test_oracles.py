@@ -45,10 +45,14 @@ def _run(env: dict, logits: list, baseline: Record | None = None) -> CaseCheck:
     return check
 
 
+def _recorded(check: CaseCheck) -> Record:
+    """The record a check writes: its fields and its reference verdicts, in its env."""
+    return Record(check.suite, check.case, check.rules.env, dict(check.observed), references=dict(check.references))
+
+
 def _record(env: dict, logits: list) -> Record:
-    """The record a run in `env` observing `logits` writes: its fields and its reference verdicts."""
-    check = _run(env, logits)
-    return Record("backends", "m", env, dict(check.observed), references=dict(check.references))
+    """The record a run in `env` observing `logits` writes."""
+    return _recorded(_run(env, logits))
 
 
 def _by_field(check: CaseCheck) -> dict:
@@ -192,8 +196,7 @@ def _rollback(env: dict, rolled: list | None, fresh: list, baseline: Record | No
 
 
 def _rollback_record(env: dict, rolled: list | None, fresh: list) -> Record:
-    check = _rollback(env, rolled, fresh)
-    return Record("caches", "m", env, dict(check.observed), references=dict(check.references))
+    return _recorded(_rollback(env, rolled, fresh))
 
 
 def test_a_composed_reference_failing_as_its_known_step_is_known():
@@ -269,8 +272,7 @@ def _backend(env: dict, sdpa_error: dict | None, sdpa: list | None, baseline: Re
 
 
 def _backend_record(env: dict, sdpa_error: dict | None, sdpa: list | None) -> Record:
-    check = _backend(env, sdpa_error, sdpa)
-    return Record("backends", "m", env, dict(check.observed), references=dict(check.references))
+    return _recorded(_backend(env, sdpa_error, sdpa))
 
 
 def test_a_load_that_works_now_but_gives_what_its_oracle_rejects_is_broken():
@@ -324,8 +326,7 @@ def _mechanism_run(env: dict, logits: list, attn: str, baseline: Record | None =
 
 
 def _mechanism_record(env: dict, logits: list, attn: str) -> Record:
-    check = _mechanism_run(env, logits, attn)
-    return Record("backends", "m", env, dict(check.observed), references=dict(check.references))
+    return _recorded(_mechanism_run(env, logits, attn))
 
 
 def test_a_backend_change_that_fixes_the_logits_is_that_fix_and_any_other_stays_a_regression():
@@ -381,16 +382,11 @@ def _consent(env: dict, ran: bool | None, baseline: Record | None = None) -> Cas
     return check
 
 
-def _consent_record(env: dict, ran: bool | None) -> Record:
-    check = _consent(env, ran)
-    return Record("contracts", "trust-remote-code-default", env, dict(check.observed),
-                  references=dict(check.references))
-
 
 def test_accepting_what_was_refused_is_a_relaxation_only_while_its_oracle_holds():
     """Loading a checkpoint with custom code the baseline refused: feature-added while the code does
     not run without consent; the code running is the contract broken (a regression), not a feature."""
-    base = _consent_record(OLD, None)
+    base = _recorded(_consent(OLD, None))
     ran = _by_field(_consent(NEW, True, base))
     assert (ran["result"].status, ran["result"].category) == (Status.REGRESSION, Category.BROKEN)
     assert "custom_code_not_run" in ran["result"].detail
@@ -411,19 +407,15 @@ def _tokenizer(env: dict, eos: int, ids: list, baseline: Record | None = None) -
     return check
 
 
-def _tokenizer_record(env: dict, eos: int, ids: list) -> Record:
-    check = _tokenizer(env, eos, ids)
-    return Record("gguf", "m", env, dict(check.observed), references=dict(check.references))
-
 
 def test_a_field_naming_several_oracles_is_broken_by_the_one_that_moved_away():
     """5.17's GGUF converter takes the eos from the bos id: the tokenizer field differs from the 5.24
     record and its specials oracle fails now (its ids oracle passing in both): broken, by `specials`."""
-    out = _by_field(_tokenizer(NEW, 1, [5, 6], _tokenizer_record(OLD, 2, [5, 6])))["tokenizer"]
+    out = _by_field(_tokenizer(NEW, 1, [5, 6], _recorded(_tokenizer(OLD, 2, [5, 6]))))["tokenizer"]
     assert (out.status, out.category) == (Status.REGRESSION, Category.BROKEN) and out.diff["oracle"] == "specials"
-    back = _by_field(_tokenizer(NEW, 2, [5, 6], _tokenizer_record(OLD, 1, [5, 6])))["tokenizer"]
+    back = _by_field(_tokenizer(NEW, 2, [5, 6], _recorded(_tokenizer(OLD, 1, [5, 6]))))["tokenizer"]
     assert (back.status, back.category) == (Status.CHANGED, Category.FIXED) and back.diff["oracle"] == "specials"
-    both = _by_field(_tokenizer(NEW, 1, [5, 7], _tokenizer_record(OLD, 1, [5, 6])))["tokenizer"]  # one fixed, one broke
+    both = _by_field(_tokenizer(NEW, 1, [5, 7], _recorded(_tokenizer(OLD, 1, [5, 6]))))["tokenizer"]  # one fixed, one broke
     assert both.category is Category.BROKEN and both.diff["oracle"] == "ids"
 
 
@@ -436,22 +428,18 @@ def _specials(env: dict, eos: int, vocab: int, baseline: Record | None = None) -
     return check
 
 
-def _specials_record(env: dict, eos: int, vocab: int) -> Record:
-    check = _specials(env, eos, vocab)
-    return Record("gguf", "m", env, dict(check.observed), references=dict(check.references))
-
 
 def test_an_oracle_failing_in_more_now_breaks_its_field_and_in_less_is_the_baseline_s():
     """4.57.6's GGUF tokenizer has the wrong eos; 5.0.0 also adds five ids: further from the oracle
     (broken, with the reference failing otherwise); 5.13.1 drops the five again: the eos is the
     baseline's failure (known, less now), and the field's own verdict stands."""
-    worse = _by_field(_specials(NEW, 1, 49157, _specials_record(OLD, 1, 49152)))
+    worse = _by_field(_specials(NEW, 1, 49157, _recorded(_specials(OLD, 1, 49152))))
     assert (worse["tokenizer"].status, worse["tokenizer"].category) == (Status.REGRESSION, Category.BROKEN)
     assert "moved further from its oracle" in worse["tokenizer"].detail
     assert worse["specials"].status is Status.REGRESSION and "but otherwise" in worse["specials"].detail
-    less = _by_field(_specials(NEW, 1, 49152, _specials_record(OLD, 1, 49157)))
+    less = _by_field(_specials(NEW, 1, 49152, _recorded(_specials(OLD, 1, 49157))))
     assert (less["specials"].status, less["specials"].category) == (Status.CHANGED, Category.KNOWN_FAILURE)
     assert "less now (no longer differs: vocab" in less["specials"].detail
     assert less["tokenizer"].category is not Category.BROKEN
-    other = _by_field(_specials(NEW, 3, 49152, _specials_record(OLD, 1, 49152)))  # another wrong eos: not narrower
+    other = _by_field(_specials(NEW, 3, 49152, _recorded(_specials(OLD, 1, 49152))))  # another wrong eos: not narrower
     assert other["specials"].status is Status.REGRESSION and other["tokenizer"].category is not Category.BROKEN

@@ -272,10 +272,10 @@ class CaseCheck:
             o = failed_before_too(o, where)
         check = self._checks.get(o.field)
         named = (check.observed.extras.get(ORACLE) or OUTCOME_ORACLES.get(o.field, "")) if check else ""
+        names = [str(n) for n in ([named] if isinstance(named, str) else named) if n]
         # a field may name several oracles (a tokenizer's ids, decode and specials): one that moved away
         # breaks it, else one that moved toward fixes it, else its own verdict stands
-        judged = [arbitrate(o, str(name), self.references.get(str(name)), before.get(str(name)), where)
-                  for name in ([named] if isinstance(named, str) else named or []) if name]
+        judged = [arbitrate(o, name, self.references.get(name), before.get(name), where) for name in names]
         return next((j for j in judged if j.category is Category.BROKEN and o.category is not Category.BROKEN),
                     next((j for j in judged if j != o), o))
 

@@ -149,6 +149,16 @@ def change_detail(old: Any, new: Any, limit: int = 3) -> str:
     return "; ".join(lines[:limit]) + (f" (+{len(lines) - limit} more)" if len(lines) > limit else "")
 
 
+_MORE = re.compile(r"\(\+\d+ more\)")
+
+
+def change_set(detail: str) -> set[str]:
+    """`change_detail` read back: its change lines as a set; empty where the detail was cut ('(+K more)':
+    the whole set is not known)."""
+    text = str(detail)
+    return set() if _MORE.search(text) else {line.strip() for line in text.split("; ") if line.strip()}
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 

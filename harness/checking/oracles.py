@@ -51,6 +51,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from harness.checking.humane import change_set
 from harness.schema import Category, Outcome, RecordedReference, Status
 
 WORSE = 2.0  # a known failure that grew more than this factor (in its measure) is a regression again
@@ -76,7 +77,7 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
             else outcome.kind == "tensor" or numbers_masked(outcome.detail) == numbers_masked(before.detail))
     if not same and outcome.kind == "exact" and narrower(outcome.detail, before.detail):
         # fewer of the same differences: part of the baseline's failure is gone, the rest is the baseline's
-        gone = "; ".join(sorted(differences(before.detail) - differences(outcome.detail)))
+        gone = "; ".join(sorted(change_set(before.detail) - change_set(outcome.detail)))
         return replace(outcome, status=Status.CHANGED, category=Category.KNOWN_FAILURE,
                        detail=f"fails in {baseline} too, less now (no longer differs: {gone}), not the upgrade's: "
                               f"{outcome.detail}",
@@ -91,16 +92,10 @@ def known_failure(outcome: Outcome, before: RecordedReference | None, baseline: 
                    diff={**outcome.diff, "baseline_reference": before.to_json(), "was_category": outcome.category.value})
 
 
-def differences(detail: str) -> set[str]:
-    """An exact comparer's detail as its set of differences ("eos: 2 -> 1; pad: 2 -> None"); empty where
-    the detail was cut ("(+N more)": the whole set is not known)."""
-    text = str(detail)
-    return set() if re.search(r"\(\+\d+ more\)", text) else {part.strip() for part in text.split("; ") if part.strip()}
-
-
 def narrower(now: str, before: str) -> bool:
-    """Each difference of `now` is one of `before`'s, and some of `before`'s are gone."""
-    a, b = differences(now), differences(before)
+    """An exact comparer's details ("eos: 2 -> 1; pad: 2 -> None", `change_set`): each difference of
+    `now` is one of `before`'s, and some of `before`'s are gone."""
+    a, b = change_set(now), change_set(before)
     return bool(a) and a < b
 
 
