@@ -15,8 +15,9 @@ beside this run's:
   now exactly as the record holds it is the known upstream bug `harness regen` accepted into the
   record (5.24.0's added tokens losing their lstrip / rstrip; 5.14.0's SDPA dropping Gemma 2's
   soft-cap): `changed` (known-deviation), tracked every run, never a regression and nothing to
-  regenerate. "Exactly" is per kind: an exact reference with the same detail (the library's answer
-  and the oracle's differ in the same places by the same values); a tensor reference of the same
+  regenerate. "Exactly" is per kind: an exact or tokens reference with the same detail (the library's
+  answer and the oracle's differ in the same places by the same values: 5.25.0's prompt lookup on
+  Qwen3.5 parting from greedy at step 8); a tensor reference of the same
   category whose failure has the same size, its max abs error within `SAME_SIZE` of the record's
   (a tensor's detail quotes float digits that move across the CPUs of one env key by far less:
   5.14.0's soft-cap error is 0.0406 on an AMX Xeon and an AVX512 EPYC alike). Any other failure of
@@ -55,6 +56,7 @@ from harness.checking.humane import change_set
 from harness.schema import Category, Outcome, RecordedReference, Status
 
 WORSE = 2.0  # a known failure that grew more than this factor (in its measure) is a regression again
+DETERMINISTIC = ("exact", "tokens")  # kinds whose failure within one env repeats word for word (ids, values, margins)
 SAME_SIZE = 0.05  # within one env, a tensor reference failing by its record's max abs error +- 5 % fails as recorded
 ORACLE = "oracle"  # the extra of a baseline-compared field naming its in-run reference
 # outcome field -> its oracle, for fields recorded before they named one in their extras (the
@@ -111,7 +113,7 @@ def same_failure(outcome: Outcome, before: RecordedReference | None) -> Outcome:
     """`outcome` (a reference, this run) against the same env's record of it."""
     if outcome.status is not Status.REGRESSION or before is None or not before.failed or before.kind != outcome.kind:
         return outcome
-    if not (outcome.kind == "exact" and before.detail == outcome.detail or _same_size(outcome, before)):
+    if not (outcome.kind in DETERMINISTIC and before.detail == outcome.detail or _same_size(outcome, before)):
         return outcome
     return replace(outcome, status=Status.CHANGED, category=Category.KNOWN_DEVIATION,
                    detail=f"known deviation: fails exactly as the record holds it (a finding in the library, "
