@@ -206,6 +206,30 @@ def test_the_repro_pages_finding_numbers_are_the_committed_reports():
             assert target in cases, f"docs/upgrades/repro.md: finding {number} is not about {target}"
 
 
+def test_the_upgrade_chain_table_counts_are_the_committed_reports():
+    """docs/upgrades/README.md's table: each step's findings ("63 (42 regression, 19 changed, 2 new)")
+    are its committed results.json's distinct findings by status, and a "N findings not in the ..."
+    count is its summary.md's "Not in the release notes (N)" - a re-render that moves them fails here."""
+    from collections import Counter
+
+    from harness.checking.findings import Findings
+    from harness.report import load_results
+
+    text = (REPO / "docs/upgrades/README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [\d.]+ -> [\d.]+ \| \[index\.html\]\(([\w.-]+)/index\.html\).*?\| (\d+) \(([^)]*)\) \|(.*)$",
+                      text, re.M)
+    assert len(rows) >= 5
+    for folder, total, parts, notes in rows:
+        grouped = Findings.of(load_results(REPO / "docs/upgrades" / folder / "results.json")).grouped
+        by_status = Counter(f.status.value for f in grouped)
+        stated = {status: int(n) for n, status in re.findall(r"(\d+) ([\w-]+)", parts)}
+        assert (int(total), stated) == (len(grouped), dict(by_status)), f"docs/upgrades/README.md: {folder}"
+        claimed = re.search(r"(\d+) findings not in the", notes)
+        if claimed:
+            summary = (REPO / "docs/upgrades" / folder / "summary.md").read_text(encoding="utf-8")
+            assert f"Not in the release notes ({claimed.group(1)})" in summary, f"docs/upgrades/README.md: {folder}"
+
+
 # ----------------------------------------------------------------------------------------------
 # paths and links
 
